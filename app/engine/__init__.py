@@ -1,0 +1,1 @@
+"""The in-process verification engine (no web stack imported here)."""

@@ -1,0 +1,1 @@
+"""Verification backends: each implements :class:`app.engine.backends.base.Backend`."""

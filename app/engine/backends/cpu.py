@@ -1,0 +1,134 @@
+"""The CPU backend: the reference libraries, spread over every core.
+
+A batch is cut into chunks of ``chunk`` items.  Libraries that release the GIL
+(:data:`app.engine.reference.RELEASES_GIL`) run their chunks on a thread pool; the others
+on a pool of worker processes (started with ``spawn``, so a threaded server is never
+forked), to which a chunk travels as a few byte strings rather than Python objects.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Literal
+
+import numpy as np
+
+from app.engine import reference
+from app.engine.batch import Batch
+from app.engine.schemes import SCHEMES, Scheme
+
+Parallelism = Literal["auto", "thread", "process"]
+
+
+def _verify_range(scheme_id: str, pk_len: int, pks: bytes, sigs: bytes, msgs: bytes,
+                  offsets: np.ndarray, ctx: bytes, prehashed: bool, allow_high_s: bool) -> bytes:
+    """Verify a chunk given as flat bytes; returns one verdict byte per item.
+
+    Runs in a worker process or thread; ``offsets`` are relative to ``msgs``.
+    """
+    scheme = SCHEMES[scheme_id]
+    fn = reference.verifier(scheme)
+    sig_len = scheme.sig_len
+    n = len(offsets) - 1
+    out = bytearray(n)
+    mv_pk, mv_sig, mv_msg = memoryview(pks), memoryview(sigs), memoryview(msgs)
+    for i in range(n):
+        try:
+            ok = fn(mv_pk[i * pk_len:(i + 1) * pk_len], mv_msg[int(offsets[i]):int(offsets[i + 1])],
+                    mv_sig[i * sig_len:(i + 1) * sig_len], ctx, prehashed, allow_high_s)
+        except Exception:  # a library surprise on one item must not fail the batch
+            ok = False
+        out[i] = 1 if ok else 0
+    return bytes(out)
+
+
+def _chunk_args(batch: Batch, lo: int, hi: int) -> tuple:
+    off = batch.offsets[lo:hi + 1].astype(np.int64)
+    base = int(off[0])
+    return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
+            batch.msgs[base:int(off[-1])].tobytes(), off - base, batch.ctx, batch.prehashed,
+            batch.allow_high_s)
+
+
+def _warm(_: int) -> int:
+    # Import every library in the worker before the first real batch arrives.
+    for s in SCHEMES.values():
+        reference.verifier(s)
+    return os.getpid()
+
+
+class CpuBackend:
+    """Verifies every scheme with the reference libraries on ``workers`` cores.
+
+    Args:
+        workers: cores to use; 0 means ``os.cpu_count()``.
+        chunk: items per work unit (smaller spreads better, larger costs less overhead).
+        parallelism: ``auto`` follows :data:`reference.RELEASES_GIL`; ``thread`` or
+            ``process`` forces one kind of pool for every scheme (used by the benchmark).
+    """
+
+    name = "cpu"
+
+    def __init__(self, workers: int = 0, chunk: int = 256, parallelism: Parallelism = "auto"):
+        self.workers = workers or os.cpu_count() or 1
+        self.chunk = max(1, chunk)
+        self.parallelism = parallelism
+        self._threads: ThreadPoolExecutor | None = None
+        self._procs: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def available(self) -> bool:
+        return True
+
+    def schemes(self) -> frozenset[str]:
+        return frozenset(SCHEMES)
+
+    def uses_processes(self, scheme: Scheme) -> bool:
+        if self.parallelism != "auto":
+            return self.parallelism == "process"
+        return not reference.RELEASES_GIL[scheme.family]
+
+    def _executor(self, processes: bool) -> Executor:
+        with self._lock:
+            if processes:
+                if self._procs is None:
+                    self._procs = ProcessPoolExecutor(self.workers,
+                                                      mp_context=multiprocessing.get_context("spawn"))
+                    list(self._procs.map(_warm, range(self.workers)))
+                return self._procs
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="zv-cpu")
+            return self._threads
+
+    def warm_up(self) -> None:
+        """Start the pools the registry will need, so the first batch pays no start-up."""
+        for procs in {self.uses_processes(s) for s in SCHEMES.values()}:
+            self._executor(procs)
+
+    def verify(self, batch: Batch) -> np.ndarray:
+        """Verify ``batch``; returns ``bool[N]`` in item order.  Never raises for bad items."""
+        n = len(batch)
+        if n == 0:
+            return np.zeros(0, dtype=bool)
+        # Enough chunks to keep every worker busy, none larger than self.chunk.
+        size = max(1, min(self.chunk, -(-n // self.workers)))
+        bounds = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
+        if len(bounds) == 1 or self.workers == 1:
+            parts = [_verify_range(*_chunk_args(batch, lo, hi)) for lo, hi in bounds]
+        else:
+            ex = self._executor(self.uses_processes(batch.scheme))
+            futures = [ex.submit(_verify_range, *_chunk_args(batch, lo, hi)) for lo, hi in bounds]
+            parts = [f.result() for f in futures]
+        return np.frombuffer(b"".join(parts), dtype=np.uint8).astype(bool)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._threads is not None:
+                self._threads.shutdown(wait=False, cancel_futures=True)
+                self._threads = None
+            if self._procs is not None:
+                self._procs.shutdown(wait=False, cancel_futures=True)
+                self._procs = None
