@@ -6,6 +6,7 @@ from fastapi import Request
 
 from app.config import Settings
 from app.engine.dispatch import Engine
+from app.engine.zap import Limits
 
 
 def get_engine(request: Request) -> Engine:
@@ -14,3 +15,9 @@ def get_engine(request: Request) -> Engine:
 
 def get_settings(request: Request) -> Settings:
     return request.app.state.settings
+
+
+def zap_limits(settings: Settings) -> Limits:
+    """The ZAP decoder's bounds from the settings."""
+    return Limits(max_frame_bytes=settings.zap_max_frame_bytes, max_items=settings.zap_max_items,
+                  max_message_bytes=settings.max_message_bytes)

@@ -6,7 +6,7 @@ import os
 import platform
 import sys
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from app import __version__
@@ -47,7 +47,8 @@ async def list_schemes() -> dict:
 
 @router.get("/v1/status", responses={200: {"content": {"application/json": {"example": {
         "instance": "host-1234", "version": __version__, "ready": True}}}}})
-async def status(engine: Engine = Depends(get_engine), settings: Settings = Depends(get_settings)) -> dict:
+async def status(request: Request, engine: Engine = Depends(get_engine),
+                 settings: Settings = Depends(get_settings)) -> dict:
     """Host, backends and self-test per scheme, counters and throughput per scheme, limits."""
     return {
         "instance": settings.instance,
@@ -55,7 +56,10 @@ async def status(engine: Engine = Depends(get_engine), settings: Settings = Depe
         "host": {"system": platform.system(), "machine": platform.machine(), "cpus": os.cpu_count(),
                  "python": sys.version.split()[0]},
         "limits": {"max_items": settings.max_items, "max_body_bytes": settings.max_body_bytes,
-                   "max_message_bytes": settings.max_message_bytes},
+                   "max_message_bytes": settings.max_message_bytes,
+                   "zap_max_frame_bytes": settings.zap_max_frame_bytes, "zap_max_items": settings.zap_max_items,
+                   "ws_max_in_flight": settings.ws_max_in_flight},
         "engine": engine.status(),
         "stats": engine.stats.snapshot(),
+        "websocket": request.app.state.ws_stats.snapshot(),
     }

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import get_engine, get_settings
-from app.api.schemas import ERROR_RESPONSES, VerifyRequest, VerifyResponse, to_items
+from app.api.schemas import ERROR_RESPONSES, VerifyRequest, VerifyResponse, to_items, verify_response
 from app.config import Settings
 from app.engine.dispatch import Engine
 from app.engine.ids import new_batch_id
@@ -30,9 +30,4 @@ async def verify(req: VerifyRequest, engine: Engine = Depends(get_engine),
     engine.require_ready()
     items = to_items(req, max_items=settings.max_items, max_message_bytes=settings.max_message_bytes)
     result = await run_in_threadpool(engine.verify_items, items)
-    n = len(items)
-    return VerifyResponse(
-        batch_id=new_batch_id(), count=n, valid=result.valid, invalid=n - result.valid,
-        verdicts=result.verdicts.tolist(), merkle_root=result.root.hex(), backends=result.backends,
-        elapsed_ms=round((time.perf_counter() - t0) * 1000, 3),
-        verify_ms=round(result.verify_seconds * 1000, 3), merkle_ms=round(result.merkle_seconds * 1000, 3))
+    return verify_response(result, new_batch_id(), time.perf_counter() - t0)
