@@ -14,8 +14,11 @@ from app.engine.dispatch import Engine, EngineConfig
 
 @pytest.fixture(scope="session")
 def engine():
-    """A CPU engine whose self-test has passed (shared: start-up costs a second or two)."""
-    eng = Engine(EngineConfig(backend="cpu", cpu_workers=2))
+    """A CPU engine whose self-test has passed (shared: start-up costs a second or two).
+
+    Threads only: worker processes could outlive the session and hold its output pipe open.
+    """
+    eng = Engine(EngineConfig(backend="cpu", cpu_workers=2, cpu_parallelism="thread"))
     eng.start()
     assert eng.ready
     yield eng
