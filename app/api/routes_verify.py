@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Body, Depends
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import get_engine, get_settings
-from app.api.schemas import ERROR_RESPONSES, VerifyRequest, VerifyResponse, to_items
+from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, VerifyResponse, to_items
 from app.config import Settings
 from app.engine.dispatch import Engine
 from app.engine.ids import new_batch_id
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/v1", tags=["verify"])
 
 
 @router.post("/verify", response_model=VerifyResponse, responses=ERROR_RESPONSES)
-async def verify(req: VerifyRequest, engine: Engine = Depends(get_engine),
+async def verify(req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES), engine: Engine = Depends(get_engine),
                  settings: Settings = Depends(get_settings)) -> VerifyResponse:
     """Verify every item; verdicts come back in input order.
 
