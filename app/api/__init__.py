@@ -1,0 +1,1 @@
+"""The HTTP layer: FastAPI routers, one module per resource."""
