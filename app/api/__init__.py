@@ -1,1 +1,1 @@
-"""The HTTP layer: FastAPI routers, one module per resource."""
+"""The HTTP API: one router module per resource."""

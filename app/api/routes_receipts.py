@@ -19,6 +19,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
+from app.api.deps import get_store
 from app.engine.store import MAX_PAGE, ReceiptStore, canonical_id
 from app.errors import ReceiptNotFound, ReceiptsDisabled
 
@@ -55,7 +56,7 @@ class ProofOut(BaseModel):
 
 def store_of(request: Request) -> ReceiptStore:
     """The app's receipt store; raises :class:`ReceiptsDisabled` when receipts are off."""
-    store = getattr(request.app.state, "store", None)
+    store = get_store(request)
     if store is None:
         raise ReceiptsDisabled("receipts are off on this server (ZAPVERIFY_RECEIPTS=false)")
     return store

@@ -35,9 +35,18 @@ class Item:
 
 @dataclass(frozen=True)
 class KnownAnswer:
+    """An item with the verdict our semantics give it.
+
+    ``source`` names where it came from (``generated``, ``wycheproof/ed25519_test.json``...);
+    ``rule`` is set where our documented semantics give another verdict than the source
+    expected, and says which rule (see app/vectors.py).
+    """
+
     item: Item
     expected: bool
     id: str
+    source: str = "generated"
+    rule: str = ""
 
 
 # ------------------------------------------------------------------ signers
@@ -160,14 +169,14 @@ def _encode(ka: KnownAnswer) -> dict:
     d = asdict(ka.item)
     for k in ("public_key", "message", "signature", "context"):
         d[k] = d[k].hex()
-    return {"item": d, "expected": ka.expected, "id": ka.id}
+    return {"item": d, "expected": ka.expected, "id": ka.id, "source": ka.source}
 
 
 def _decode(d: dict) -> KnownAnswer:
     it = dict(d["item"])
     for k in ("public_key", "message", "signature", "context"):
         it[k] = bytes.fromhex(it[k])
-    return KnownAnswer(Item(**it), d["expected"], d["id"])
+    return KnownAnswer(Item(**it), d["expected"], d["id"], d.get("source", "generated"))
 
 
 def known_answers() -> dict[str, list[KnownAnswer]]:

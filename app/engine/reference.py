@@ -94,6 +94,17 @@ def der_to_compact(der: bytes) -> bytes | None:
     return bytes(ffi.buffer(out, 64))
 
 
+def compact_signature(sig: bytes, signature_format: str) -> bytes:
+    """The 64-byte compact form of a secp256k1 signature sent as ``raw`` or ``der``.
+
+    A DER signature that does not parse becomes the empty signature, which is invalid by
+    length: the item gets a ``False`` verdict and its Merkle leaf commits to empty bytes.
+    """
+    if signature_format == "raw":
+        return bytes(sig)
+    return der_to_compact(sig) or b""
+
+
 # ------------------------------------------------------------------ BLS12-381 (milagro)
 def verify_bls12_381(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
     """CoreVerify with KeyValidate, ciphersuite BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_."""
