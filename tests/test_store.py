@@ -1,18 +1,14 @@
 """The receipt store: one suite, run against SQLite always and against PostgreSQL when
 ``ZAPVERIFY_TEST_POSTGRES_URL`` names a server (``scripts/pg_test_cluster`` starts one).
 
-Each PostgreSQL test gets a schema of its own (through the ``search_path`` option), which
-is dropped afterwards.
+Each PostgreSQL test gets a schema of its own (the ``pg_schema`` fixture of conftest.py).
 """
 
 from __future__ import annotations
 
-import os
 import random
 import threading
-import uuid
 from datetime import UTC, datetime, timedelta
-from urllib.parse import quote
 
 import numpy as np
 import pytest
@@ -21,28 +17,6 @@ from app.engine import merkle
 from app.engine.ids import new_batch_id
 from app.engine.store import MAX_PAGE, Pruner, Receipt, ReceiptStore, open_store
 from app.errors import ConfigError, RequestError, StoreSchemaTooNew, StoreUnavailable
-
-PG_URL = os.environ.get("ZAPVERIFY_TEST_POSTGRES_URL")
-
-
-def _with_schema(url: str, schema: str) -> str:
-    sep = "&" if "?" in url else "?"
-    return f"{url}{sep}options={quote(f'-csearch_path={schema}')}"
-
-
-@pytest.fixture
-def pg_schema():
-    """A fresh schema on the test server; yields a URL whose search_path is that schema."""
-    if not PG_URL:
-        pytest.skip("ZAPVERIFY_TEST_POSTGRES_URL not set (scripts/pg_test_cluster start prints one)")
-    import psycopg
-
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    yield _with_schema(PG_URL, schema)
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -170,20 +144,19 @@ def test_page_limit_out_of_range_names_the_field(store, limit):
 def test_prune_by_age(store):
     rng = random.Random(7)
     now = datetime.now(UTC)
-    old = [make_receipt(rng, 2, created_at=now - timedelta(days=10, seconds=k)) for k in range(3)]
+    store.prune_chunk = 2
+    old = [make_receipt(rng, 2, created_at=now - timedelta(days=10, seconds=k)) for k in range(5)]
     new = [make_receipt(rng, 2, created_at=now - timedelta(hours=1)) for _ in range(4)]
     for r in old + new:
         store.put(r)
-    assert store.prune(max_age_seconds=86400, now=now) == 3
+    assert store.prune(max_age_seconds=86400, now=now) == 5
     assert store.count() == 4
     assert all(store.get(r.id) is None for r in old) and all(store.get(r.id) for r in new)
     assert store.prune(max_age_seconds=86400, now=now) == 0
 
 
-def test_prune_by_rows_keeps_the_newest(store, monkeypatch):
-    import app.engine.store as store_mod
-
-    monkeypatch.setattr(store_mod, "PRUNE_CHUNK", 4)  # several chunks per prune
+def test_prune_by_rows_keeps_the_newest(store):
+    store.prune_chunk = 4  # several chunks per prune
     rng = random.Random(8)
     rs = [make_receipt(rng, 1) for _ in range(23)]
     for r in rs:

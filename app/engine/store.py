@@ -264,6 +264,8 @@ class ReceiptStore(ABC):
 
     kind: str
     url: str
+    #: Rows deleted per statement while pruning (see :data:`PRUNE_CHUNK`).
+    prune_chunk: int = PRUNE_CHUNK
 
     @abstractmethod
     def put(self, receipt: Receipt) -> None:
@@ -330,7 +332,7 @@ def check_schema_version(found: int, latest: int, where: str) -> None:
                                 f"{latest}: upgrade zapverify", field="database_url")
 
 
-def _check_limit(limit: int) -> int:
+def check_limit(limit: int) -> int:
     if not 1 <= limit <= MAX_PAGE:
         raise RequestError(f"limit must be between 1 and {MAX_PAGE}", field="limit")
     return limit

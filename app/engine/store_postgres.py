@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
-from app.engine.store import (COLUMNS, MAX_PAGE, PRUNE_CHUNK, Receipt, ReceiptStore, _check_limit,
+from app.engine.store import (COLUMNS, MAX_PAGE, Receipt, ReceiptStore, check_limit,
                               check_schema_version, receipt_from_row, receipt_row, to_micros)
 from app.errors import ConfigError, StoreUnavailable
 
@@ -138,7 +138,7 @@ class PostgresStore(ReceiptStore):
         return None if row is None else receipt_from_row(row)
 
     def page(self, after: str | None = None, limit: int = 100) -> list[Receipt]:
-        _check_limit(limit)
+        check_limit(limit)
         where, args = ("", (min(limit, MAX_PAGE),)) if after is None else \
             ("WHERE id > %s", (after, min(limit, MAX_PAGE)))
         try:
@@ -160,9 +160,9 @@ class PostgresStore(ReceiptStore):
         total = 0
         while True:
             n = self._write(f"DELETE FROM receipts WHERE id IN "
-                            f"(SELECT id FROM receipts WHERE {where} ORDER BY id LIMIT {PRUNE_CHUNK})", args)
+                            f"(SELECT id FROM receipts WHERE {where} ORDER BY id LIMIT {self.prune_chunk:d})", args)
             total += n
-            if n < PRUNE_CHUNK:
+            if n < self.prune_chunk:
                 return total
 
     def count(self) -> int:

@@ -15,7 +15,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from app.engine.store import (COLUMNS, MAX_PAGE, PRUNE_CHUNK, Receipt, ReceiptStore, _check_limit,
+from app.engine.store import (COLUMNS, MAX_PAGE, Receipt, ReceiptStore, check_limit,
                               check_schema_version, receipt_from_row, receipt_row, to_micros)
 from app.errors import StoreUnavailable
 
@@ -137,7 +137,7 @@ class SqliteStore(ReceiptStore):
         return None if row is None else receipt_from_row(row)
 
     def page(self, after: str | None = None, limit: int = 100) -> list[Receipt]:
-        _check_limit(limit)
+        check_limit(limit)
         try:
             with self._lock:
                 rows = self._db.execute(
@@ -158,9 +158,9 @@ class SqliteStore(ReceiptStore):
         total = 0
         while True:
             n = self._write(f"DELETE FROM receipts WHERE id IN "
-                            f"(SELECT id FROM receipts WHERE {where} ORDER BY id LIMIT {PRUNE_CHUNK})", args)
+                            f"(SELECT id FROM receipts WHERE {where} ORDER BY id LIMIT {self.prune_chunk:d})", args)
             total += n
-            if n < PRUNE_CHUNK:
+            if n < self.prune_chunk:
                 return total
 
     def count(self) -> int:
