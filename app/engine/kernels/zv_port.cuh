@@ -1,0 +1,80 @@
+/* zv_port.cuh — the portability layer every zapverify kernel header includes first.
+ *
+ * One source, two builds (DESIGN.md section 6):
+ *   - GPU: NVRTC (cupy.RawModule) or `nvcc -arch=sm_90`; __CUDACC__ is defined.
+ *   - host: g++ into a shared library loaded by ctypes, so kernel logic is tested on
+ *     machines without a GPU; a kernel then runs with one "thread" that walks every item.
+ *
+ * Rules for code that includes this header:
+ *   - fixed-width types only from here (NVRTC has no libc headers, so no <stdint.h>);
+ *   - no host-only calls (malloc, printf, memcpy) in shared code: use zv_memcpy below;
+ *   - block-cooperative loops are written ZV_FOR_EACH(i, n), which strides by the grid on
+ *     the GPU and visits 0..n-1 once on the host;
+ *   - entry points are ZV_KERNEL (extern "C": unmangled names for RawModule and ctypes).
+ */
+#ifndef ZV_PORT_CUH
+#define ZV_PORT_CUH
+
+typedef unsigned char zv_u8;
+typedef unsigned short zv_u16;
+typedef unsigned int zv_u32;
+typedef unsigned long long zv_u64;
+typedef signed int zv_i32;
+typedef signed long long zv_i64;
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define ZV_DEVICE_BUILD 1
+#define ZV_HD __host__ __device__ __forceinline__
+#define ZV_KERNEL extern "C" __global__
+#define ZV_CONSTANT __constant__
+#define ZV_TID ((zv_u64)blockIdx.x * blockDim.x + threadIdx.x)
+#define ZV_NTHREADS ((zv_u64)gridDim.x * blockDim.x)
+#define ZV_RESTRICT __restrict__
+#else
+#define ZV_DEVICE_BUILD 0
+#define ZV_HD static inline
+#define ZV_KERNEL extern "C" __attribute__((visibility("default")))
+#define ZV_CONSTANT static const
+#define ZV_TID ((zv_u64)0)
+#define ZV_NTHREADS ((zv_u64)1)
+#define ZV_RESTRICT __restrict__
+#endif
+
+/* Grid-stride loop: every item once, whatever the launch shape (one thread on the host). */
+#define ZV_FOR_EACH(i, n) for (zv_u64 i = ZV_TID; i < (zv_u64)(n); i += ZV_NTHREADS)
+
+ZV_HD void zv_memcpy(zv_u8 *dst, const zv_u8 *src, zv_u64 n) {
+    for (zv_u64 i = 0; i < n; i++) dst[i] = src[i];
+}
+
+ZV_HD void zv_memset(zv_u8 *dst, zv_u8 v, zv_u64 n) {
+    for (zv_u64 i = 0; i < n; i++) dst[i] = v;
+}
+
+ZV_HD zv_u32 zv_load_be32(const zv_u8 *p) {
+    return ((zv_u32)p[0] << 24) | ((zv_u32)p[1] << 16) | ((zv_u32)p[2] << 8) | (zv_u32)p[3];
+}
+
+ZV_HD void zv_store_be32(zv_u8 *p, zv_u32 v) {
+    p[0] = (zv_u8)(v >> 24); p[1] = (zv_u8)(v >> 16); p[2] = (zv_u8)(v >> 8); p[3] = (zv_u8)v;
+}
+
+ZV_HD zv_u64 zv_load_be64(const zv_u8 *p) {
+    return ((zv_u64)zv_load_be32(p) << 32) | zv_load_be32(p + 4);
+}
+
+ZV_HD void zv_store_be64(zv_u8 *p, zv_u64 v) {
+    zv_store_be32(p, (zv_u32)(v >> 32)); zv_store_be32(p + 4, (zv_u32)v);
+}
+
+ZV_HD zv_u64 zv_load_le64(const zv_u8 *p) {
+    zv_u64 v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+ZV_HD void zv_store_le64(zv_u8 *p, zv_u64 v) {
+    for (int i = 0; i < 8; i++) { p[i] = (zv_u8)v; v >>= 8; }
+}
+
+#endif /* ZV_PORT_CUH */
