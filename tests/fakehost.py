@@ -110,15 +110,8 @@ def fake_cupy(*devices: dict, hip: bool = False, error: Exception | None = None)
     rt = FakeRuntime(list(devices), hip, error)
 
     class Device:
-        def __init__(self, i: int = 0):
-            self.id = i
-
-        def __enter__(self):
-            self._prev, rt.current = rt.current, self.id
-            return self
-
-        def __exit__(self, *exc):
-            rt.current = self._prev
+        def __init__(self, i: int | None = None):
+            self.id = rt.current if i is None else i
 
     return SimpleNamespace(__version__="13.6.0", cuda=SimpleNamespace(runtime=rt, Device=Device))
 

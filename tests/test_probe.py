@@ -40,6 +40,7 @@ def test_cuda_devices_come_from_the_runtime(root):
     assert [(g.index, g.name, g.source, g.compute_capability) for g in p.gpus] == [
         (0, "NVIDIA H200", "cupy", "9.0"), (1, "NVIDIA H200", "cupy", "9.0")]
     assert p.gpus[0].total_bytes == 141 * fh.GIB and p.gpus[0].free_bytes == 140 * fh.GIB
+    assert p.gpus[1].total_bytes == 141 * fh.GIB and p.gpus[1].free_bytes is None  # no context made there
     assert p.nvidia_driver == "570.133.20" and p.cupy_version == "13.6.0"
     assert not p.rocm.available and "CuPy is a CUDA build, not a ROCm (HIP) build" in p.rocm.reasons
 

@@ -191,7 +191,10 @@ def report_dict(probe: HostProbe, choice: Pick, pool_stats: dict | None = None) 
 
 
 def render_report(probe: HostProbe, choice: Pick, pool_stats: dict | None = None) -> str:
-    """The probe report as text (``zapverify probe``); the first line is :attr:`Pick.headline`."""
+    """The probe report as text (``zapverify probe``); the first line is :attr:`Pick.headline`.
+
+    ``pool_stats`` is :meth:`app.engine.pool.UmaPool.stats` or :func:`app.engine.pool.plan_pool`.
+    """
     lines = [choice.headline,
              f"  host class  {choice.host_class} ({probe.system} {probe.machine}, "
              f"{fmt_bytes(probe.mem_total_bytes)} RAM)",
@@ -222,6 +225,7 @@ def render_report(probe: HostProbe, choice: Pick, pool_stats: dict | None = None
         lines.append(f"  {s['source']}, capacity {fmt_bytes(s['capacity_bytes'])} "
                      f"(asked {fmt_bytes(s['requested_bytes'])}"
                      + (f"; clamped by {', '.join(s['clamped_by'])}" if s.get("clamped_by") else "") + ")")
-        lines.append(f"  in use {fmt_bytes(s['in_use_bytes'])}, high water {fmt_bytes(s['high_water_bytes'])}, "
-                     f"waits {s['waits_total']}, exhaustions {s['exhaustions_total']}")
+        if "in_use_bytes" in s:  # a live pool, not only its plan
+            lines.append(f"  in use {fmt_bytes(s['in_use_bytes'])}, high water {fmt_bytes(s['high_water_bytes'])}, "
+                         f"waits {s['waits_total']}, exhaustions {s['exhaustions_total']}")
     return "\n".join(line.rstrip() for line in lines)

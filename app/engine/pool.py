@@ -131,6 +131,34 @@ def clamp_capacity(requested: int, limits: PinLimits, device_free: int | None = 
     return capacity, tuple(why)
 
 
+def _check_request(requested_bytes: Any, source: Any) -> None:
+    if isinstance(requested_bytes, bool) or not isinstance(requested_bytes, int) or requested_bytes < PAGE_BYTES:
+        raise ConfigError(f"uma_pool_bytes must be an integer of at least {PAGE_BYTES}, got {requested_bytes!r}",
+                          field="uma_pool_bytes")
+    if source not in SOURCES:
+        raise ConfigError(f"pool_source must be one of {', '.join(SOURCES)}, got {source!r}", field="pool_source")
+
+
+def plan_pool(requested_bytes: int, source: str, limits: PinLimits | None = None,
+              device_free: int | None = None) -> dict[str, Any]:
+    """The pool :meth:`UmaPool.create` would build, without allocating it.
+
+    Returns ``{"source", "requested_bytes", "capacity_bytes", "chunk_bytes", "clamped_by"}``
+    (bytes; ``clamped_by`` in words).  ``device_free``: free device memory in bytes, for
+    ``managed``.  Raises :class:`ConfigError` for a bad size or source, or when the host
+    lets the process page-lock less than one page.
+    """
+    _check_request(requested_bytes, source)
+    capacity, why = clamp_capacity(requested_bytes, limits or PinLimits.read(),
+                                   device_free if source == "managed" else None)
+    chunk = min(CHUNK_BYTES, capacity // PAGE_BYTES * PAGE_BYTES)
+    if chunk < PAGE_BYTES:
+        raise ConfigError(f"the host lets this process page-lock only {capacity} bytes "
+                          f"({'; '.join(why)}); the pool needs at least {PAGE_BYTES}", field="uma_pool_bytes")
+    return {"source": source, "requested_bytes": requested_bytes, "capacity_bytes": capacity // chunk * chunk,
+            "chunk_bytes": chunk, "clamped_by": list(why)}
+
+
 # ------------------------------------------------------------------------------ memory sources
 class _HostMemory:
     """Exposes ``nbytes`` at address ``ptr`` to numpy, keeping ``owner`` (the allocation) alive
@@ -404,26 +432,17 @@ class UmaPool:
             ConfigError: a bad size or source name.
             AllocatorUnavailable: a CUDA source without CuPy or a device.
         """
-        if isinstance(requested_bytes, bool) or not isinstance(requested_bytes, int) or requested_bytes < PAGE_BYTES:
-            raise ConfigError(f"uma_pool_bytes must be an integer of at least {PAGE_BYTES}, got {requested_bytes!r}",
-                              field="uma_pool_bytes")
-        if source not in SOURCES:
-            raise ConfigError(f"pool_source must be one of {', '.join(SOURCES)}, got {source!r}", field="pool_source")
         if wait_seconds < 0:
             raise ConfigError("pool_wait_seconds must not be negative", field="pool_wait_seconds")
-        limits = limits or PinLimits.read()
+        _check_request(requested_bytes, source)
         device_free = None
         if source != "heap":
             cupy = cupy or import_cupy()
             _cuda_device(cupy, source)
             if source == "managed":
                 device_free = int(cupy.cuda.runtime.memGetInfo()[0])
-        capacity, why = clamp_capacity(requested_bytes, limits, device_free)
-        chunk = min(CHUNK_BYTES, capacity // PAGE_BYTES * PAGE_BYTES)
-        if chunk < PAGE_BYTES:
-            raise ConfigError(f"the host lets this process page-lock only {capacity} bytes "
-                              f"({'; '.join(why)}); the pool needs at least {PAGE_BYTES}", field="uma_pool_bytes")
-        capacity = capacity // chunk * chunk
+        plan = plan_pool(requested_bytes, source, limits, device_free)
+        capacity, why = plan["capacity_bytes"], tuple(plan["clamped_by"])
         arena = _HeapArena(capacity) if source == "heap" else _CudaArena(capacity, source, cupy)
         pool = cls(arena, requested_bytes=requested_bytes, clamped_by=why, wait_seconds=wait_seconds, debug=debug)
         log.info("UMA pool: %s memory, %s (asked %s%s)", source, fmt_bytes(pool.capacity_bytes),

@@ -59,7 +59,8 @@ class GpuDevice:
     """A GPU seen by the CUDA/HIP runtime (``source="cupy"``) or only by the driver
     (``source="driver"``, from ``/proc/driver/nvidia/gpus/*/information``).
 
-    ``total_bytes``/``free_bytes`` are device memory in bytes (None when not known);
+    ``total_bytes``/``free_bytes`` are device memory in bytes (None when not known; free memory
+    is read for the current device only, since reading it makes a context on the device);
     ``compute_capability`` is ``"major.minor"`` (CUDA) or the gfx arch name (HIP).
     """
 
@@ -213,6 +214,10 @@ def _cupy_devices(cupy: Any) -> tuple[list[GpuDevice], str | None]:
     except Exception as exc:  # CUDARuntimeError when there is no driver or no device
         return [], f"{type(exc).__name__}: {exc}"
     devices = []
+    try:
+        current = int(cupy.cuda.Device().id)
+    except Exception:
+        current = 0
     for i in range(count):
         props = rt.getDeviceProperties(i)
         name = props.get("name", b"")
@@ -223,11 +228,11 @@ def _cupy_devices(cupy: Any) -> tuple[list[GpuDevice], str | None]:
         else:
             cc = f"{props.get('major', 0)}.{props.get('minor', 0)}"
         free = None
-        try:
-            with cupy.cuda.Device(i):
+        if i == current:  # memGetInfo needs a context, which costs memory on every device it is made on
+            try:
                 free = int(rt.memGetInfo()[0])
-        except Exception:  # a device that is busy or in an exclusive mode still counts
-            pass
+            except Exception:  # a device that is busy or in an exclusive mode still counts
+                pass
         pci = props.get("pciBusID")
         bus = (f"{props.get('pciDomainID', 0):04x}:{pci:02x}:{props.get('pciDeviceID', 0):02x}.0"
                if isinstance(pci, int) else None)
