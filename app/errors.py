@@ -64,7 +64,8 @@ class NotReady(ZapVerifyError):
 
 
 class ConfigError(ZapVerifyError):
-    """A setting cannot be honoured as given (``field`` names the setting)."""
+    """A setting cannot be used as given (an unknown database URL scheme, a pool smaller than a
+    page, ...); ``field`` names the setting.  Raised at start-up."""
 
     code = "BAD_CONFIG"
     status = 500
@@ -112,3 +113,43 @@ class BufferMisuse(ZapVerifyError):
 
     code = "BUFFER_MISUSE"
     status = 500
+
+
+class NotFound(ZapVerifyError):
+    """Something asked for by name or number does not exist."""
+
+    code = "NOT_FOUND"
+    status = 404
+
+
+class ReceiptNotFound(NotFound):
+    code = "RECEIPT_NOT_FOUND"
+
+
+class LeafIndexOutOfRange(NotFound):
+    """An inclusion proof was asked for an index outside ``[0, count)`` of the receipt."""
+
+    code = "LEAF_INDEX_OUT_OF_RANGE"
+
+
+class ReceiptsDisabled(NotFound):
+    """Receipts are off on this server (``ZAPVERIFY_RECEIPTS=false``)."""
+
+    code = "RECEIPTS_DISABLED"
+
+
+class StoreUnavailable(ZapVerifyError):
+    """The receipt store could not be read or written (database down, disk full, ...).
+
+    A verify request whose receipt cannot be written fails with this error (503): the
+    service never answers with verdicts whose receipt is missing.
+    """
+
+    code = "STORE_UNAVAILABLE"
+    status = 503
+
+
+class StoreSchemaTooNew(StoreUnavailable):
+    """The database was migrated by a newer zapverify than this one."""
+
+    code = "STORE_SCHEMA_TOO_NEW"
