@@ -20,6 +20,17 @@ Example::
     with Client("http://127.0.0.1:8000") as zv:
         r = zv.verify_batch("ed25519", pks, msgs, sigs)
         print(r.valid, r.verdicts, r.merkle_root.hex())
+
+:func:`verify_inclusion` checks an inclusion proof from ``GET /v1/receipts/{id}/proof/{index}``
+offline: it needs only the proof's numbers and hashes, never the server.
+:func:`leaf_hash` recomputes an item's leaf from what the user sent (scheme wire code,
+verdict, public key, message, signature), so a user can show that *their* item got that
+verdict::
+
+    from app.client import leaf_hash, verify_inclusion
+    leaf = leaf_hash(0x01, True, pk, msg, sig)          # must equal the proof's leaf_hash
+    verify_inclusion(bytes.fromhex(p["merkle_root"]), leaf, p["index"], p["count"],
+                     [bytes.fromhex(h) for h in p["audit_path"]])   # -> True
 """
 
 from __future__ import annotations
@@ -38,9 +49,11 @@ import numpy as np
 
 from app.engine import zap
 from app.engine.kat import Item
+from app.engine.merkle import leaf_hash, verify_inclusion
 from app.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
 
-__all__ = ["AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream"]
+__all__ = ["AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream", "leaf_hash",
+           "verify_inclusion"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 WS_PATH = "/v1/ws/verify"

@@ -1,62 +1,70 @@
-"""Shared fixtures: one started CPU engine per session, and a live uvicorn server on loopback."""
+"""Shared fixtures: one started engine per session, the external vector folder, caches,
+and a live uvicorn server on loopback around the shared engine."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
+import os
+import uuid
+from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
-from app.config import Settings
-from app.engine.dispatch import Engine, EngineConfig
+ROOT = Path(__file__).resolve().parents[1]
+VECTORS = ROOT.parent / "shared" / "vectors"
+
+# Generated known answers and host-built kernels are cached between runs (git-ignored).
+os.environ.setdefault("ZAPVERIFY_KAT_CACHE", str(ROOT / ".cache" / "kat"))
+os.environ.setdefault("ZAPVERIFY_KERNEL_CACHE", str(ROOT / ".cache" / "kernels"))
+os.environ.setdefault("ZAPVERIFY_DATA_DIR", str(ROOT / ".cache" / "data"))
+
+#: A PostgreSQL server for the store tests (``scripts/pg_test_cluster start`` prints one).
+PG_URL = os.environ.get("ZAPVERIFY_TEST_POSTGRES_URL")
+
+needs_vectors = pytest.mark.skipif(not VECTORS.is_dir(), reason="../shared/vectors is absent")
 
 
 @pytest.fixture(scope="session")
 def engine():
-    """A CPU engine whose self-test has passed (shared: start-up costs a second or two).
+    from app.engine.dispatch import Engine, EngineConfig
 
-    Threads only: worker processes could outlive the session and hold its output pipe open.
-    """
-    eng = Engine(EngineConfig(backend="cpu", cpu_workers=2, cpu_parallelism="thread"))
+    eng = Engine(EngineConfig(backend="cpu"))
     eng.start()
     assert eng.ready
     yield eng
     eng.close()
 
 
-class LiveServer:
-    """uvicorn serving ``app`` on 127.0.0.1 in a thread of this process."""
+@pytest.fixture(scope="session")
+def vectors_root() -> Path:
+    if not VECTORS.is_dir():
+        pytest.skip("../shared/vectors is absent")
+    return VECTORS
 
-    def __init__(self, app):
-        import uvicorn
 
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=64 * 1024 * 1024))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+@pytest.fixture
+def pg_schema():
+    """A fresh schema on the test PostgreSQL server, dropped afterwards; yields a URL whose
+    ``search_path`` is that schema.  Skips when ``ZAPVERIFY_TEST_POSTGRES_URL`` is unset."""
+    if not PG_URL:
+        pytest.skip("ZAPVERIFY_TEST_POSTGRES_URL not set (scripts/pg_test_cluster start prints one)")
+    import psycopg
 
-    def __enter__(self) -> "LiveServer":
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in PG_URL else "?"
+    yield f"{PG_URL}{sep}options={quote(f'-csearch_path={schema}')}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture(scope="module")
 def live_server(engine):
-    """A real uvicorn server on loopback around :func:`app.main.create_app` and the shared engine."""
+    """A real uvicorn server (in a thread) on loopback around the shared engine; receipts off."""
+    from app.config import Settings
     from app.main import create_app
+    from tests.server import LiveServer
 
-    with LiveServer(create_app(Settings(), engine=engine)) as server:
+    with LiveServer(create_app(Settings(receipts=False), engine=engine)) as server:
         yield server

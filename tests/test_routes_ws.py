@@ -199,3 +199,32 @@ def test_a_slow_engine_stops_the_reader_then_drains(signed):
     assert pulled == bound and replies == []  # stalled at the bound while the engine was held
     assert stats.in_flight_peak == bound
     assert stats.messages_total == 40 and stats.in_flight == 0  # then every request got its reply
+
+
+def test_ws_answers_are_recorded_as_receipts(engine, signed, tmp_path):
+    a, b, bad = signed
+    with TestClient(create_app(Settings(data_dir=tmp_path), engine=engine)) as client, \
+            client.websocket_connect("/v1/ws/verify") as ws:
+        ws.send_text(_json([a, bad], 1))
+        body = json.loads(ws.receive_text())
+        receipt = client.get(f"/v1/receipts/{body['batch_id']}").json()
+        assert (receipt["count"], receipt["valid"], receipt["source"]) == (2, 1, "ws")
+        assert receipt["merkle_root"] == body["merkle_root"]
+        ws.send_bytes(_frame([a, b], 2))
+        frame = zap.decode(ws.receive_bytes())
+        page = client.get("/v1/receipts?limit=10").json()["receipts"]
+        assert [(r["source"], r["merkle_root"]) for r in page] == [
+            ("ws", body["merkle_root"]), ("ws", frame.merkle_root.hex())]
+
+
+def test_ws_frames_land_in_the_pool(signed):
+    eng = Engine(EngineConfig(backend="cpu", cpu_workers=1, cpu_parallelism="thread", pool_bytes=4 << 20,
+                              pool_source="heap", pool_debug=True))
+    eng.ready = True
+    with TestClient(create_app(Settings(receipts=False), engine=eng)) as client, \
+            client.websocket_connect("/v1/ws/verify") as ws:
+        for rid in range(1, 6):
+            ws.send_bytes(_frame([signed[0], signed[1]], rid))
+        assert sorted(zap.decode(ws.receive_bytes()).request_id for _ in range(5)) == [1, 2, 3, 4, 5]
+        stats = eng.pool.stats()
+        assert stats["acquired_total"] == stats["released_total"] == 5 and stats["in_use_bytes"] == 0

@@ -247,3 +247,45 @@ def test_fuzz_hostile_headers(client, fields, head, tail):
     frame = struct.pack("<4sHBBII", b"ZAP\0", 1, 1, 0, 3, size) + struct.pack(
         "<BBBBIII", head[0], head[1], head[2], 0, count, pk_len, sig_len) + tail
     _check_reply(_post(client, frame))
+
+
+# ------------------------------------------------------------------ pool slabs and receipts
+def _pool_engine(pool_bytes: int) -> Engine:
+    eng = Engine(EngineConfig(backend="cpu", cpu_workers=1, cpu_parallelism="thread", pool_bytes=pool_bytes,
+                              pool_source="heap", pool_wait_seconds=0.1, pool_debug=True))
+    eng.ready = True  # the session engine's self-test covers the CPU backend
+    return eng
+
+
+def test_frames_land_in_a_pool_slab_released_after_the_answer():
+    eng = _pool_engine(4 << 20)
+    with TestClient(create_app(Settings(receipts=False), engine=eng)) as c:
+        frame = hand_frame(0x01, [RFC1, RFC2], request_id=77)
+        for _ in range(3):
+            r = _post(c, frame)
+            assert parse_response(r.content)[:3] == (77, 2, 2)
+        stats = eng.pool.stats()
+        assert stats["acquired_total"] == 3 and stats["released_total"] == 3
+        assert stats["in_use_bytes"] == 0 and stats["high_water_bytes"] >= len(frame)
+        assert stats["misuse_total"] == 0
+        # The pool is held by someone else: the frame waits, then gets a 503 error frame.
+        hog = eng.pool.acquire(eng.pool.capacity_bytes, "ingest")
+        try:
+            r = _post(c, frame)
+            assert r.status_code == 503 and parse_error(r.content)[:2] == (77, 0x0103)
+        finally:
+            hog.release()
+        assert _post(c, frame).status_code == 200
+
+
+def test_zap_answer_is_recorded_as_a_receipt(engine, tmp_path):
+    items = [RFC1, RFC2, (RFC1[0], b"x", RFC1[2])]
+    s = Settings(data_dir=tmp_path)
+    with TestClient(create_app(s, engine=engine)) as c:
+        r = _post(c, hand_frame(0x01, items, request_id=5))
+        _, count, valid, root, verdicts = parse_response(r.content)
+        receipt = c.get(f"/v1/receipts/{r.headers['x-zapverify-batch-id']}").json()
+        assert (receipt["count"], receipt["valid"], receipt["merkle_root"]) == (3, 2, root.hex())
+        assert receipt["schemes"] == ["ed25519"] and receipt["source"] == "http"
+        proof = c.get(f"/v1/receipts/{r.headers['x-zapverify-batch-id']}/proof/2").json()
+        assert proof["verdict"] is False and proof["merkle_root"] == root.hex()

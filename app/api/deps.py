@@ -6,6 +6,7 @@ from fastapi import Request
 
 from app.config import Settings
 from app.engine.dispatch import Engine
+from app.engine.store import ReceiptStore
 from app.engine.zap import Limits
 
 
@@ -15,6 +16,11 @@ def get_engine(request: Request) -> Engine:
 
 def get_settings(request: Request) -> Settings:
     return request.app.state.settings
+
+
+def get_store(request: Request) -> ReceiptStore | None:
+    """The receipt store, or ``None`` when receipts are off."""
+    return getattr(request.app.state, "store", None)
 
 
 def zap_limits(settings: Settings) -> Limits:

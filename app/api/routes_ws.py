@@ -12,6 +12,9 @@ the bound the server stops reading, so a client that sends faster than it is ser
 never reads its replies, which blocks the server's sends — is held back by TCP flow control
 instead of growing the server's memory.  A bad message gets an error reply and the
 connection stays open.
+
+A binary message is copied once into the engine's UMA pool and verified there.  When
+receipts are on, each request's receipt (source ``ws``) is written before its reply.
 """
 
 from __future__ import annotations
@@ -23,15 +26,18 @@ import time
 from dataclasses import dataclass
 from typing import Annotated
 
+import numpy as np
 from fastapi import APIRouter, WebSocket
 from pydantic import Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import zap_limits
+from app.api.landing import landing
+from app.api.receipting import record
 from app.api.schemas import VerifyRequest, loc_to_field, to_items, verify_response
 from app.engine import zap
 from app.engine.ids import new_batch_id
-from app.errors import RequestError, ZapVerifyError
+from app.errors import BadSize, RequestError, ZapVerifyError
 
 log = logging.getLogger("zapverify.ws")
 router = APIRouter(prefix="/v1", tags=["verify"])
@@ -82,6 +88,7 @@ class Connection:
         self.ws = ws
         self.engine = app.state.engine
         self.settings = app.state.settings
+        self.store = getattr(app.state, "store", None)
         self.stats: WsStats = app.state.ws_stats
         self.limits = zap_limits(self.settings)
         self.bound = self.settings.ws_max_in_flight
@@ -143,11 +150,22 @@ class Connection:
             self._finished()
 
     async def _zap(self, data: bytes) -> bytes:
+        t0 = time.perf_counter()
         request_id = zap.peek_request_id(data)
         try:
-            frame = zap.decode_request(data, self.limits)
-            self.engine.require_ready()
-            result = await run_in_threadpool(self.engine.verify, frame.batch)
+            header = zap.read_header(data, self.limits)
+            if header.size != len(data):
+                raise BadSize(f"size field says {header.size} bytes, the message has {len(data)}", field="size")
+            # The message is copied once, into pool memory the engine (and a GPU) reads in place.
+            async with landing(self.engine, len(data)) as buf:
+                buf[:len(data)] = np.frombuffer(data, dtype=np.uint8)
+                frame = zap.decode_request(buf[:len(data)], self.limits)
+                self.engine.require_ready()
+                result = await run_in_threadpool(self.engine.verify, frame.batch)
+                scheme = frame.batch.scheme.id
+                await record(self.store, batch_id=new_batch_id(), verdicts=result.verdicts, leaves=result.leaves,
+                             root=result.root, schemes=[scheme], backends={scheme: result.backend}, started=t0,
+                             source="ws")
             return bytes(zap.encode_response(frame.request_id, result.verdicts, result.root))
         except ZapVerifyError as exc:
             self.stats.errors_total += 1
@@ -171,7 +189,11 @@ class Connection:
                              max_message_bytes=self.settings.max_message_bytes)
             self.engine.require_ready()
             result = await run_in_threadpool(self.engine.verify_items, items)
-            body = verify_response(result, new_batch_id(), time.perf_counter() - t0).model_dump()
+            batch_id = new_batch_id()
+            await record(self.store, batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves,
+                         root=result.root, schemes=[it.scheme for it in items], backends=result.backends,
+                         started=t0, source="ws")
+            body = verify_response(result, batch_id, time.perf_counter() - t0).model_dump()
             return json.dumps({"request_id": req.request_id, **body})
         except ZapVerifyError as exc:
             self.stats.errors_total += 1

@@ -477,41 +477,58 @@ def error_frame(exc: ZapVerifyError, request_id: int = 0) -> bytearray:
 class FrameReader:
     """Assembles one frame from chunks into one buffer of the frame's declared size.
 
-    The header is checked (:func:`read_header`) as soon as its 16 bytes are in; then
-    ``alloc(size)`` gives the buffer the rest is copied into, once.  ``alloc`` is where a
-    pool slab comes in: any callable returning a writable buffer of ``size`` bytes.
+    The header is checked (:func:`read_header`, and against ``expected``, e.g. a
+    Content-Length) as soon as its 16 bytes are in, before any buffer is taken; then the
+    rest is copied, once, into a buffer of ``size`` bytes: one that the caller
+    :meth:`attach`-es (a pool slab acquired off the event loop), else ``alloc(size)``.
 
-    Raises from :meth:`feed` / :meth:`finish`: what :func:`read_header` raises, and
-    :class:`BadSize` for more or fewer bytes than ``size``.
+    Raises from :meth:`take_header` / :meth:`feed` / :meth:`finish`: what
+    :func:`read_header` raises, and :class:`BadSize` for more or fewer bytes than ``size``
+    or a ``size`` other than ``expected``.
     """
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS, alloc: Callable[[int], Buffer] = bytearray,
                  expected: int | None = None):
         self.limits = limits
         self.alloc = alloc
-        self.expected = expected  # e.g. Content-Length, compared with size before allocating
+        self.expected = expected
         self.header: Header | None = None
         self.buffer: np.ndarray | None = None
-        self._raw: Buffer | None = None
         self._head = bytearray()
         self.filled = 0
 
-    def feed(self, chunk: bytes | memoryview) -> None:
+    def take_header(self, chunk: bytes | memoryview) -> memoryview:
+        """Consume header bytes from ``chunk``; returns what is left of it.
+
+        Sets :attr:`header` once 16 bytes are in (then returns the rest unconsumed)."""
         view = memoryview(chunk)
-        if self.header is None:
-            take = min(HEADER_SIZE - len(self._head), len(view))
-            self._head += view[:take]
-            view = view[take:]
-            if len(self._head) < HEADER_SIZE:
-                return
-            self.header = read_header(self._head, self.limits)
+        if self.header is not None:
+            return view
+        take = min(HEADER_SIZE - len(self._head), len(view))
+        self._head += view[:take]
+        if len(self._head) == HEADER_SIZE:
+            self.header = read_header(self._head, self.limits)  # kept on error: its request_id addresses the reply
             if self.expected is not None and self.expected != self.header.size:
                 raise BadSize(f"size field says {self.header.size} bytes, the body is {self.expected}",
                               field="size")
-            self._raw = self.alloc(self.header.size)
-            self.buffer = _u8(self._raw)[:self.header.size]
-            self.buffer[:HEADER_SIZE] = np.frombuffer(self._head, dtype=np.uint8)
-            self.filled = HEADER_SIZE
+        return view[take:]
+
+    def attach(self, buffer: Buffer) -> None:
+        """Use ``buffer`` (at least ``header.size`` bytes, writable) for the frame."""
+        if self.header is None or self.buffer is not None:
+            raise RuntimeError("attach() belongs after the header and before the body")
+        self.buffer = _u8(buffer)[:self.header.size]
+        if self.buffer.shape[0] < self.header.size:
+            raise ValueError(f"buffer of {self.buffer.shape[0]} bytes for a {self.header.size}-byte frame")
+        self.buffer[:HEADER_SIZE] = np.frombuffer(self._head, dtype=np.uint8)
+        self.filled = HEADER_SIZE
+
+    def feed(self, chunk: bytes | memoryview) -> None:
+        view = self.take_header(chunk) if self.header is None else memoryview(chunk)
+        if self.header is None:
+            return
+        if self.buffer is None:
+            self.attach(self.alloc(self.header.size))
         n = len(view)
         if n == 0:
             return
@@ -525,6 +542,8 @@ class FrameReader:
         if self.header is None:
             raise BadSize(f"{len(self._head)} bytes is shorter than the {HEADER_SIZE}-byte header",
                           field="size")
+        if self.buffer is None:
+            self.attach(self.alloc(self.header.size))
         if self.filled != self.header.size:
             raise BadSize(f"size field says {self.header.size} bytes, {self.filled} were received",
                           field="size")
