@@ -307,8 +307,9 @@ class Engine:
         run = self._run(batch)
         t0 = time.perf_counter()
         leaves, root, merkle_backend = run.leaves, run.root, run.merkle_backend
-        if leaves is None or root is None:
-            leaves = merkle.batch_leaves(batch, run.verdicts)
+        if root is None:
+            if leaves is None:
+                leaves = merkle.batch_leaves(batch, run.verdicts)
             root = merkle.root(leaves)
             merkle_backend = self.cpu.name
         t_merkle = time.perf_counter() - t0
@@ -339,7 +340,8 @@ class Engine:
                 self._fail(backend, batch.scheme, exc)
                 backend, t0 = self.cpu, time.perf_counter()
         if run is None:
-            run = _Run(_checked(self.cpu.verify(batch), n), self.cpu.name, 0.0)
+            verdicts, leaves = _call(self.cpu, batch)
+            run = _Run(_checked(verdicts, n), self.cpu.name, 0.0, leaves)
         run.seconds = time.perf_counter() - t0
         self.stats.record(batch.scheme.id, backend.name, n, int(np.count_nonzero(run.verdicts)), run.seconds)
         return run
@@ -419,7 +421,7 @@ class Engine:
         tree_on: set[str] = set()
         t_verify = 0.0
         for group, idx in _group(items).items():
-            if group is None:
+            if group is None:  # items false as given: their leaves hash exactly what was sent
                 tree_on.add(self.cpu.name)
                 continue
             batch = _batch_of(group, [items[i] for i in idx])
@@ -428,7 +430,7 @@ class Engine:
             if run.leaves is not None:
                 leaves[idx] = run.leaves
                 have_leaf[idx] = True
-            tree_on.add(run.merkle_backend if run.leaves is not None else self.cpu.name)
+            tree_on.add(run.merkle_backend if run.root is not None else self.cpu.name)
             t_verify += run.seconds
             prev = backends.get(group[0])
             backends[group[0]] = run.backend if prev in (None, run.backend) else f"{prev}+{run.backend}"
@@ -481,6 +483,14 @@ class Engine:
 
 
 # ------------------------------------------------------------------ calibration helpers
+def _call(backend: Backend, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
+    """Verdicts, and leaf hashes where the backend makes them beside (``verify_with_leaves``)."""
+    if hasattr(backend, "verify_with_leaves"):
+        verdicts, leaves = backend.verify_with_leaves(batch)
+        return np.asarray(verdicts, dtype=bool), leaves
+    return np.asarray(backend.verify(batch), dtype=bool), None
+
+
 def _checked(verdicts, n: int) -> np.ndarray:
     v = np.asarray(verdicts, dtype=bool)
     if v.shape != (n,):
