@@ -457,14 +457,12 @@ class Engine:
         def shown(route: SchemeRoute) -> dict:
             return {b: (None if c is None or c >= NEVER else c) for b, c in route.crossover.items()}
 
-        degraded = sorted(s for s, r in self.routes.items()
-                          if any(not ok for b, ok in r.selftest.items() if b != self.cpu.name))
         return {
             "ready": self.ready,
             "forced_backend": None if self.config.backend == "auto" else self.config.backend,
             "backends": [b.name for b in self.backends],
             "hybrid": self.config.hybrid,
-            "degraded": degraded,
+            "degraded": self.degraded(),
             "merkle": dict(self.merkle),
             "devices": {b.name: b.info() for b in self.accelerated if hasattr(b, "info")},
             "schemes": {
@@ -476,6 +474,16 @@ class Engine:
                 for s, r in self.routes.items()
             },
         }
+
+    def degraded(self) -> dict[str, dict[str, str]]:
+        """Schemes an accelerated backend should serve but the CPU serves instead, because
+        that backend failed its self-test or a batch: {scheme: {backend: reason}}."""
+        out: dict[str, dict[str, str]] = {}
+        for s, r in self.routes.items():
+            for b, ok in r.selftest.items():
+                if b != self.cpu.name and not ok:
+                    out.setdefault(s, {})[b] = r.failures.get(b, "self-test failed")
+        return out
 
     def require_ready(self) -> None:
         if not self.ready:
