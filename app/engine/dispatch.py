@@ -39,8 +39,9 @@ from app.engine import kat, merkle
 from app.engine.backends.base import Backend
 from app.engine.backends.cpu import CpuBackend
 from app.engine.batch import Batch
+from app.engine.grouping import batch_of, group_items
 from app.engine.kat import Item
-from app.engine.schemes import MAX_CONTEXT_BYTES, SCHEMES, Scheme
+from app.engine.schemes import SCHEMES, Scheme
 from app.errors import BackendUnavailable, EmptyBatch, NotReady
 
 log = logging.getLogger("zapverify.engine")
@@ -195,10 +196,10 @@ class Engine:
 
     def _selftest(self, backend: Backend, kas: list[kat.KnownAnswer]) -> tuple[bool, str]:
         try:
-            for group, idx in _group([ka.item for ka in kas]).items():
+            for group, idx in group_items([ka.item for ka in kas]).items():
                 if group is None:
                     continue
-                batch = _batch_of(group, [kas[i].item for i in idx])
+                batch = batch_of(group, [kas[i].item for i in idx])
                 got = backend.verify(batch)
                 want = np.array([kas[i].expected for i in idx])
                 if not np.array_equal(np.asarray(got, dtype=bool), want):
@@ -218,7 +219,7 @@ class Engine:
         try:
             items = [ka.item for ka in answers["ed25519"]]
             for n in range(1, 8):
-                batch = _batch_of(("ed25519", 32, b"", False, False), [items[i % len(items)] for i in range(n)])
+                batch = batch_of(("ed25519", 32, b"", False, False), [items[i % len(items)] for i in range(n)])
                 verdicts = np.arange(n) % 3 == 0
                 leaves, root = backend.commit(batch, verdicts)
                 want = merkle.batch_leaves(batch, verdicts)
@@ -257,11 +258,11 @@ class Engine:
             for scheme_id, route in self.routes.items():
                 if not route.selftest.get(backend.name):
                     continue
-                batch_of = _tiler([ka.item for ka in answers[scheme_id] if ka.expected])
+                tiled = _tiler([ka.item for ka in answers[scheme_id] if ka.expected])
                 try:
-                    fixed_b, per_b = _measure(backend, batch_of, budget)
+                    fixed_b, per_b = _measure(backend, tiled, budget)
                     if scheme_id not in cpu_costs:
-                        cpu_costs[scheme_id] = _measure(self.cpu, batch_of, budget)
+                        cpu_costs[scheme_id] = _measure(self.cpu, tiled, budget)
                 except Exception as exc:
                     log.warning("calibration of %s on %s failed (%s)", scheme_id, backend.name, exc)
                     continue
@@ -420,11 +421,11 @@ class Engine:
         backends: dict[str, str] = {}
         tree_on: set[str] = set()
         t_verify = 0.0
-        for group, idx in _group(items).items():
+        for group, idx in group_items(items).items():
             if group is None:  # items false as given: their leaves hash exactly what was sent
                 tree_on.add(self.cpu.name)
                 continue
-            batch = _batch_of(group, [items[i] for i in idx])
+            batch = batch_of(group, [items[i] for i in idx])
             run = self._run(batch)
             verdicts[idx] = run.verdicts
             if run.leaves is not None:
@@ -508,21 +509,21 @@ def _checked(verdicts, n: int) -> np.ndarray:
 
 def _tiler(items: list[Item]):
     """A function n -> Batch of n items cycling through ``items`` (one batch key group)."""
-    groups = _group(items)
+    groups = group_items(items)
     key, idx = next((k, v) for k, v in groups.items() if k is not None)
     base = [items[i] for i in idx]
 
-    def batch_of(n: int) -> Batch:
-        return _batch_of(key, [base[i % len(base)] for i in range(n)])
+    def tiled(n: int) -> Batch:
+        return batch_of(key, [base[i % len(base)] for i in range(n)])
 
-    return batch_of
+    return tiled
 
 
-def _measure(backend: Backend, batch_of, budget: float, max_items: int = 1 << 16) -> tuple[float, float]:
+def _measure(backend: Backend, tiled, budget: float, max_items: int = 1 << 16) -> tuple[float, float]:
     """(fixed seconds, seconds per item) of ``backend``: the median of three one-item
     batches, then batches growing fourfold from 64 items until one takes a quarter of
     ``budget`` seconds (or ``max_items``)."""
-    one = batch_of(1)
+    one = tiled(1)
     backend.verify(one)  # warm-up: builds, pools, caches
     times = []
     for _ in range(3):
@@ -532,7 +533,7 @@ def _measure(backend: Backend, batch_of, budget: float, max_items: int = 1 << 16
     t1 = statistics.median(times)
     n, tn = 64, 0.0
     while True:
-        batch = batch_of(n)
+        batch = tiled(n)
         t = time.perf_counter()
         backend.verify(batch)
         tn = time.perf_counter() - t
@@ -548,27 +549,3 @@ def _crossover(fixed_b: float, per_b: float, fixed_c: float, per_c: float) -> in
     if per_b >= per_c:
         return 1 if fixed_b <= fixed_c and per_b == per_c else None
     return max(1, math.ceil((fixed_b - fixed_c) / (per_c - per_b)))
-
-
-# ------------------------------------------------------------------ grouping helpers
-GroupKey = tuple[str, int, bytes, bool, bool]
-
-
-def _group(items: Sequence[Item]) -> dict[GroupKey | None, list[int]]:
-    """Indices of ``items`` per batch key; key None collects items that are false as given."""
-    groups: dict[GroupKey | None, list[int]] = {}
-    for i, it in enumerate(items):
-        s = SCHEMES[it.scheme]
-        key: GroupKey | None = (it.scheme, len(it.public_key), bytes(it.context), it.prehashed, it.allow_high_s)
-        if (len(it.public_key) not in s.pk_lens or len(it.signature) != s.sig_len
-                or len(it.context) > MAX_CONTEXT_BYTES):
-            key = None
-        groups.setdefault(key, []).append(i)
-    return groups
-
-
-def _batch_of(key: GroupKey, items: list[Item]) -> Batch:
-    scheme_id, _, ctx, prehashed, allow_high_s = key
-    return Batch.from_items(SCHEMES[scheme_id], [i.public_key for i in items], [i.message for i in items],
-                            [i.signature for i in items], ctx=ctx, prehashed=prehashed,
-                            allow_high_s=allow_high_s)
