@@ -9,7 +9,8 @@ injected per entry point:
 - ``fail_launch``: the launch itself is refused (as the driver refuses a bad launch);
 - ``fail_async``: the launch is accepted but the next synchronisation reports an error
   (as an illegal address does);
-- ``corrupt``: the kernel runs and its output buffer (last buffer argument) is damaged.
+- ``corrupt``: the kernel runs and its output buffer (last buffer argument) is damaged;
+- ``max_threads``: the largest block an entry point launches with (as registers limit it).
 
 Like NVRTC, it refuses sources that include a system header (``#include <...>``).
 """
@@ -66,12 +67,15 @@ class FakeArray:
 class FakeKernel:
     def __init__(self, fake: "FakeCupy", name: str, fn):
         self.fake, self.name, self.fn = fake, name, fn
-        self.num_regs, self.local_size_bytes, self.shared_size_bytes, self.max_threads_per_block = 0, 0, 0, 1024
+        self.num_regs, self.local_size_bytes, self.shared_size_bytes = 0, 0, 0
+        self.max_threads_per_block = fake.max_threads.get(name, 1024)
 
     def __call__(self, grid, block, args, *, shared_mem=0):
         assert isinstance(grid, tuple) and isinstance(block, tuple), "grid and block are tuples"
         assert all(isinstance(g, int) and g >= 1 for g in grid) and 1 <= block[0] <= 1024
         self.fake.launches.append((self.name, grid, block, args))
+        if block[0] > self.max_threads_per_block:
+            raise CUDADriverError(f"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: {self.name} with {block[0]} threads")
         if self.name in self.fake.fail_launch:
             raise CUDADriverError(f"CUDA_ERROR_LAUNCH_FAILED: {self.name}")
         c_args = []
@@ -97,6 +101,7 @@ class FakeCupy:
         self.fail_launch: set[str] = set()
         self.fail_async: set[str] = set()
         self.corrupt: set[str] = set()
+        self.max_threads: dict[str, int] = {}
         self.launches: list[tuple] = []
         self.transfers: list[tuple] = []
         self.modules: list[str] = []

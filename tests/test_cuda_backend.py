@@ -143,6 +143,17 @@ def test_large_batch_uses_the_level_kernel_then_the_tail(toy_kat):
     assert grid[0] * block[0] >= 5000 and block == (TOY.block,)
 
 
+def test_block_size_is_lowered_to_what_the_kernel_allows():
+    fake = FakeCupy()
+    fake.max_threads = {"zv_merkle_tail": 200, "zv_verify_toy": 64}
+    b = CudaBackend(cupy=fake, kernels=TOY_ALL)
+    batch = toy_batch(n=300)
+    verdicts, _, root = b.verify_commit(batch)
+    assert verdicts.tolist() == truth(batch) and root == merkle.root(merkle.batch_leaves(batch, verdicts))
+    blocks = {name: block for name, _, block, _ in fake.launches}
+    assert blocks["zv_merkle_tail"] == (192,) and blocks["zv_verify_toy"] == (64,)
+
+
 # ------------------------------------------------------------------ failures go to the CPU
 def test_selftest_failure_routes_the_scheme_to_cpu_and_says_so(toy_kat):
     fake = FakeCupy()

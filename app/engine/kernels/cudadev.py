@@ -149,6 +149,14 @@ class CupyDevice:
         mem = self.cp.cuda.alloc_pinned_memory(max(1, nbytes))
         return np.frombuffer(mem, dtype=np.uint8, count=max(1, nbytes))
 
+    def pinned_copy(self, a: np.ndarray) -> np.ndarray:
+        """A copy of ``a`` in page-locked host memory (as the UMA pool hands out), same
+        shape and dtype; the kernels read it in place unless ``transfer`` is ``copy``."""
+        a = np.ascontiguousarray(a)
+        out = self._pinned(a.nbytes)[:a.nbytes].view(a.dtype).reshape(a.shape)
+        out[...] = a
+        return out
+
     def _device_alias(self, a: np.ndarray) -> Any | None:
         """A device array over the bytes of host array ``a`` if the GPU can read them in
         place (page-locked or managed memory), else None."""
@@ -216,6 +224,11 @@ class CupyDevice:
         fn = self.function(source, entry)
         if threads <= 0 and not one_block:
             return
+        # Registers per thread cap the block size (65536 per block on sm_90); every kernel
+        # loops grid- or block-stride, so a smaller block only means more iterations.
+        limit = int(getattr(fn, "max_threads_per_block", block) or block)
+        if block > limit:
+            block = max(32, limit - limit % 32)
         grid = 1 if one_block else max(1, min(-(-threads // block), self.multiprocessors * BLOCKS_PER_SM))
         try:
             with self._device, self.stream:

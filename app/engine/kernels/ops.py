@@ -26,9 +26,10 @@ from app.errors import EmptyBatch, RequestError
 
 #: Levels at or below this many nodes are finished by one block (zv_merkle_tail).
 TAIL_MAX = 4096
-#: Threads per block of the hash and Merkle kernels, and of the tail's single block.
+#: Threads per block of the hash and Merkle kernels, and of the tail's single block (a
+#: device lowers either to what the compiled kernel's registers allow).
 HASH_BLOCK = 256
-TAIL_BLOCK = 1024
+TAIL_BLOCK = 512
 
 
 class Device(Protocol):
