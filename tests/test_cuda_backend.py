@@ -101,7 +101,7 @@ def test_every_scheme_runs_on_the_device_with_its_merkle_tree(toy_kat):
     assert eng.ready and eng.merkle == {"cuda": "ready"}
     for sid in SCHEMES:
         assert eng.routes[sid].selftest == {"cuda": True, "cpu": True}, sid
-    for sid, kas in toy_kat.items():  # contexts, 33/65-byte keys, options: every batch shape
+    for kas in toy_kat.values():  # contexts, 33/65-byte keys, options: every batch shape
         for key, idx in group_items([ka.item for ka in kas]).items():
             batch = batch_of(key, [kas[i].item for i in idx])
             calls = len(cpu.calls)

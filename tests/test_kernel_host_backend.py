@@ -86,7 +86,8 @@ def test_kernel_cache_rebuilds_when_a_source_or_header_changes(tmp_path, monkeyp
     src = tmp_path / "k"
     src.mkdir()
     (src / "answer.cuh").write_text("#define ANSWER_BASE 40\n")
-    body = '#include "zv_port.cuh"\n#include "answer.cuh"\nZV_KERNEL void zv_answer(zv_u32 *out) {{ *out = ANSWER_BASE + {}; }}\n'
+    body = ('#include "zv_port.cuh"\n#include "answer.cuh"\n'
+            'ZV_KERNEL void zv_answer(zv_u32 *out) {{ *out = ANSWER_BASE + {}; }}\n')
     (src / "answer.cu").write_text(body.format(1))
 
     def run() -> int:

@@ -66,8 +66,7 @@ class KernelBackend:
 
     def available(self) -> bool:
         try:
-            self.device
-            return True
+            return self.device is not None
         except BackendUnavailable:
             return False
 
