@@ -9,12 +9,15 @@ CuPy keys that cache on the source text and options only, not on included header
 the text handed to NVRTC starts with a digest of every kernel source: editing a header
 rebuilds every module that might include it.
 
-Transfers (DESIGN.md section 7): a host array that already lies in page-locked memory (the
-UMA pool) is read by the kernels in place through its device alias (zero-copy).  Any other
-array is first copied into page-locked staging memory and then, by ``transfer``, either
-read in place from there (``"zero-copy"``) or copied to device memory with an
-asynchronous copy on the stream (``"copy"``, the default for such arrays).  ``"auto"`` is
-zero-copy for pool memory and copy otherwise; ``scripts/gpu_check`` times both.
+Transfers (DESIGN.md section 7), by ``transfer``:
+  ``"auto"``       a host array in page-locked memory (the UMA pool) is read by the kernels
+                   in place through its device alias (zero-copy); any other array is staged
+                   in page-locked memory and copied to the device asynchronously;
+  ``"zero-copy"``  every array is read in place (pageable ones after staging);
+  ``"copy"``       every array is copied to device memory asynchronously on the stream
+                   (pool memory straight from where it lies).
+Which is faster depends on how often the kernels read each byte; ``scripts/gpu_check``
+times both from pinned memory.
 
 Errors: a failed compile raises :class:`app.errors.KernelBuildError`; a launch refused by
 the driver, or an error of queued work seen at the next :meth:`CupyDevice.get` /
@@ -157,9 +160,9 @@ class CupyDevice:
         out[...] = a
         return out
 
-    def _device_alias(self, a: np.ndarray) -> Any | None:
-        """A device array over the bytes of host array ``a`` if the GPU can read them in
-        place (page-locked or managed memory), else None."""
+    def _device_pointer(self, a: np.ndarray) -> int | None:
+        """The device address of host array ``a`` if the GPU can read it in place
+        (page-locked or managed memory), else None."""
         if a.nbytes == 0:
             return None
         try:
@@ -168,30 +171,32 @@ class CupyDevice:
             return None  # unregistered memory on drivers that report it as an error
         if int(attrs.type) not in _DEVICE_READABLE:
             return None
-        ptr = int(attrs.devicePointer) or a.ctypes.data
+        return int(attrs.devicePointer) or a.ctypes.data
+
+    def _alias(self, ptr: int, a: np.ndarray) -> Any:
+        """A device array over the bytes of ``a`` at device address ``ptr`` (keeps ``a`` alive)."""
         mem = self.cp.cuda.UnownedMemory(ptr, a.nbytes, a, self.device_id)
         return self.cp.ndarray((a.nbytes,), dtype=np.uint8, memptr=self.cp.cuda.MemoryPointer(mem, 0))
 
     def put(self, a: np.ndarray) -> Any:
-        a = np.ascontiguousarray(a)
-        flat = a.reshape(-1).view(np.uint8)
+        flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
         try:
             with self._device:
-                if self.transfer != "copy":
-                    alias = self._device_alias(flat)
-                    if alias is not None:
-                        return alias
-                staging = self._pinned(flat.nbytes)
-                staging[:flat.nbytes] = flat
-                if self.transfer == "zero-copy":
-                    self._pending.append(staging)
-                    alias = self._device_alias(staging)
-                    if alias is not None:
-                        return alias
+                if flat.nbytes == 0:
+                    return self.alloc(1)
+                ptr = self._device_pointer(flat)
+                if ptr is not None and self.transfer != "copy":
+                    return self._alias(ptr, flat)  # pool memory: read in place
+                src = flat
+                if ptr is None:  # pageable: stage in page-locked memory (async copies need it)
+                    src = self._pinned(flat.nbytes)
+                    src[:] = flat
+                    if self.transfer == "zero-copy":
+                        return self._alias(self._device_pointer(src) or src.ctypes.data, src)
                 with self.stream:
-                    buf = self.cp.empty(max(1, flat.nbytes), dtype=np.uint8)
-                    buf.set(staging, stream=self.stream)
-                self._pending.append(staging)  # the copy is queued: keep its source alive
+                    buf = self.cp.empty(flat.nbytes, dtype=np.uint8)
+                    buf.set(src, stream=self.stream)
+                self._pending.append(src)  # the copy is queued: keep its source alive
                 return buf
         except KernelLaunchError:
             raise
