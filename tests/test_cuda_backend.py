@@ -338,3 +338,35 @@ def test_transfer_modes_give_the_same_results(transfer):
 def test_unknown_transfer_mode_is_refused():
     with pytest.raises(ValueError):
         CupyDevice(FakeCupy(), transfer="dma")
+
+
+# ------------------------------------------------------------------ shown to operators
+def test_failed_gpu_scheme_is_shown_on_readyz_and_status(toy_kat):
+    from fastapi.testclient import TestClient
+
+    from app.config import Settings
+    from app.main import create_app
+
+    fake = FakeCupy()
+    fake.corrupt.add("zv_verify_toy")
+    eng, _ = toy_engine(fake)
+    with TestClient(create_app(Settings(instance="t"), engine=eng)) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 200  # the CPU serves the scheme: degraded, not down
+        assert "verdicts" in ready.json()["degraded"]["ed25519"]["cuda"]
+        status = client.get("/v1/status").json()["engine"]
+        assert status["schemes"]["ed25519"]["backend"] == "cpu"
+        assert status["schemes"]["ed25519"]["selftest"] == {"cuda": False, "cpu": True}
+        assert status["devices"]["cuda"]["schemes"]["ed25519"] == "ready"  # built, but failed its answers
+        assert status["merkle"] == {"cuda": "ready"}
+
+
+def test_settings_reach_the_engine():
+    from app.config import Settings
+    from app.main import build_engine
+
+    eng = build_engine(Settings(backend="kernel-host", crossover={"ed25519": 7}, hybrid=True, hybrid_min=99,
+                                instance="t"))
+    assert [b.name for b in eng.backends] == ["kernel-host", "cpu"]
+    assert eng.config.crossover == {"ed25519": 7} and eng.config.hybrid and eng.config.hybrid_min == 99
+    eng.close()
