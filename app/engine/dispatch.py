@@ -41,6 +41,10 @@ from app.engine.backends.cpu import CpuBackend
 from app.engine.batch import Batch
 from app.engine.grouping import batch_of, group_items
 from app.engine.kat import Item
+from app.engine.pick import Pick
+from app.engine.pick import pick as pick_transport
+from app.engine.pool import UmaPool
+from app.engine.probe import HostProbe, probe_host
 from app.engine.schemes import SCHEMES, Scheme
 from app.errors import BackendUnavailable, EmptyBatch, NotReady
 
@@ -65,6 +69,16 @@ class EngineConfig:
     hybrid: bool = False
     #: Smallest batch (items) that hybrid mode splits.
     hybrid_min: int = 4096
+    #: UMA pool size in bytes (``ZAP_UMA_POOL_BYTES``); None: no probe, pick or pool (scripts, tests).
+    pool_bytes: int | None = None
+    #: ``auto`` or a transport of :data:`app.engine.pick.TRANSPORTS` (``ZAP_TRANSPORT``).
+    transport: str = "auto"
+    #: ``auto`` (the allocator Pick chose), ``pinned``, ``managed`` or ``heap``.
+    pool_source: str = "auto"
+    pool_wait_seconds: float = 1.0
+    pool_debug: bool = False
+    #: Directory the host probe reads as ``/``.
+    probe_root: str = "/"
 
 
 @dataclass
@@ -161,6 +175,23 @@ class Engine:
         if self.config.backend != "auto" and self.config.backend not in {b.name for b in self.backends}:
             raise BackendUnavailable(f"backend {self.config.backend!r} forced but not available here; "
                                      f"have: {', '.join(b.name for b in self.backends)}", field="backend")
+        self.host: HostProbe | None = None
+        self.pick: Pick | None = None
+        self.pool: UmaPool | None = None
+        if self.config.pool_bytes is not None:
+            self._open_pool()
+
+    def _open_pool(self) -> None:
+        """Probe the host, pick the transport and allocator, and allocate the UMA pool.
+
+        Raises :class:`app.errors.TransportUnavailable` for a forced transport that cannot
+        run, :class:`app.errors.AllocatorUnavailable` for a pool source the host lacks.
+        """
+        cfg = self.config
+        self.host = probe_host(cfg.probe_root)
+        self.pick = pick_transport(self.host, cfg.transport)
+        source = self.pick.pool_source if cfg.pool_source == "auto" else cfg.pool_source
+        self.pool = UmaPool.create(cfg.pool_bytes, source, wait_seconds=cfg.pool_wait_seconds, debug=cfg.pool_debug)
 
     @property
     def accelerated(self) -> list[Backend]:
@@ -237,6 +268,8 @@ class Engine:
             self._hybrid_pool.shutdown(wait=False, cancel_futures=True)
         for b in self.backends:
             b.close()
+        if self.pool is not None:
+            self.pool.close()
 
     # ------------------------------------------------------------------ calibration
     def _calibrates(self, backend: Backend) -> bool:
@@ -485,6 +518,12 @@ class Engine:
                 if b != self.cpu.name and not ok:
                     out.setdefault(s, {})[b] = r.failures.get(b, "self-test failed")
         return out
+
+    def host_status(self) -> dict:
+        """Probe, pick and pool for /v1/status: ``{"probe", "pick", "pool"}`` (None without a pool)."""
+        return {"probe": self.host.to_dict() if self.host else None,
+                "pick": self.pick.to_dict() if self.pick else None,
+                "pool": self.pool.stats() if self.pool else None}
 
     def require_ready(self) -> None:
         if not self.ready:
