@@ -7,7 +7,9 @@ import threading
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -142,6 +144,17 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     @app.exception_handler(ZapVerifyError)
     async def _zap_error(request: Request, exc: ZapVerifyError) -> JSONResponse:
         return _error(exc.status, exc.code, exc.message, exc.field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        # FastAPI turns an error raised while it reads the body (BodyLimit's LimitExceeded on
+        # a chunked body) into a plain 400; answer the error that was really raised.
+        cause = exc.__cause__
+        if isinstance(cause, BaseExceptionGroup):  # the http middleware's task group wraps it
+            cause = next((e for e in cause.exceptions if isinstance(e, ZapVerifyError)), cause)
+        if isinstance(cause, ZapVerifyError):
+            return await _zap_error(request, cause)
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
