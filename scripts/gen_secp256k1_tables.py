@@ -160,7 +160,7 @@ def glv_constants():
 
 def glv_split(k: int, lam: int, basis, g) -> tuple[int, int]:
     """The split the kernel performs, in integers: k ≡ k1 + k2·λ (mod n), both mod n."""
-    a1, b1, a2, b2 = basis
+    _, b1, _, b2 = basis
     g1, g2 = g
     c1 = (k * g1 + 2**383) >> 384
     c2 = (k * g2 + 2**383) >> 384

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib.machinery
 import importlib.util
 import random
 import subprocess
+import sys
 from pathlib import Path
 
 import coincurve
@@ -21,7 +23,6 @@ import numpy as np
 import pytest
 
 from app.engine import kat, reference
-from app.engine.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED
 from app.engine.kernels import hostbuild
 from app.vectors import DEFAULT_ROOT, convert_all, from_json
 
@@ -31,45 +32,30 @@ HARNESS = Path(__file__).resolve().parent / "kernel_harness" / "secp256k1_unit.c
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler for the host build")
 
 
-def _load_generator():
-    spec = importlib.util.spec_from_file_location("gen_secp256k1_tables", ROOT / "scripts" / "gen_secp256k1_tables.py")
+def _load_script(name: str):
+    path = ROOT / "scripts" / name
+    loader = importlib.machinery.SourceFileLoader(name.replace(".py", ""), str(path))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    sys.modules[loader.name] = mod  # dataclasses look their module up there
+    loader.exec_module(mod)
     return mod
 
 
+def _load_generator():
+    return _load_script("gen_secp256k1_tables.py")
+
+
 gen = _load_generator()
+agreement = _load_script("secp256k1_agreement")
 P, N, G = gen.P, gen.N, gen.G
 R_MONT = 2**256
 
 
 # ------------------------------------------------------------------ calling the kernel
-def kernel_verify(items: list[tuple[bytes, bytes, bytes]], *, prehashed: bool = False,
-                  allow_high_s: bool = False) -> list[bool]:
-    """Verdicts of zv_verify_secp256k1 for (pk, msg, sig) items, one call per (pk, sig) length."""
-    lib = hostbuild.load("secp256k1")
-    fn = lib.zv_verify_secp256k1
-    fn.restype = None
-    options = (OPT_PREHASHED if prehashed else 0) | (OPT_ALLOW_HIGH_S if allow_high_s else 0)
-    out: list[bool | None] = [None] * len(items)
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, (pk, _, sig) in enumerate(items):
-        groups.setdefault((len(pk), len(sig)), []).append(i)
-    for (pk_len, sig_len), idx in groups.items():
-        pks = np.frombuffer(b"".join(items[i][0] for i in idx) or b"\0", dtype=np.uint8)
-        sigs = np.frombuffer(b"".join(items[i][2] for i in idx) or b"\0", dtype=np.uint8)
-        msgs = np.frombuffer(b"".join(items[i][1] for i in idx) or b"\0", dtype=np.uint8)
-        offsets = np.zeros(len(idx) + 1, dtype=np.uint64)
-        offsets[1:] = np.cumsum([len(items[i][1]) for i in idx])
-        verdicts = np.full(len(idx), 7, dtype=np.uint8)
-        ptr = ctypes.c_void_p
-        fn(ptr(pks.ctypes.data), ctypes.c_uint32(pk_len), ptr(sigs.ctypes.data), ctypes.c_uint32(sig_len),
-           ptr(msgs.ctypes.data), ptr(offsets.ctypes.data), None, ctypes.c_uint32(0),
-           ctypes.c_uint32(options), ctypes.c_uint64(len(idx)), ptr(verdicts.ctypes.data))
-        assert set(verdicts.tolist()) <= {0, 1}
-        for j, i in enumerate(idx):
-            out[i] = bool(verdicts[j])
-    return out  # type: ignore[return-value]
+# scripts/secp256k1_agreement holds the ctypes call of the host build and the generator of
+# mutated items; the CI sample below runs its chunks at a small size.
+kernel_verify = agreement.kernel_verify
 
 
 def reference_verify(items, *, prehashed=False, allow_high_s=False) -> list[bool]:
@@ -90,7 +76,7 @@ def assert_agrees(items, *, prehashed=False, allow_high_s=False, names=None) -> 
 def unit(tmp_path_factory):
     out = tmp_path_factory.mktemp("k1unit") / "secp256k1_unit.so"
     cmd = [hostbuild.compiler(), *hostbuild.CXXFLAGS, f"-I{hostbuild.KERNEL_DIR}", "-o", str(out), str(HARNESS)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     lib = ctypes.CDLL(str(out))
     for name in ("k1t_fe", "k1t_sc", "k1t_pubkey_parse"):
@@ -338,6 +324,18 @@ def test_generated_sample_agrees():
                 for pk, m, sig in items]
         assert_agrees(high, prehashed=prehashed)
         assert_agrees(high, prehashed=prehashed, allow_high_s=True)
+
+
+def test_agreement_script_sample():
+    """Every variant (key encoding × prehashed) and every mutation kind of the full
+    agreement run (scripts/secp256k1_agreement), at CI size."""
+    kinds: set[str] = set()
+    for chunk in range(len(agreement.VARIANTS)):
+        res = agreement.run_chunk((3, chunk, 30, len(agreement.MUTATIONS) * 2))
+        assert res["disagreements"] == [], res["disagreements"][:3]
+        assert res["per_kind"]["valid"]["reference_valid"] == 30
+        kinds |= set(res["per_kind"])
+    assert kinds == {"valid", *agreement.MUTATIONS}
 
 
 # ------------------------------------------------------------------ targeted cases
