@@ -12,16 +12,20 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import routes_dashboard, routes_ops, routes_verify
+from app.api import routes_dashboard, routes_ops, routes_receipts, routes_verify
 from app.config import Settings, get_settings
 from app.engine.dispatch import Engine, EngineConfig
+from app.engine.store import Pruner, open_store
 from app.errors import LimitExceeded, ZapVerifyError
 
 log = logging.getLogger("zapverify")
 
 
 def engine_config(settings: Settings) -> EngineConfig:
-    return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk)
+    return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk,
+                        pool_bytes=settings.uma_pool_bytes, transport=settings.transport,
+                        pool_source=settings.pool_source, pool_wait_seconds=settings.pool_wait_seconds,
+                        pool_debug=settings.pool_debug)
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
@@ -32,9 +36,9 @@ def _error(status: int, code: str, message: str, field: str | None = None) -> JS
 
 
 def _loc_to_field(loc: tuple) -> str:
-    """("body", "items", 3, "public_key") -> "items[3].public_key"."""
+    """("body", "items", 3, "public_key") -> "items[3].public_key"; ("query", "limit") -> "limit"."""
     out = ""
-    for part in loc[1:] if loc and loc[0] == "body" else loc:
+    for part in loc[1:] if loc and loc[0] in ("body", "query", "path", "header", "cookie") else loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "body"
 
@@ -93,6 +97,17 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     async def lifespan(app: FastAPI):
         eng = engine or Engine(engine_config(settings))
         app.state.engine = eng
+        # Receipts (DESIGN.md section 5): opened, and migrated, before the first request;
+        # a store that cannot be opened stops the start rather than serving unrecorded verdicts.
+        store = open_store(settings.receipts_database_url, pool_size=settings.database_pool_size) \
+            if settings.receipts else None
+        app.state.store = store
+        pruner = Pruner(store, max_age_seconds=settings.retention_max_age_seconds,
+                        max_rows=settings.retention_max_rows,
+                        interval_seconds=settings.prune_interval_seconds) if store else None
+        app.state.pruner = pruner
+        if pruner:
+            pruner.start()
         if not eng.ready:
             threading.Thread(target=eng.start, name="zv-engine-start", daemon=True).start()
         log.info("zapverify %s instance %s: dashboard at http://%s:%d/", __version__, settings.instance,
@@ -100,6 +115,10 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         try:
             yield
         finally:
+            if pruner:
+                pruner.stop()
+            if store:
+                store.close()
             eng.close()
 
     app = FastAPI(title="zapverify", version=__version__, lifespan=lifespan,
@@ -122,6 +141,6 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         return response
 
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
-    for module in (routes_verify, routes_ops, routes_dashboard):
+    for module in (routes_verify, routes_receipts, routes_ops, routes_dashboard):
         app.include_router(module.router)
     return app

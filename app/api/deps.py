@@ -6,6 +6,7 @@ from fastapi import Request
 
 from app.config import Settings
 from app.engine.dispatch import Engine
+from app.engine.store import ReceiptStore
 
 
 def get_engine(request: Request) -> Engine:
@@ -14,3 +15,8 @@ def get_engine(request: Request) -> Engine:
 
 def get_settings(request: Request) -> Settings:
     return request.app.state.settings
+
+
+def get_store(request: Request) -> ReceiptStore | None:
+    """The receipt store, or ``None`` when receipts are off."""
+    return getattr(request.app.state, "store", None)

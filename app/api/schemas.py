@@ -22,6 +22,18 @@ _EXAMPLE_ITEM = {
 }
 
 
+VERIFY_EXAMPLES = {
+    "ed25519": {"summary": "one Ed25519 item (RFC 8032 TEST 1)", "value": {"encoding": "hex", "items": [_EXAMPLE_ITEM]}},
+    "secp256k1-der": {"summary": "secp256k1, DER signature of \"hello\" by the secret key 0x2a", "value": {
+        "signature_format": "der", "items": [{
+            "scheme": "secp256k1",
+            "public_key": "02fe8d1eb1bcb3432b1db5833ff5f2226d9cb5e65cee430558c18ed3a3c86ce1af",
+            "message": "68656c6c6f",
+            "signature": ("3044022039850e824c6405f4f0a46eb6bf3f0694d0e0e190c456e087fdbaae9591d454b3"
+                          "02206a72ccd15509109d6d09ab5e786c92317b8859fcb3a0d1e2bb41b8d827b8e3f1")}]}},
+}
+
+
 class VerifyItem(BaseModel):
     """One item: bytes fields are text in the request's ``encoding``."""
 

@@ -24,6 +24,10 @@ from app.engine.backends.base import Backend
 from app.engine.backends.cpu import CpuBackend
 from app.engine.batch import Batch
 from app.engine.kat import Item
+from app.engine.pick import Pick
+from app.engine.pick import pick as pick_transport
+from app.engine.pool import UmaPool
+from app.engine.probe import HostProbe, probe_host
 from app.engine.schemes import MAX_CONTEXT_BYTES, SCHEMES, Scheme
 from app.errors import BackendUnavailable, EmptyBatch, NotReady
 
@@ -39,6 +43,16 @@ class EngineConfig:
     cpu_chunk: int = 256
     cpu_parallelism: str = "auto"
     crossover: dict[str, int] = field(default_factory=dict)
+    #: UMA pool size in bytes (``ZAP_UMA_POOL_BYTES``); None: no probe, pick or pool (scripts, tests).
+    pool_bytes: int | None = None
+    #: ``auto`` or a transport of :data:`app.engine.pick.TRANSPORTS` (``ZAP_TRANSPORT``).
+    transport: str = "auto"
+    #: ``auto`` (the allocator Pick chose), ``pinned``, ``managed`` or ``heap``.
+    pool_source: str = "auto"
+    pool_wait_seconds: float = 1.0
+    pool_debug: bool = False
+    #: Directory the host probe reads as ``/``.
+    probe_root: str = "/"
 
 
 @dataclass
@@ -111,6 +125,23 @@ class Engine:
         if self.config.backend != "auto" and self.config.backend not in {b.name for b in self.backends}:
             raise BackendUnavailable(f"backend {self.config.backend!r} forced but not available here; "
                                      f"have: {', '.join(b.name for b in self.backends)}", field="backend")
+        self.host: HostProbe | None = None
+        self.pick: Pick | None = None
+        self.pool: UmaPool | None = None
+        if self.config.pool_bytes is not None:
+            self._open_pool()
+
+    def _open_pool(self) -> None:
+        """Probe the host, pick the transport and allocator, and allocate the UMA pool.
+
+        Raises :class:`app.errors.TransportUnavailable` for a forced transport that cannot
+        run, :class:`app.errors.AllocatorUnavailable` for a pool source the host lacks.
+        """
+        cfg = self.config
+        self.host = probe_host(cfg.probe_root)
+        self.pick = pick_transport(self.host, cfg.transport)
+        source = self.pick.pool_source if cfg.pool_source == "auto" else cfg.pool_source
+        self.pool = UmaPool.create(cfg.pool_bytes, source, wait_seconds=cfg.pool_wait_seconds, debug=cfg.pool_debug)
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
@@ -151,6 +182,8 @@ class Engine:
     def close(self) -> None:
         for b in self.backends:
             b.close()
+        if self.pool is not None:
+            self.pool.close()
 
     # ------------------------------------------------------------------ routing
     def backend_for(self, scheme: Scheme, n: int) -> Backend:
@@ -176,18 +209,20 @@ class Engine:
         if len(batch) == 0:
             raise EmptyBatch("a batch needs at least one item", field="count")
         batch.validate()
-        verdicts, backend, t_verify = self._run(batch)
+        verdicts, leaves, backend, t_verify = self._run(batch)
         t0 = time.perf_counter()
-        leaves = merkle.batch_leaves(batch, verdicts)
+        if leaves is None:
+            leaves = merkle.batch_leaves(batch, verdicts)
         root = merkle.root(leaves)
         t_merkle = time.perf_counter() - t0
         return BatchResult(verdicts, leaves, root, backend, t_verify, t_merkle)
 
-    def _run(self, batch: Batch) -> tuple[np.ndarray, str, float]:
+    def _run(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None, str, float]:
+        """Verdicts, leaf hashes when the backend made them (else None), backend name, seconds."""
         backend = self.backend_for(batch.scheme, len(batch))
         t0 = time.perf_counter()
         try:
-            verdicts = np.asarray(backend.verify(batch), dtype=bool)
+            verdicts, leaves = _call(backend, batch)
             if verdicts.shape != (len(batch),):
                 raise RuntimeError(f"returned shape {verdicts.shape}, expected ({len(batch)},)")
         except Exception as exc:
@@ -199,10 +234,10 @@ class Engine:
             route.failures[backend.name] = f"runtime: {type(exc).__name__}: {exc}"
             backend = self.cpu
             t0 = time.perf_counter()
-            verdicts = np.asarray(self.cpu.verify(batch), dtype=bool)
+            verdicts, leaves = _call(self.cpu, batch)
         seconds = time.perf_counter() - t0
         self.stats.record(batch.scheme.id, backend.name, len(batch), int(np.count_nonzero(verdicts)), seconds)
-        return verdicts, backend.name, seconds
+        return verdicts, leaves, backend.name, seconds
 
     def verify_items(self, items: Sequence[Item]) -> ItemsResult:
         """Verify a mixed list of items; verdicts and leaves come back in input order.
@@ -216,24 +251,30 @@ class Engine:
             raise EmptyBatch("a request needs at least one item", field="items")
         n = len(items)
         verdicts = np.zeros(n, dtype=bool)
+        leaves = np.empty((n, 32), dtype=np.uint8)
         backends: dict[str, str] = {}
-        t_verify = 0.0
-        for group, idx in _group(items).items():
+        t_verify = t_merkle = 0.0
+        groups = _group(items)
+        for group, idx in groups.items():
             if group is None:
                 continue
             batch = _batch_of(group, [items[i] for i in idx])
-            v, name, secs = self._run(batch)
+            v, batch_leaves, name, secs = self._run(batch)
             verdicts[idx] = v
             t_verify += secs
+            t0 = time.perf_counter()
+            leaves[idx] = batch_leaves if batch_leaves is not None else merkle.batch_leaves(batch, v)
+            t_merkle += time.perf_counter() - t0
             prev = backends.get(group[0])
             backends[group[0]] = name if prev in (None, name) else f"{prev}+{name}"
         t0 = time.perf_counter()
-        leaves = np.empty((n, 32), dtype=np.uint8)
-        for i, it in enumerate(items):
-            leaves[i] = np.frombuffer(merkle.leaf_hash(SCHEMES[it.scheme].code, bool(verdicts[i]),
-                                                       it.public_key, it.message, it.signature), np.uint8)
+        for i in groups.get(None, []):  # items false as given: hash exactly what was sent
+            it = items[i]
+            leaves[i] = np.frombuffer(merkle.leaf_hash(SCHEMES[it.scheme].code, False, it.public_key,
+                                                       it.message, it.signature), np.uint8)
         root = merkle.root(leaves)
-        return ItemsResult(verdicts, leaves, root, backends, t_verify, time.perf_counter() - t0)
+        t_merkle += time.perf_counter() - t0
+        return ItemsResult(verdicts, leaves, root, backends, t_verify, t_merkle)
 
     def status(self) -> dict:
         """Routing table and self-test outcome per scheme, for /v1/status."""
@@ -248,9 +289,22 @@ class Engine:
             },
         }
 
+    def host_status(self) -> dict:
+        """Probe, pick and pool for /v1/status: ``{"probe", "pick", "pool"}`` (None without a pool)."""
+        return {"probe": self.host.to_dict() if self.host else None,
+                "pick": self.pick.to_dict() if self.pick else None,
+                "pool": self.pool.stats() if self.pool else None}
+
     def require_ready(self) -> None:
         if not self.ready:
             raise NotReady("the engine has not passed its self-test yet")
+
+
+def _call(backend: Backend, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
+    if hasattr(backend, "verify_with_leaves"):
+        verdicts, leaves = backend.verify_with_leaves(batch)
+        return np.asarray(verdicts, dtype=bool), leaves
+    return np.asarray(backend.verify(batch), dtype=bool), None
 
 
 # ------------------------------------------------------------------ grouping helpers
