@@ -504,3 +504,17 @@ def test_decreasing_offsets_are_invalid_not_a_crash():
 # ------------------------------------------------------------------ generated tables
 def test_tables_header_is_what_the_generator_writes():
     assert gen.OUT.read_text() == gen.render(), "run scripts/gen_secp256k1_tables.py"
+
+
+# ------------------------------------------------------------------ the GPU build
+@pytest.mark.slow
+def test_nvcc_compiles_for_sm_90_without_spills():
+    ptxas = _load_script("ptxas_secp256k1")
+    if ptxas.nvcc() is None:
+        pytest.skip("nvcc not installed")
+    rep = ptxas.compile_report()
+    entry = rep["functions"]["zv_verify_secp256k1"]
+    assert entry["spill_stores"] == 0 and entry["spill_loads"] == 0, rep["log"]
+    assert entry["registers"] <= 255
+    for name, f in rep["functions"].items():
+        assert f.get("spill_stores", 0) == 0, name

@@ -36,6 +36,16 @@
  *     the point is subtracted once at the end.  Digits are read straight from the bits
  *     (d_i = 2·bits(k, w·i + 1, w) + 1 − 2^w, the top digit without the − 2^w), so no
  *     digit array is stored.
+ *   - Cost per verify: 128 doublings (3M + 4S) and 33·2 + 17·2 = 100 mixed additions
+ *     (8M + 3S), the Q table (1 doubling, 7 additions, one batch inversion), one scalar
+ *     inversion mod n, and for 33-byte keys one square root; x(R) is compared without an
+ *     inversion.  Inversions and the square root are Fermat exponentiations with fixed
+ *     addition chains or windows (field and scalar headers say why: branch-free, the same
+ *     for every thread of a warp, no 62-bit arithmetic that a GPU would emulate).
+ *   - The G tables (16 KiB) sit in constant memory as the kernel contract's ZV_CONSTANT.
+ *     Threads of a warp read different entries, which constant memory serves one address
+ *     at a time; that is ~34 serialized 64-byte reads per verify against ~3,000 field
+ *     products, and keeps the tables in the module (no upload, NVRTC-friendly).
  */
 #ifndef ZV_SECP256K1_CUH
 #define ZV_SECP256K1_CUH
