@@ -21,9 +21,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _engine(backend: str):
+    from app.engine.backends.factory import accelerated_backends
     from app.engine.dispatch import Engine, EngineConfig
 
-    engine = Engine(EngineConfig(backend=backend))
+    engine = Engine(EngineConfig(backend=backend), backends=accelerated_backends(backend))
     engine.start()
     return engine
 

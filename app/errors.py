@@ -63,6 +63,26 @@ class NotReady(ZapVerifyError):
     status = 503
 
 
+class KernelError(ZapVerifyError):
+    """A kernel could not be built, loaded or launched: a failure of a backend, not of the
+    input.  The engine answers it by running the batch on the CPU."""
+
+    code = "KERNEL_FAILED"
+    status = 500
+
+
+class KernelBuildError(KernelError):
+    """A compiler (g++, nvcc or NVRTC) is missing or rejected a kernel source."""
+
+    code = "KERNEL_BUILD_FAILED"
+
+
+class KernelLaunchError(KernelError):
+    """A kernel launch, or the device work it queued, reported an error."""
+
+    code = "KERNEL_LAUNCH_FAILED"
+
+
 class ConfigError(ZapVerifyError):
     """A setting cannot be used as given (an unknown database URL scheme, a pool smaller than a
     page, ...); ``field`` names the setting.  Raised at start-up."""

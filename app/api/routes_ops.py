@@ -28,9 +28,12 @@ async def healthz() -> dict:
     200: {"content": {"application/json": {"example": {"ready": True}}}},
     503: {"content": {"application/json": {"example": {"ready": False, "failed": ["ed25519"]}}}}})
 async def readyz(engine: Engine = Depends(get_engine)) -> JSONResponse:
-    """Readiness: 200 only once the engine is up and the known-answer check passed for every scheme."""
+    """Readiness: 200 only once the engine is up and the known-answer check passed for every scheme.
+
+    ``degraded`` lists schemes whose accelerated backend failed its check (or a batch) and
+    which the CPU serves instead, with the reason per backend; they do not make it 503."""
     failed = [s for s, r in engine.routes.items() if not r.selftest.get("cpu")]
-    body = {"ready": engine.ready, "failed": failed}
+    body = {"ready": engine.ready, "failed": failed, "degraded": engine.degraded()}
     return JSONResponse(body, status_code=200 if engine.ready else 503)
 
 
