@@ -73,6 +73,27 @@ class Settings(BaseSettings):
     ws_max_in_flight: int = Field(32, ge=1, description="requests in flight per WebSocket connection; at the "
                                                          "bound the server stops reading (backpressure)")
 
+    # --- NIC ingest (app/engine/ingest): ZAP frames over raw TCP, UDP and QUIC; docs/wire-format.md section 8
+    ingest_host: str = Field("127.0.0.1", description="bind address of the ingest listeners (0.0.0.0 or :: for all)")
+    ingest_tcp_port: int = Field(0, ge=0, le=65535, description="ZAP frames over TCP; 0 = off")
+    ingest_udp_port: int = Field(0, ge=0, le=65535, description="ZAP frames over UDP, one per datagram; 0 = off")
+    ingest_quic_port: int = Field(0, ge=0, le=65535, description="ZAP frames over QUIC (ALPN zap/1), one per "
+                                                               "stream; 0 = off")
+    ingest_quic_cert: Path | None = Field(None, description="PEM certificate of the QUIC listener; unset = "
+                                                           "self-signed at start")
+    ingest_quic_key: Path | None = Field(None, description="PEM private key of ingest_quic_cert")
+    ingest_ring_slots: int = Field(1024, ge=1, description="frames the ring between receive threads and "
+                                                          "verify workers holds; full = backpressure")
+    ingest_coalesce_items: int = Field(1024, ge=1, description="largest batch small frames of one scheme are "
+                                                              "joined into, items")
+    ingest_coalesce_wait_seconds: float = Field(0.0005, ge=0, le=1, description=(
+        "how long a verify worker waits for more frames to join a batch, seconds"))
+    ingest_max_in_flight: int = Field(64, ge=1, description="TCP frames per connection between read and reply "
+                                                           "written; at the bound the connection is not read")
+    ingest_workers: int = Field(1, ge=1, description="ingest verify worker threads")
+    ingest_shutdown_seconds: float = Field(10.0, ge=0, description="how long shutdown waits for the replies of "
+                                                                  "frames already taken in")
+
     # --- receipts (DESIGN.md section 5; app/engine/store.py)
     database_url: str | None = Field(
         None, description="sqlite:///relative/path, sqlite:////absolute/path or postgresql://user:pw@host/db; "

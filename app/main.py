@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from contextlib import asynccontextmanager
@@ -15,10 +16,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
 from app.api import routes_dashboard, routes_ops, routes_receipts, routes_verify, routes_ws, routes_zap
+from app.api.deps import zap_limits
 from app.api.schemas import loc_to_field
 from app.config import Settings, get_settings
 from app.engine.backends.factory import accelerated_backends
 from app.engine.dispatch import Engine, EngineConfig
+from app.engine.ingest import Ingest, IngestConfig
 from app.engine.store import Pruner, open_store
 from app.errors import FrameTooLarge, LimitExceeded, ZapVerifyError
 
@@ -32,6 +35,22 @@ def engine_config(settings: Settings) -> EngineConfig:
                         pool_bytes=settings.uma_pool_bytes, transport=settings.transport,
                         pool_source=settings.pool_source, pool_wait_seconds=settings.pool_wait_seconds,
                         pool_debug=settings.pool_debug)
+
+
+def ingest_config(settings: Settings) -> IngestConfig:
+    """The ingest listeners of ``settings`` (a port of 0 leaves its transport off)."""
+    def port(p: int) -> int | None:
+        return p or None
+
+    return IngestConfig(host=settings.ingest_host, tcp_port=port(settings.ingest_tcp_port),
+                        udp_port=port(settings.ingest_udp_port), quic_port=port(settings.ingest_quic_port),
+                        ring_slots=settings.ingest_ring_slots, coalesce_items=settings.ingest_coalesce_items,
+                        coalesce_wait_seconds=settings.ingest_coalesce_wait_seconds,
+                        max_in_flight=settings.ingest_max_in_flight, workers=settings.ingest_workers,
+                        quic_cert=str(settings.ingest_quic_cert) if settings.ingest_quic_cert else None,
+                        quic_key=str(settings.ingest_quic_key) if settings.ingest_quic_key else None,
+                        shutdown_seconds=settings.ingest_shutdown_seconds,
+                        pool_wait_seconds=settings.pool_wait_seconds, limits=zap_limits(settings))
 
 
 def build_engine(settings: Settings) -> Engine:
@@ -125,11 +144,25 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             pruner.start()
         if not eng.ready:
             threading.Thread(target=eng.start, name="zv-engine-start", daemon=True).start()
+        # NIC ingest: frames that arrive before the self-test passed are answered NOT_READY.
+        ingest = Ingest(eng, ingest_config(settings), store=store)
+        app.state.ingest = ingest
+        try:
+            ingest.start()
+        except BaseException:
+            if pruner:
+                pruner.stop()
+            if store:
+                store.close()
+            eng.close()
+            raise
         log.info("zapverify %s instance %s: dashboard at http://%s:%d/", __version__, settings.instance,
                  settings.host, settings.port)
         try:
             yield
         finally:
+            # First: every frame taken in is answered, with its receipt, before the store closes.
+            await asyncio.to_thread(ingest.stop)
             if pruner:
                 pruner.stop()
             if store:

@@ -1,6 +1,8 @@
 """Where a received frame lands: a buffer of the engine's UMA pool (DESIGN.md section 7), or
 heap memory when the engine has no pool (scripts, tests).  The engine then verifies the
-frame's columns in that buffer, so the bytes are copied once, from the socket's chunks."""
+frame's columns in that buffer, so the bytes are copied once, from the socket's chunks.
+The socket listeners of :mod:`app.engine.ingest` land frames with the same
+:func:`app.engine.pool.land`."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import numpy as np
 from starlette.concurrency import run_in_threadpool
 
 from app.engine.dispatch import Engine
+from app.engine.pool import land
 
 
 @asynccontextmanager
@@ -23,10 +26,7 @@ async def landing(engine: Engine, nbytes: int) -> AsyncIterator[np.ndarray]:
     larger than the whole pool.
     """
     pool = getattr(engine, "pool", None)
-    if pool is None:
-        yield np.empty(nbytes, dtype=np.uint8)
-        return
-    buf = await run_in_threadpool(pool.acquire, nbytes, "ingest")
+    buf = land(None, nbytes) if pool is None else await run_in_threadpool(land, pool, nbytes)
     try:
         yield buf.array
     finally:

@@ -53,8 +53,13 @@ async def list_schemes() -> dict:
 async def status(request: Request, engine: Engine = Depends(get_engine),
                  settings: Settings = Depends(get_settings)) -> dict:
     """Host (class and probe), transport pick, UMA pool use, backends and self-test per scheme,
-    counters and throughput per scheme, limits.  ``pick`` and ``pool`` are null for an engine
-    built without a pool."""
+    counters and throughput per scheme, limits, NIC ingest.  ``pick`` and ``pool`` are null for
+    an engine built without a pool.
+
+    ``ingest``: ``bind``, ``ring`` (capacity, depth, high water, frames), ``coalesce`` and per
+    transport (``tcp``, ``udp``, ``quic``): ``port`` (null when off), frames and bytes
+    received, frames verified, frames ``dropped`` by reason, ``ring_depth`` and
+    ``ring_high_water``, replies sent; for QUIC the certificate's SHA-256 fingerprint."""
     hs = engine.host_status()
     pick = hs["pick"]
     return {
@@ -73,4 +78,12 @@ async def status(request: Request, engine: Engine = Depends(get_engine),
         "engine": engine.status(),
         "stats": engine.stats.snapshot(),
         "websocket": request.app.state.ws_stats.snapshot(),
+        "ingest": _ingest_status(request),
     }
+
+
+def _ingest_status(request: Request) -> dict:
+    ingest = getattr(request.app.state, "ingest", None)
+    if ingest is None:  # an app whose lifespan has not run
+        return {"enabled": False, "transports": {}}
+    return ingest.status()

@@ -274,6 +274,14 @@ class ReceiptStore(ABC):
         Raises :class:`StoreUnavailable` on any failure, a repeated id included.
         """
 
+    def put_many(self, receipts: Sequence[Receipt]) -> None:
+        """Write ``receipts`` durably, all or none (one transaction where the store has them).
+
+        Raises :class:`StoreUnavailable` on any failure, a repeated id included.
+        """
+        for receipt in receipts:
+            self.put(receipt)
+
     @abstractmethod
     def get(self, receipt_id: str, *, leaves: bool = True) -> Receipt | None:
         """The receipt with this canonical id, or ``None``.  ``leaves=False`` skips the leaf

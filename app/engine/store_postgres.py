@@ -9,6 +9,7 @@ migrate once.  psycopg is imported here only, so the rest of zapverify runs with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
@@ -131,6 +132,16 @@ class PostgresStore(ReceiptStore):
             raise StoreUnavailable("a receipt is written with its leaf hashes")
         self._write(f"INSERT INTO receipts ({_COLS}) VALUES ({', '.join(['%s'] * len(COLUMNS))})",
                     receipt_row(receipt))
+
+    def put_many(self, receipts: Sequence[Receipt]) -> None:
+        if any(r.leaves is None for r in receipts):
+            raise StoreUnavailable("a receipt is written with its leaf hashes")
+        try:
+            with self._pool.connection() as conn, conn.cursor() as cur:  # one transaction
+                cur.executemany(f"INSERT INTO receipts ({_COLS}) VALUES ({', '.join(['%s'] * len(COLUMNS))})",
+                                [receipt_row(r) for r in receipts])
+        except self._errors as exc:
+            raise StoreUnavailable(f"receipt store write failed: {exc}") from exc
 
     def get(self, receipt_id: str, *, leaves: bool = True) -> Receipt | None:
         row = self._one(f"SELECT {_COLS if leaves else _COLS_NO_LEAVES} FROM receipts WHERE id = %s",

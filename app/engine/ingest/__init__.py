@@ -1,0 +1,221 @@
+"""NIC ingest: ZAP frames over raw TCP, UDP and QUIC into the pool, through the ring, verified.
+
+This is the seed's receive path (DESIGN.md sections 1, 4 and 7)::
+
+    socket ─► receive thread ─► magic + header check ─► pool buffer ─► ring ─► verify worker
+              (tcp.py, udp.py, quic.py)                  (pool.land)   (ring.py)  (worker.py)
+                                                                                 │ join small frames,
+                                            reply on the same route ◄────────────┘ verify, split,
+                                            (then the buffer is released)          receipts
+
+Each transport has its own receive thread (:mod:`~app.engine.ingest.tcp`,
+:mod:`~app.engine.ingest.udp`, :mod:`~app.engine.ingest.quic`, whose docs give the wire
+rules: TCP replies are tagged by ``request_id``, not ordered; UDP replies go to the
+sender; QUIC answers on the frame's own stream).  They check the 4 magic bytes before
+anything else and drop bad frames there, counted by reason
+(:data:`~app.engine.ingest.counters.DROP_REASONS`).  Whole frames go to one bounded
+:class:`~app.engine.ring.Ring`; when it is full TCP and QUIC stop reading and UDP drops.
+:class:`~app.engine.ingest.worker.VerifyWorker` threads verify them.
+
+:class:`Ingest` starts and stops all of it with the engine (``app/main.py``): a port of
+``None`` leaves a transport off (the settings' 0), 0 here binds any free port.
+
+Shutdown (:meth:`Ingest.stop`) loses no frame that was taken in: the listeners stop taking
+new frames; frames waiting for room in the ring are put in it; the ring is closed and the
+workers verify everything in it; every reply is written; only then are the connections
+and sockets closed.  A frame is either answered or was never taken in (a half-received
+frame counts as ``shutdown``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.engine import zap
+from app.engine.dispatch import Engine
+from app.engine.ingest.base import Listener, ListenerContext
+from app.engine.ingest.counters import DROP_REASONS, OUTCOMES, TransportCounters
+from app.engine.ingest.worker import VerifyWorker
+from app.engine.ring import Ring
+from app.engine.store import ReceiptStore
+from app.errors import ConfigError
+
+__all__ = ["DROP_REASONS", "OUTCOMES", "TRANSPORTS", "Ingest", "IngestConfig"]
+
+log = logging.getLogger("zapverify.ingest")
+
+TRANSPORTS = ("tcp", "udp", "quic")
+
+
+@dataclass
+class IngestConfig:
+    """Ingest settings (built from :class:`app.config.Settings` by the app).
+
+    Attributes:
+        host: bind address of every listener.
+        tcp_port, udp_port, quic_port: None = off, 0 = any free port.
+        ring_slots: frames the ring holds.
+        coalesce_items: largest batch the worker joins small frames into, items.
+        coalesce_wait_seconds: how long the worker waits for more frames to join, seconds.
+        max_in_flight: TCP frames per connection between read and reply written.
+        tcp_sndbuf: kernel send buffer of each TCP connection, bytes (None: the kernel's).
+        workers: verify worker threads.
+        quic_cert, quic_key: PEM files; None: a self-signed certificate made at start.
+        shutdown_seconds: how long :meth:`Ingest.stop` waits for replies to go out.
+        limits: the ZAP decoder's bounds.
+    """
+
+    host: str = "127.0.0.1"
+    tcp_port: int | None = None
+    udp_port: int | None = None
+    quic_port: int | None = None
+    ring_slots: int = 1024
+    coalesce_items: int = 1024
+    coalesce_wait_seconds: float = 0.0005
+    max_in_flight: int = 64
+    tcp_sndbuf: int | None = None
+    workers: int = 1
+    quic_cert: str | None = None
+    quic_key: str | None = None
+    shutdown_seconds: float = 10.0
+    pool_wait_seconds: float = 1.0
+    limits: zap.Limits = field(default_factory=zap.Limits)
+
+    def port(self, transport: str) -> int | None:
+        return getattr(self, f"{transport}_port")
+
+
+class Ingest:
+    """The ingest listeners and verify workers of one engine.
+
+    Args:
+        engine: verifies the frames; its ``pool`` (if any) is where they land.
+        config: an :class:`IngestConfig`.
+        store: receipts are written there (source ``tcp``/``udp``/``quic``); None = off.
+        observer: ``observer(transport, outcome)`` for every frame's final outcome
+            (Prometheus' ``zapverify_ingest_frames_total``).
+    """
+
+    def __init__(self, engine: Engine, config: IngestConfig | None = None, *, store: ReceiptStore | None = None,
+                 observer: Callable[[str, str], None] | None = None):
+        self.engine = engine
+        self.config = config or IngestConfig()
+        self.store = store
+        self.ring = Ring(self.config.ring_slots)
+        self.counters = {t: TransportCounters(t, observer) for t in TRANSPORTS}
+        self.listeners: dict[str, Listener] = {}
+        self.workers: list[VerifyWorker] = []
+        self.started = False
+        self.stopped = False
+
+    @property
+    def enabled(self) -> bool:
+        return any(self.config.port(t) is not None for t in TRANSPORTS)
+
+    @property
+    def ports(self) -> dict[str, int | None]:
+        """The bound port per transport (None when off)."""
+        return {t: (self.listeners[t].port if t in self.listeners else None) for t in TRANSPORTS}
+
+    def start(self) -> None:
+        """Bind every configured listener, then start the workers and receive threads.
+
+        Raises :class:`ConfigError` (field ``ingest_<transport>_port``) when an address
+        cannot be bound, and what :class:`~app.engine.ingest.quic.QuicListener` raises for a
+        certificate that cannot be read; nothing is left running then.
+        """
+        cfg = self.config
+        try:
+            for t in TRANSPORTS:
+                port = cfg.port(t)
+                if port is None:
+                    continue
+                ctx = ListenerContext(self.ring, self.engine.pool, cfg.limits, self.counters[t],
+                                      cfg.pool_wait_seconds)
+                try:
+                    self.listeners[t] = self._listener(t, port, ctx)
+                except OSError as exc:
+                    raise ConfigError(f"cannot listen for {t} on {cfg.host}:{port}: {exc.strerror or exc}",
+                                      field=f"ingest_{t}_port") from exc
+        except Exception:
+            for listener in self.listeners.values():
+                listener.close(1.0)
+            self.listeners.clear()
+            raise
+        if not self.listeners:
+            return
+        for i in range(cfg.workers):
+            worker = VerifyWorker(self.ring, self.engine, self.counters, store=self.store, limits=cfg.limits,
+                                  max_items=cfg.coalesce_items, linger=cfg.coalesce_wait_seconds,
+                                  name=f"zv-verify-{i}")
+            worker.start()
+            self.workers.append(worker)
+        for listener in self.listeners.values():
+            listener.start()
+        self.started = True
+        log.info("ingest listening on %s: %s", cfg.host,
+                 ", ".join(f"{t} {p}" for t, p in self.ports.items() if p is not None))
+
+    def _listener(self, transport: str, port: int, ctx: ListenerContext) -> Listener:
+        cfg = self.config
+        if transport == "tcp":
+            from app.engine.ingest.tcp import TcpListener
+
+            return TcpListener(cfg.host, port, ctx, max_in_flight=cfg.max_in_flight, sndbuf=cfg.tcp_sndbuf)
+        if transport == "udp":
+            from app.engine.ingest.udp import UdpListener
+
+            return UdpListener(cfg.host, port, ctx)
+        from app.engine.ingest.quic import QuicListener
+
+        return QuicListener(cfg.host, port, ctx, cert_path=cfg.quic_cert, key_path=cfg.quic_key)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop taking frames, answer every frame taken in, then close (see the module doc).
+
+        ``timeout`` (default ``shutdown_seconds``) bounds the wait for replies; what is left
+        after it is dropped and counted (``shutdown``).
+        """
+        if self.stopped:
+            return
+        self.stopped = True
+        if not self.started:
+            return
+        deadline = time.monotonic() + (self.config.shutdown_seconds if timeout is None else timeout)
+        for listener in self.listeners.values():
+            listener.drain()
+        # Frames waiting for room in the ring get it as the workers empty it.
+        while time.monotonic() < deadline and any(lst.parked() for lst in self.listeners.values()):
+            time.sleep(0.005)
+        self.ring.close()
+        for worker in self.workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        while time.monotonic() < deadline and any(lst.pending() for lst in self.listeners.values()):
+            time.sleep(0.005)
+        for listener in self.listeners.values():
+            listener.close(max(1.0, deadline - time.monotonic()))
+        log.info("ingest stopped")
+
+    # ------------------------------------------------------------------ reporting
+    def status(self) -> dict[str, Any]:
+        """What /v1/status shows under ``ingest`` (counts are frames, bytes are bytes)."""
+        ring = self.ring.stats()
+        transports = {}
+        for t in TRANSPORTS:
+            depth, high = self.ring.depth(t)
+            listener = self.listeners.get(t)
+            transports[t] = {"enabled": listener is not None, "port": listener.port if listener else None,
+                             "ring_depth": depth, "ring_high_water": high, **self.counters[t].snapshot(),
+                             **(listener.info() if listener else {})}
+        return {
+            "enabled": bool(self.listeners), "bind": self.config.host, "running": self.started and not self.stopped,
+            "ring": ring,
+            "coalesce": {"max_items": self.config.coalesce_items, "wait_seconds": self.config.coalesce_wait_seconds,
+                         "workers": len(self.workers), "batches_total": sum(w.batches_total for w in self.workers),
+                         "joined_frames_total": sum(w.joined_frames_total for w in self.workers)},
+            "transports": transports,
+        }

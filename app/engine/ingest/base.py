@@ -1,0 +1,63 @@
+"""What every ingest listener shares: its context and its life cycle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.engine import zap
+from app.engine.ingest.counters import TransportCounters
+from app.engine.pool import UmaPool
+from app.engine.ring import Ring
+
+
+@dataclass
+class ListenerContext:
+    """What a receive thread needs.
+
+    Attributes:
+        ring: where whole frames go.
+        pool: where they land (None: heap memory).
+        limits: the ZAP bounds; ``max_frame_bytes`` is checked on the header, before a buffer is taken.
+        counters: this transport's counters.
+        pool_wait_seconds: how long TCP waits for a pool buffer before answering ``POOL_EXHAUSTED``.
+    """
+
+    ring: Ring
+    pool: UmaPool | None
+    limits: zap.Limits
+    counters: TransportCounters
+    pool_wait_seconds: float = 1.0
+
+
+class Listener:
+    """A receive thread of one transport.  Life cycle, driven by :class:`app.engine.ingest.Ingest`:
+    ``start()``; at shutdown ``drain()`` (no new frames; replies still go out), ``pending()``
+    until the replies are out, then ``close(timeout)``."""
+
+    transport = "?"
+    port: int
+
+    def __init__(self, ctx: ListenerContext):
+        self.ctx = ctx
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def drain(self) -> None:
+        raise NotImplementedError
+
+    def pending(self) -> int:
+        """Frames taken in whose replies are not written yet."""
+        return 0
+
+    def parked(self) -> int:
+        """Whole frames waiting for room in the ring."""
+        return 0
+
+    def close(self, timeout: float = 5.0) -> None:
+        raise NotImplementedError
+
+    def info(self) -> dict[str, Any]:
+        """Transport-specific facts for /v1/status (the QUIC certificate, ...)."""
+        return {}

@@ -1,0 +1,419 @@
+"""ZAP over QUIC (RFC 9000) with aioquic: ALPN ``zap/1``, one frame per bidirectional stream.
+
+A client opens a bidirectional stream, writes one request frame and ends the stream (FIN);
+the server answers on the same stream with one frame (response or error) and ends it.
+Many streams run at once on one connection (at most 128 unanswered: aioquic's stream
+limit, raised as streams finish, is the per-connection flow control).
+
+The listener runs an asyncio loop in its own thread, with aioquic's ``QuicServer`` reading
+our own non-blocking UDP socket (so that reading can be paused).  Stream data arrives
+decrypted in chunks; the first 16 bytes are kept apart and the magic is checked as soon
+as 4 are in, then the header; only then is a pool buffer of exactly ``size`` bytes taken,
+into which the rest of the stream is copied.  A stream whose frame fails a check is
+*dropped*: STOP_SENDING and RESET_STREAM with the ZAP wire code of the failure as the
+application error code (``BAD_MAGIC`` 0x0001, ``BAD_SIZE`` 0x0005 for a stream that ends
+early, ``FRAME_TOO_LARGE`` 0x0011 for one over the limit or longer than ``size``, ...), and
+counted.  When the pool has no room the stream is answered ``POOL_EXHAUSTED`` at once.
+
+A full ring: the finished frame waits in the listener and the listener stops reading its
+socket until the ring has room (the peers' congestion control then slows them down).
+
+The TLS certificate is configured, or self-signed at start (:mod:`app.engine.ingest.tls`).
+At shutdown new streams are reset (code 0x0100, ``NOT_READY``), the replies due are sent,
+the listener waits up to ``linger`` seconds for the peers to acknowledge them, then closes
+every connection with NO_ERROR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+from collections import deque
+from functools import partial
+
+import numpy as np
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.asyncio.server import QuicServer
+from aioquic.quic import events
+from aioquic.quic.configuration import QuicConfiguration
+
+from app.engine import zap
+from app.engine.ingest import tls
+from app.engine.ingest.base import Listener, ListenerContext
+from app.engine.pool import land
+from app.engine.ring import Entry
+from app.errors import (BadMagic, BadSize, BufferTooLarge, FrameTooLarge, NotReady, PoolExhausted, WireError)
+
+log = logging.getLogger("zapverify.ingest.quic")
+
+ALPN = "zap/1"
+
+
+def _is_client_bidi(stream_id: int) -> bool:
+    return stream_id & 0x3 == 0  # RFC 9000 section 2.1: client-initiated, bidirectional
+
+
+class _SocketTransport(asyncio.DatagramTransport):
+    """A datagram transport over a socket we own, with :meth:`pause_reading` (asyncio's own
+    datagram transport has none)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: asyncio.DatagramProtocol):
+        super().__init__()
+        self._loop, self._sock, self._protocol = loop, sock, protocol
+        self._reading = False
+        self._closed = False
+        self.resume_reading()
+
+    def _ready(self) -> None:
+        for _ in range(64):
+            try:
+                data, addr = self._sock.recvfrom(65536)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            self._protocol.datagram_received(data, addr)
+            if not self._reading:
+                return
+
+    def pause_reading(self) -> None:
+        if self._reading:
+            self._loop.remove_reader(self._sock.fileno())
+            self._reading = False
+
+    def resume_reading(self) -> None:
+        if not self._reading and not self._closed:
+            self._loop.add_reader(self._sock.fileno(), self._ready)
+            self._reading = True
+
+    def is_reading(self) -> bool:
+        return self._reading
+
+    def sendto(self, data, addr=None) -> None:
+        try:
+            self._sock.sendto(data, addr)
+        except OSError:  # a full socket buffer loses the datagram; QUIC loss recovery resends it
+            pass
+
+    def get_extra_info(self, name, default=None):
+        return {"socket": self._sock, "sockname": self._sock.getsockname()}.get(name, default)
+
+    def is_closing(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        if not self._closed:
+            self.pause_reading()
+            self._closed = True
+
+    def abort(self) -> None:
+        self.close()
+
+
+class _Stream:
+    __slots__ = ("head", "buf", "filled", "header", "dropped")
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.buf = None
+        self.filled = 0
+        self.header: zap.Header | None = None
+        self.dropped = False
+
+
+class _Protocol(QuicConnectionProtocol):
+    """One QUIC connection; its events go to the listener."""
+
+    def __init__(self, *args, listener: QuicListener, **kw):
+        super().__init__(*args, **kw)
+        self.listener = listener
+        self.streams: dict[int, _Stream] = {}
+        self.alive = True
+        self.in_flight = 0  # frames accepted or parked whose reply is not handed to QUIC yet
+        listener.ctx.counters.connection(+1)
+
+    def quic_event_received(self, event: events.QuicEvent) -> None:
+        if isinstance(event, events.StreamDataReceived):
+            self.listener._on_data(self, event)
+        elif isinstance(event, events.StreamReset):
+            self.listener._on_reset(self, event.stream_id)
+        elif isinstance(event, events.ConnectionTerminated):
+            self.listener._on_terminated(self)
+
+
+class _Route:
+    __slots__ = ("listener", "proto", "stream_id")
+
+    def __init__(self, listener: QuicListener, proto: _Protocol, stream_id: int):
+        self.listener, self.proto, self.stream_id = listener, proto, stream_id
+
+    @property
+    def alive(self) -> bool:
+        return self.proto.alive
+
+    def send(self, data: bytes, done) -> None:
+        try:
+            self.listener.loop.call_soon_threadsafe(self.listener._reply, self.proto, self.stream_id, data, done)
+        except RuntimeError:  # the loop is closed
+            done(False)
+
+
+class QuicListener(Listener):
+    """The QUIC receive thread (see the module doc).
+
+    Args:
+        host, port: where to listen (port 0: any free port).
+        ctx: ring, pool, limits, counters.
+        cert_path, key_path: a PEM certificate and key; both None: self-signed at start.
+        linger: seconds to wait at shutdown for replies to be acknowledged.
+
+    Raises :class:`OSError` when the address cannot be bound, :class:`app.errors.ConfigError`
+    for a certificate or key that cannot be read.
+    """
+
+    transport = "quic"
+
+    def __init__(self, host: str, port: int, ctx: ListenerContext, *, cert_path: str | None = None,
+                 key_path: str | None = None, linger: float = 1.0):
+        super().__init__(ctx)
+        if cert_path or key_path:
+            cert, key = tls.load(cert_path or "", key_path or "")
+            self.certificate_source = "configured"
+        else:
+            cert, key = tls.self_signed(host)
+            self.certificate_source = "self-signed"
+        self.fingerprint = tls.fingerprint(cert)
+        self.configuration = QuicConfiguration(is_client=False, alpn_protocols=[ALPN])
+        self.configuration.certificate, self.configuration.private_key = cert, key
+        self.linger = linger
+        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            self.sock.bind((host, port))
+        except OSError:
+            self.sock.close()
+            raise
+        self.sock.setblocking(False)
+        self.port = self.sock.getsockname()[1]
+        self.loop = asyncio.new_event_loop()
+        self._server: QuicServer | None = None
+        self._transport: _SocketTransport | None = None
+        self._parked: deque[Entry] = deque()
+        self._draining = False
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="zv-ingest-quic", daemon=True)
+        ctx.ring.on_space(self._on_space)
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the QUIC listener did not start")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._setup())
+        self._ready.set()
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    async def _setup(self) -> None:
+        self._server = QuicServer(configuration=self.configuration,
+                                  create_protocol=partial(_Protocol, listener=self))
+        self._transport = _SocketTransport(self.loop, self.sock, self._server)
+        self._server.connection_made(self._transport)
+
+    def drain(self) -> None:
+        """New streams are reset from now on; datagrams are still read (acknowledgements)."""
+        self._draining = True
+
+    def parked(self) -> int:
+        return len(self._parked)
+
+    def pending(self) -> int:
+        server = self._server
+        protos = set(server._protocols.values()) if server is not None else set()
+        return sum(p.in_flight for p in protos if p.alive)
+
+    def close(self, timeout: float = 5.0) -> None:
+        if not self._thread.is_alive():
+            self.sock.close()
+            return
+        done = threading.Event()
+
+        async def shut() -> None:
+            deadline = time.monotonic() + self.linger
+            while time.monotonic() < deadline and self._unacknowledged():
+                await asyncio.sleep(0.01)
+            for entry in self._parked:
+                entry.buffer.release()
+                self.ctx.counters.rejected("shutdown")
+            self._parked.clear()
+            for proto in set(self._server._protocols.values()):
+                self._release_streams(proto, "shutdown")
+            self._server.close()  # CONNECTION_CLOSE to every peer, then the transport
+            self.sock.close()
+            done.set()
+            self.loop.stop()
+
+        asyncio.run_coroutine_threadsafe(shut(), self.loop)
+        done.wait(timeout + self.linger)
+        self._thread.join(timeout)
+
+    def _unacknowledged(self) -> bool:
+        # aioquic forgets a stream once both directions are finished and acknowledged; the
+        # table is not public API, so without it the linger is a plain wait.
+        for proto in set(self._server._protocols.values()):
+            streams = getattr(proto._quic, "_streams", None)
+            if streams is None or any(_is_client_bidi(s) for s in streams):
+                return True
+        return False
+
+    def info(self) -> dict:
+        return {"alpn": ALPN, "certificate": self.certificate_source, "certificate_sha256": self.fingerprint}
+
+    # ------------------------------------------------------------------ ring room
+    def _on_space(self) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self._unpark)
+        except RuntimeError:  # closed
+            pass
+
+    def _unpark(self) -> None:
+        while self._parked:
+            if not self.ctx.ring.try_put(self._parked[0]):
+                return
+            self._parked.popleft()
+            self.ctx.counters.accepted()
+        if self._transport is not None:
+            self._transport.resume_reading()
+
+    def _deliver(self, entry: Entry) -> None:
+        entry.route.proto.in_flight += 1
+        if not self._parked and self.ctx.ring.try_put(entry):
+            self.ctx.counters.accepted()
+            return
+        self._parked.append(entry)
+        self.ctx.counters.stalled()
+        self._transport.pause_reading()
+
+    # ------------------------------------------------------------------ streams
+    def _on_data(self, proto: _Protocol, ev: events.StreamDataReceived) -> None:
+        sid = ev.stream_id
+        if not _is_client_bidi(sid):
+            return
+        st = proto.streams.get(sid)
+        if st is None:
+            st = proto.streams[sid] = _Stream()
+        if self._draining and not st.dropped:  # no new frames; a half-read one is not taken either
+            self._drop(proto, sid, st, "shutdown", NotReady.wire_code)
+        if st.dropped:
+            if ev.end_stream:
+                proto.streams.pop(sid, None)
+            return
+        data = memoryview(ev.data)
+        self.ctx.counters.received(len(data))
+        if st.buf is None:
+            take = zap.HEADER_SIZE - len(st.head)
+            st.head += data[:take]
+            data = data[take:]
+            if st.head[:4] != zap.MAGIC[:len(st.head[:4])]:
+                return self._drop(proto, sid, st, "bad_magic", BadMagic.wire_code)
+            if len(st.head) < zap.HEADER_SIZE:
+                if ev.end_stream:
+                    self._drop(proto, sid, st, "truncated", BadSize.wire_code)
+                return
+            try:
+                st.header = zap.read_header(st.head, self.ctx.limits)
+            except FrameTooLarge:
+                return self._drop(proto, sid, st, "too_large", FrameTooLarge.wire_code)
+            except WireError as exc:
+                return self._drop(proto, sid, st, "bad_header", exc.wire_code)
+            try:
+                st.buf = land(self.ctx.pool, st.header.size, "ingest", timeout=0)
+            except PoolExhausted as exc:
+                return self._refuse(proto, sid, st, exc)
+            except BufferTooLarge:
+                return self._drop(proto, sid, st, "too_large", FrameTooLarge.wire_code)
+            st.buf.array[:zap.HEADER_SIZE] = np.frombuffer(st.head, dtype=np.uint8)
+            st.filled = zap.HEADER_SIZE
+        n = len(data)
+        if n:
+            if st.filled + n > st.header.size:
+                return self._drop(proto, sid, st, "too_large", FrameTooLarge.wire_code)
+            st.buf.array[st.filled:st.filled + n] = np.frombuffer(data, dtype=np.uint8)
+            st.filled += n
+        if ev.end_stream:
+            if st.filled < st.header.size:
+                return self._drop(proto, sid, st, "truncated", BadSize.wire_code)
+            entry = Entry(st.buf, st.header.size, _Route(self, proto, sid), self.transport)
+            st.buf = None
+            self._deliver(entry)
+
+    def _drop(self, proto: _Protocol, sid: int, st: _Stream, reason: str, code: int) -> None:
+        """Drop a stream's frame: STOP_SENDING and RESET_STREAM with ``code``, counted."""
+        if st.buf is not None:
+            st.buf.release()
+            st.buf = None
+        st.dropped = True
+        self.ctx.counters.rejected(reason)
+        quic = proto._quic
+        try:
+            quic.stop_stream(sid, code)
+        except ValueError:  # its receiving part is already finished
+            pass
+        quic.reset_stream(sid, code)
+        proto.transmit()
+
+    def _refuse(self, proto: _Protocol, sid: int, st: _Stream, exc: PoolExhausted) -> None:
+        """Answer a frame that found no room ``POOL_EXHAUSTED`` on its stream at once."""
+        st.dropped = True
+        self.ctx.counters.rejected("pool_exhausted")
+        quic = proto._quic
+        try:
+            quic.stop_stream(sid, exc.wire_code)
+        except ValueError:
+            pass
+        quic.send_stream_data(sid, bytes(zap.error_frame(exc, st.header.request_id)), end_stream=True)
+        self.ctx.counters.replied(True, error=True)
+        proto.transmit()
+
+    def _on_reset(self, proto: _Protocol, sid: int) -> None:
+        st = proto.streams.pop(sid, None)
+        if st is not None and st.buf is not None and not st.dropped:
+            st.buf.release()
+            self.ctx.counters.rejected("truncated")
+
+    def _on_terminated(self, proto: _Protocol) -> None:
+        if proto.alive:
+            proto.alive = False
+            self._release_streams(proto, "disconnected")
+            self.ctx.counters.connection(-1)
+
+    def _release_streams(self, proto: _Protocol, reason: str) -> None:
+        for st in proto.streams.values():
+            if st.buf is not None:
+                st.buf.release()
+                st.buf = None
+                self.ctx.counters.rejected(reason)
+        proto.streams.clear()
+
+    def _reply(self, proto: _Protocol, sid: int, data: bytes, done) -> None:
+        """On the loop: the reply of an accepted frame, on its stream."""
+        proto.in_flight -= 1
+        proto.streams.pop(sid, None)
+        if not proto.alive:
+            done(False)
+            return
+        try:
+            proto._quic.send_stream_data(sid, data, end_stream=True)
+        except Exception:  # the peer reset or stopped the stream meanwhile
+            done(False)
+            return
+        proto.transmit()
+        done(True)

@@ -1,0 +1,535 @@
+"""ZAP over TCP: frames back to back on a byte stream, each framed by its header's ``size``.
+
+One receive thread serves the listening socket and every connection with non-blocking
+sockets and a selector.  Per connection it reads the 16-byte header into a small scratch
+buffer, checks the magic as soon as 4 bytes are in, then the rest of the header
+(:func:`app.engine.zap.read_header`), takes a pool buffer of exactly ``size`` bytes and
+``recv_into``-s the rest of the frame straight into it, so the frame is copied once, by the
+kernel.  The whole frame goes to the ring.
+
+Replies are tagged by ``request_id``, not ordered: they go out as their batches finish
+(frames of different schemes, or joined into different batches, finish in another order
+than they came), so a client matches them by ``request_id`` — the same rule as the
+WebSocket endpoint.  A reply is written by the receive thread when the socket can take it
+(writes never block a worker); once it is written, the frame's buffer is released.
+
+Flow control:
+
+* at most ``max_in_flight`` frames of one connection are between "read" and "reply
+  written"; at the bound the connection is not read, so a client that never reads its
+  replies holds only its own buffers, and TCP flow control holds it back, not the others;
+* a full ring: the connection whose frame does not fit keeps it and stops reading until
+  the ring has room (backpressure, never a drop);
+* no pool buffer: the connection waits up to ``pool_wait_seconds`` without reading; then
+  the frame's body is read and thrown away and the frame answered ``POOL_EXHAUSTED``.
+
+Errors: a header that breaks ZAP v1 (bad magic, version, type, flags, size) loses the
+framing of the stream, so it is answered with an error frame and the connection is closed
+once the replies already due are written.  A body that breaks ZAP v1 is answered with an
+error frame carrying its ``request_id`` by the verify worker; the connection stays open.
+A connection that ends in the middle of a frame counts it ``truncated``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import selectors
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from app.engine import zap
+from app.engine.ingest.base import Listener, ListenerContext
+from app.engine.pool import land
+from app.engine.ring import Entry
+from app.errors import BadMagic, BufferTooLarge, FrameTooLarge, PoolExhausted, WireError, ZapVerifyError
+
+log = logging.getLogger("zapverify.ingest.tcp")
+
+#: Frames one connection may complete per readiness event, so that one fast sender does
+#: not keep the thread from the others.
+_FRAMES_PER_EVENT = 32
+#: Replies gathered into one sendmsg(2).
+_IOV = 64
+
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+#: How long a connection the server closes keeps being read (and the bytes thrown away)
+#: after its FIN, so that unread bytes do not turn the close into a reset that could
+#: destroy replies the peer has not read yet (a "lingering close").
+LINGER_SECONDS = 2.0
+
+
+class _Conn:
+    """The receive thread's state of one connection (touched by that thread only, except
+    ``inbox``, which workers fill under the listener's lock)."""
+
+    def __init__(self, sock: socket.socket, peer: tuple):
+        self.sock, self.peer = sock, peer
+        self.head = bytearray(zap.HEADER_SIZE)
+        self.head_view = memoryview(self.head)
+        self.head_n = 0
+        self.header: zap.Header | None = None
+        self.buf = None
+        self.filled = 0
+        self.skip = 0
+        self.skip_reply: bytes | None = None
+        self.parked: Entry | None = None
+        self.pool_deadline: float | None = None
+        self.in_flight = 0
+        self.out: deque[tuple[memoryview, Callable[[bool], None]]] = deque()
+        self.inbox: list[tuple[bytes, Callable[[bool], None]]] = []
+        self.eof = self.closing = self.closed = False
+        self.linger_until: float | None = None
+        self.events = 0
+
+
+class _Route:
+    """Replies of one connection; ``send`` may be called from any thread."""
+
+    __slots__ = ("listener", "conn")
+
+    def __init__(self, listener: TcpListener, conn: _Conn):
+        self.listener, self.conn = listener, conn
+
+    @property
+    def alive(self) -> bool:
+        return not self.conn.closed
+
+    def send(self, data: bytes, done: Callable[[bool], None]) -> None:
+        self.listener._enqueue(self.conn, data, done)
+
+
+class TcpListener(Listener):
+    """The TCP receive thread (see the module doc).
+
+    Args:
+        host, port: where to listen (port 0: any free port; :attr:`port` says which).
+        ctx: ring, pool, limits and counters.
+        max_in_flight: frames per connection between read and reply written.
+        sndbuf: kernel send buffer per connection, bytes (None: the kernel's, autotuned);
+            with ``max_in_flight`` it bounds what a peer that does not read can make us hold.
+
+    Raises :class:`OSError` when the address cannot be bound.
+    """
+
+    transport = "tcp"
+
+    def __init__(self, host: str, port: int, ctx: ListenerContext, *, max_in_flight: int = 64,
+                 sndbuf: int | None = None):
+        super().__init__(ctx)
+        self.max_in_flight = max_in_flight
+        self.sndbuf = sndbuf
+        self.sock = socket.create_server((host, port), family=_family(host), backlog=512)
+        self.sock.setblocking(False)
+        self.port = self.sock.getsockname()[1]
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self.sock, _READ, None)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, _READ, None)
+        self._lock = threading.Lock()
+        self._dirty: list[_Conn] = []
+        self._conns: set[_Conn] = set()
+        self._parked: deque[_Conn] = deque()
+        self._pool_waiters: list[_Conn] = []
+        self._lingering: list[_Conn] = []
+        self._space = False
+        self._scratch = bytearray(64 * 1024)
+        self._draining = False
+        self._stopped = False
+        ctx.ring.on_space(self._on_space)
+        self._thread = threading.Thread(target=self._run, name="zv-ingest-tcp", daemon=True)
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        self._thread.start()
+
+    def drain(self) -> None:
+        """Stop accepting connections and reading frames; replies still go out."""
+        self._draining = True
+        self._wake()
+
+    def parked(self) -> int:
+        return len(self._parked)
+
+    def pending(self) -> int:
+        """Frames read whose replies are not written yet (parked ones included)."""
+        with self._lock:
+            return sum(c.in_flight for c in self._conns)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close every connection and the thread; frames not accepted count as ``shutdown``."""
+        self._stopped = True
+        self._wake()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("TCP ingest thread did not stop within %.1f s", timeout)
+
+    # ------------------------------------------------------------------ thread
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, OSError):  # a wake-up is already pending, or we are closed
+            pass
+
+    def _on_space(self) -> None:
+        self._space = True
+        self._wake()
+
+    def _run(self) -> None:
+        try:
+            while not self._stopped:
+                timeout = 0.005 if self._pool_waiters else 0.1 if self._lingering else None
+                for key, mask in self._sel.select(timeout):
+                    if key.fileobj is self.sock:
+                        self._accept()
+                    elif key.fileobj is self._wake_r:
+                        self._drain_wakeups()
+                    else:
+                        conn = key.data
+                        if conn.linger_until is not None:
+                            self._discard(conn)
+                            continue
+                        if mask & _READ:
+                            self._read(conn)
+                        if mask & _WRITE and not conn.closed:
+                            self._flush(conn)
+                        self._update(conn)
+                self._service()
+        except Exception:
+            log.exception("TCP ingest thread failed")
+        finally:
+            self._shutdown()
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _service(self) -> None:
+        """Work that other threads asked for: replies to write, room in the ring, pool waits, drain."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, []
+            for conn in dirty:
+                conn.out.extend((memoryview(d), done) for d, done in conn.inbox)
+                conn.inbox.clear()
+        for conn in dirty:
+            if not conn.closed:
+                self._flush(conn)
+                self._update(conn)
+        if self._space or self._parked:
+            self._space = False
+            while self._parked:
+                conn = self._parked[0]
+                if conn.closed:
+                    self._parked.popleft()
+                    continue
+                if not self.ctx.ring.try_put(conn.parked):
+                    break
+                self.ctx.counters.accepted()
+                conn.parked = None
+                self._parked.popleft()
+                self._update(conn)
+        if self._pool_waiters:
+            for conn in list(self._pool_waiters):
+                if conn.closed or self._take_buffer(conn):
+                    self._pool_waiters.remove(conn)
+                    self._update(conn)
+                elif time.monotonic() >= conn.pool_deadline:
+                    self._pool_waiters.remove(conn)
+                    self._give_up_pool(conn)
+                    self._update(conn)
+        if self._lingering:
+            now = time.monotonic()
+            for conn in [c for c in self._lingering if c.linger_until <= now]:
+                self._hard_close(conn)
+        if self._draining and self.sock.fileno() >= 0:
+            self._sel.unregister(self.sock)
+            self.sock.close()
+            for conn in list(self._conns):
+                self._update(conn)
+
+    def _shutdown(self) -> None:
+        for conn in list(self._conns):
+            self._close(conn)
+        deadline = time.monotonic() + LINGER_SECONDS
+        while self._lingering and time.monotonic() < deadline:
+            for key, _ in self._sel.select(0.05):
+                if isinstance(key.data, _Conn):
+                    self._discard(key.data)
+        for conn in list(self._lingering):
+            self._hard_close(conn)
+        for s in (self.sock, self._wake_r, self._wake_w):
+            s.close()
+        self._sel.close()
+
+    # ------------------------------------------------------------------ connections
+    def _accept(self) -> None:
+        for _ in range(64):
+            try:
+                sock, peer = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of descriptors, ...: keep serving the others
+                log.warning("accept failed: %s", exc)
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.sndbuf:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.sndbuf)
+            conn = _Conn(sock, peer)
+            conn.route = _Route(self, conn)
+            with self._lock:
+                self._conns.add(conn)
+            self.ctx.counters.connection(+1)
+            self._update(conn)
+
+    def _wants_read(self, c: _Conn) -> bool:
+        return not (c.closed or c.eof or c.closing or self._draining or c.parked is not None
+                    or c.pool_deadline is not None or c.in_flight >= self.max_in_flight)
+
+    def _update(self, c: _Conn) -> None:
+        if c.closed:
+            return
+        if (c.eof or c.closing) and not c.in_flight and not c.out:
+            self._close(c)
+            return
+        want = (_READ if self._wants_read(c) else 0) | (_WRITE if c.out else 0)
+        if want == c.events:
+            return
+        if c.events == 0:
+            self._sel.register(c.sock, want, c)
+        elif want == 0:
+            self._sel.unregister(c.sock)
+        else:
+            self._sel.modify(c.sock, want, c)
+        c.events = want
+
+    def _close(self, c: _Conn, *, reset: bool = False) -> None:
+        """End the connection: what it still holds is dropped; unless the peer ``reset`` it,
+        our side is shut down (FIN) and the socket read until the peer closes its side or
+        :data:`LINGER_SECONDS` pass."""
+        if c.closed:
+            return
+        with self._lock:
+            c.closed = True
+            inbox, c.inbox = c.inbox, []
+            self._conns.discard(c)
+        if reset or c.eof:
+            self._hard_close(c)
+        else:
+            try:
+                c.sock.shutdown(socket.SHUT_WR)
+                c.linger_until = time.monotonic() + LINGER_SECONDS
+                self._lingering.append(c)
+                want = _READ
+                if c.events == 0:
+                    self._sel.register(c.sock, want, c)
+                elif c.events != want:
+                    self._sel.modify(c.sock, want, c)
+                c.events = want
+            except OSError:
+                self._hard_close(c)
+        counters = self.ctx.counters
+        if c.buf is not None or c.head_n or c.pool_deadline is not None:
+            self._drop_partial(c, "shutdown" if self._stopped else "truncated")
+        if c.parked is not None:
+            c.parked.buffer.release()
+            c.parked = None
+            counters.rejected("shutdown" if self._stopped else "disconnected")
+        for _, done in list(c.out) + inbox:
+            done(False)
+        c.out.clear()
+        counters.connection(-1)
+
+    def _hard_close(self, c: _Conn) -> None:
+        if c.linger_until is not None:
+            self._lingering.remove(c)
+            c.linger_until = None
+        if c.events:
+            self._sel.unregister(c.sock)
+            c.events = 0
+        try:
+            c.sock.close()
+        except OSError:
+            pass
+
+    def _discard(self, c: _Conn) -> None:
+        """Read and throw away what a lingering connection still sends; close at its EOF."""
+        try:
+            while c.sock.recv_into(self._scratch):
+                pass
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            pass
+        self._hard_close(c)
+
+    def _drop_partial(self, c: _Conn, reason: str) -> None:
+        if c.buf is not None:
+            c.buf.release()
+        c.buf, c.header, c.head_n, c.filled, c.pool_deadline = None, None, 0, 0, None
+        self.ctx.counters.rejected(reason)
+
+    # ------------------------------------------------------------------ reading
+    def _read(self, c: _Conn) -> None:
+        frames = 0
+        counters = self.ctx.counters
+        while frames < _FRAMES_PER_EVENT and (c.skip or self._wants_read(c)):
+            try:
+                if c.skip:
+                    n = c.sock.recv_into(self._scratch, min(c.skip, len(self._scratch)))
+                elif c.header is None:
+                    n = c.sock.recv_into(c.head_view[c.head_n:])
+                else:
+                    n = c.sock.recv_into(memoryview(c.buf.array)[c.filled:c.header.size])
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # reset by the peer
+                self._close(c, reset=True)
+                return
+            if n == 0:
+                self._eof(c)
+                return
+            counters.received(n)
+            if c.skip:
+                c.skip -= n
+                if not c.skip:
+                    self._send_own(c, c.skip_reply)
+                    c.skip_reply = None
+                continue
+            if c.header is None:
+                c.head_n += n
+                if c.head_n >= 4 and c.head[:4] != zap.MAGIC:
+                    self._fatal(c, BadMagic(f"magic is {bytes(c.head[:4])!r}, expected {zap.MAGIC!r}",
+                                            field="magic"), "bad_magic")
+                    return
+                if c.head_n < zap.HEADER_SIZE:
+                    continue
+                try:
+                    c.header = zap.read_header(c.head, self.ctx.limits)
+                except FrameTooLarge as exc:
+                    self._fatal(c, exc, "too_large")
+                    return
+                except WireError as exc:
+                    self._fatal(c, exc, "bad_header")
+                    return
+                if not self._take_buffer(c):
+                    return
+            else:
+                c.filled += n
+            if c.buf is not None and c.filled == c.header.size:
+                self._complete(c)
+                frames += 1
+
+    def _take_buffer(self, c: _Conn) -> bool:
+        """Land the frame whose header is in; False while the pool has no room."""
+        size = c.header.size
+        try:
+            c.buf = land(self.ctx.pool, size, "ingest", timeout=0)
+        except PoolExhausted:
+            if c.pool_deadline is None:
+                c.pool_deadline = time.monotonic() + self.ctx.pool_wait_seconds
+                self._pool_waiters.append(c)
+            return False
+        except BufferTooLarge as exc:  # larger than the whole pool: answer it, keep the framing
+            self._skip_frame(c, exc, "too_large")
+            return False
+        c.pool_deadline = None
+        c.buf.array[:zap.HEADER_SIZE] = np.frombuffer(c.head, dtype=np.uint8)
+        c.filled = zap.HEADER_SIZE
+        return True
+
+    def _give_up_pool(self, c: _Conn) -> None:
+        c.pool_deadline = None
+        self._skip_frame(c, PoolExhausted(f"UMA pool exhausted: no room for a {c.header.size}-byte frame within "
+                                          f"{self.ctx.pool_wait_seconds:g} s", field="pool"), "pool_exhausted")
+
+    def _skip_frame(self, c: _Conn, exc: ZapVerifyError, reason: str) -> None:
+        """Read the rest of this frame into scratch memory, then answer it with ``exc``."""
+        self.ctx.counters.rejected(reason)
+        c.skip = c.header.size - zap.HEADER_SIZE
+        c.skip_reply = bytes(zap.error_frame(exc, c.header.request_id))
+        c.header, c.head_n = None, 0
+        if not c.skip:
+            self._send_own(c, c.skip_reply)
+            c.skip_reply = None
+
+    def _complete(self, c: _Conn) -> None:
+        entry = Entry(c.buf, c.header.size, c.route, self.transport)
+        c.buf, c.header, c.head_n, c.filled = None, None, 0, 0
+        c.in_flight += 1
+        if self.ctx.ring.try_put(entry):
+            self.ctx.counters.accepted()
+        else:
+            c.parked = entry
+            self._parked.append(c)
+            self.ctx.counters.stalled()
+
+    def _eof(self, c: _Conn) -> None:
+        """The peer finished sending (it may still read): answer what is due, then close."""
+        c.eof = True
+        if c.buf is not None or c.head_n or c.pool_deadline is not None:
+            if c.pool_deadline is not None:
+                self._pool_waiters.remove(c)
+            self._drop_partial(c, "truncated")
+        c.skip = 0
+        c.skip_reply = None
+
+    def _fatal(self, c: _Conn, exc: ZapVerifyError, reason: str) -> None:
+        """A header that breaks ZAP v1: the framing is lost; answer, then close."""
+        self.ctx.counters.rejected(reason)
+        request_id = zap.peek_request_id(c.head) if c.head_n >= zap.HEADER_SIZE else 0
+        c.head_n = 0
+        c.header = None
+        c.closing = True
+        self._send_own(c, bytes(zap.error_frame(exc, request_id)))
+
+    # ------------------------------------------------------------------ writing
+    def _send_own(self, c: _Conn, data: bytes) -> None:
+        """An error frame this thread answers itself (no buffer, no worker)."""
+        c.in_flight += 1
+        c.out.append((memoryview(data), lambda sent: self.ctx.counters.replied(sent, error=True)))
+        self._flush(c)
+
+    def _enqueue(self, c: _Conn, data: bytes, done: Callable[[bool], None]) -> None:
+        with self._lock:
+            if not c.closed:
+                c.inbox.append((data, done))
+                self._dirty.append(c)
+                data = None
+        if data is not None:
+            done(False)
+        else:
+            self._wake()
+
+    def _flush(self, c: _Conn) -> None:
+        while c.out:
+            try:
+                n = c.sock.sendmsg([mv for mv, _ in itertools.islice(c.out, _IOV)])
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # the peer is gone
+                self._close(c, reset=True)
+                return
+            while n:
+                mv, done = c.out[0]
+                if n < len(mv):
+                    c.out[0] = (mv[n:], done)
+                    break
+                n -= len(mv)
+                c.out.popleft()
+                c.in_flight -= 1
+                done(True)
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET

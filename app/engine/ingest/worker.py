@@ -1,0 +1,204 @@
+"""The verify worker: takes frames out of the ring, verifies them, answers each one.
+
+One worker thread loops over :meth:`app.engine.ring.Ring.take`, which hands it the frames
+that are waiting (up to ``max_frames``), lingering up to ``linger`` seconds for more so
+that small frames can share a batch.  For those frames it:
+
+1. takes each buffer over from the receive thread (owner ``ingest`` → ``dispatch``) and
+   decodes the frame in place (:func:`app.engine.zap.decode_request`: the columns are views
+   of the pool buffer); a frame that breaks ZAP v1 is answered with an error frame;
+2. groups the frames by batch key and joins consecutive frames of one group into batches
+   of at most ``max_items`` items (:func:`app.engine.coalesce.join`, into a pool buffer);
+   a frame of ``max_items`` or more goes alone and is verified where it lies;
+3. verifies each batch (owner ``backend``), splits the verdicts and leaves per frame and
+   builds each frame's Merkle root (:func:`app.engine.coalesce.split`);
+4. writes one receipt per frame (owner ``store``; one transaction per batch,
+   :meth:`app.engine.store.ReceiptStore.put_many`) before any of them is answered — a
+   frame whose receipt cannot be written is answered ``STORE_UNAVAILABLE``, never with
+   verdicts;
+5. hands each reply to the frame's route; the route calls back once the reply is written,
+   and only then is the frame's buffer released.
+
+Every frame therefore ends in exactly one outcome of
+:data:`app.engine.ingest.counters.OUTCOMES`, counted once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+
+from app.engine import zap
+from app.engine.coalesce import batch_key, join, joined_bytes, split
+from app.engine.dispatch import Engine
+from app.engine.ids import new_batch_id
+from app.engine.ingest.counters import TransportCounters
+from app.engine.pool import land
+from app.engine.ring import Entry, Ring
+from app.engine.store import Receipt, ReceiptStore
+from app.errors import NotReady, PoolExhausted, StoreUnavailable, ZapVerifyError
+
+log = logging.getLogger("zapverify.ingest")
+
+
+@dataclass
+class _Job:
+    entry: Entry
+    request: zap.Request
+    answered: bool = False
+
+
+class VerifyWorker:
+    """One verify thread over ``ring`` (see the module doc).
+
+    Args:
+        ring: where frames come from.
+        engine: verifies the batches (its ``pool``, if any, holds joined batches too).
+        counters: per transport name, where outcomes are counted.
+        store: receipts are written there; None when receipts are off.
+        limits: the ZAP decoder's bounds.
+        max_items: largest joined batch, items.
+        max_frames: most frames taken from the ring at once.
+        linger: how long to wait for more frames to join a batch, seconds.
+    """
+
+    def __init__(self, ring: Ring, engine: Engine, counters: Mapping[str, TransportCounters], *,
+                 store: ReceiptStore | None = None, limits: zap.Limits = zap.DEFAULT_LIMITS,
+                 max_items: int = 1024, max_frames: int = 256, linger: float = 0.0005, name: str = "zv-verify"):
+        self.ring, self.engine, self.counters, self.store, self.limits = ring, engine, counters, store, limits
+        self.max_items, self.max_frames, self.linger = max_items, max_frames, linger
+        self.batches_total = 0
+        self.joined_frames_total = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the worker to finish (it does once the ring is closed and empty)."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        while True:
+            entries = self.ring.take(self.max_frames, timeout=0.2, linger=self.linger)
+            if not entries:
+                if self.ring.closed and not len(self.ring):
+                    return
+                continue
+            try:
+                self.process(entries)
+            except Exception:  # a bug here must not stop ingest; every frame was answered below
+                log.exception("verify worker failed on %d frames", len(entries))
+
+    # ------------------------------------------------------------------ one take of frames
+    def process(self, entries: list[Entry]) -> None:
+        """Verify and answer ``entries`` (owner ``ingest``); see the module doc."""
+        groups: dict[tuple, list[_Job]] = {}
+        for entry in entries:
+            entry.buffer.hand_off("dispatch", expected="ingest")
+            if not entry.route.alive:
+                self._finish(entry, "disconnected", False)
+                continue
+            try:
+                request = zap.decode_request(entry.frame, self.limits)
+            except ZapVerifyError as exc:
+                self._error(entry, exc, "malformed", zap.peek_request_id(entry.frame))
+                continue
+            if not self.engine.ready:
+                self._error(entry, NotReady("the engine's self-test has not passed yet; retry later"),
+                            "not_ready", request.request_id)
+                continue
+            groups.setdefault(batch_key(request.batch), []).append(_Job(entry, request))
+        for jobs in groups.values():
+            for chunk in self._chunks(jobs):
+                try:
+                    self._verify(chunk)
+                except Exception as exc:  # answered, so that no frame waits forever or leaks its buffer
+                    log.exception("verifying %d frames failed", len(chunk))
+                    for job in chunk:
+                        if not job.answered:
+                            self._answer_error(job, ZapVerifyError(f"verification failed: {type(exc).__name__}"),
+                                               "internal")
+
+    def _chunks(self, jobs: list[_Job]) -> list[list[_Job]]:
+        out: list[list[_Job]] = []
+        items = 0
+        for job in jobs:
+            n = len(job.request.batch)
+            if out and items + n <= self.max_items:
+                out[-1].append(job)
+                items += n
+            else:
+                out.append([job])
+                items = n
+        return out
+
+    def _verify(self, chunk: list[_Job]) -> None:
+        parts = [job.request.batch for job in chunk]
+        joined = None
+        if len(parts) == 1:
+            batch = parts[0]
+        else:
+            try:
+                joined = land(self.engine.pool, joined_bytes(parts), "dispatch", timeout=0)
+            except PoolExhausted:  # no room to join them: verify each where it lies
+                for job in chunk:
+                    self._verify([job])
+                return
+            batch = join(parts, alloc=lambda n: joined.array)
+            self.joined_frames_total += len(parts)
+        for job in chunk:
+            job.entry.buffer.hand_off("backend", expected="dispatch")
+        if joined is not None:
+            joined.hand_off("backend", expected="dispatch")
+        try:
+            result = self.engine.verify(batch)
+        except ZapVerifyError as exc:
+            for job in chunk:
+                self._answer_error(job, exc, "malformed")
+            return
+        finally:
+            if joined is not None:
+                joined.release()
+        self.batches_total += 1
+        for job in chunk:
+            job.entry.buffer.hand_off("store", expected="backend")
+        pieces = split([len(p) for p in parts], result.verdicts, result.leaves, result.root)
+        if self.store is not None:
+            now = time.perf_counter()
+            receipts = [Receipt.build(id=new_batch_id(), verdicts=v, leaves=lv, merkle_root=root,
+                                      schemes=[job.request.batch.scheme.id],
+                                      backends={job.request.batch.scheme.id: result.backend},
+                                      duration_seconds=now - job.entry.received, source=job.entry.transport)
+                        for job, (v, lv, root) in zip(chunk, pieces)]
+            try:
+                self.store.put_many(receipts)
+            except StoreUnavailable as exc:
+                for job in chunk:
+                    self._answer_error(job, exc, "store_unavailable")
+                return
+        replies = [bytes(zap.encode_response(job.request.request_id, v, root))
+                   for job, (v, _, root) in zip(chunk, pieces)]
+        for job, reply in zip(chunk, replies):
+            job.answered = True
+            job.entry.route.send(reply, partial(self._finish, job.entry, "verified"))
+
+    # ------------------------------------------------------------------ answers
+    def _answer_error(self, job: _Job, exc: ZapVerifyError, reason: str) -> None:
+        job.answered = True
+        self._error(job.entry, exc, reason, job.request.request_id)
+
+    def _error(self, entry: Entry, exc: ZapVerifyError, reason: str, request_id: int) -> None:
+        entry.route.send(bytes(zap.error_frame(exc, request_id)), partial(self._finish, entry, reason))
+
+    def _finish(self, entry: Entry, outcome: str, sent: bool) -> None:
+        """The reply of ``entry`` was written (``sent``) or cannot be: release its buffer, count."""
+        entry.buffer.release()
+        counters = self.counters[entry.transport]
+        counters.replied(sent, error=outcome != "verified")
+        counters.finished(outcome if sent else "disconnected")
