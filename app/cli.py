@@ -113,7 +113,8 @@ def _bench(args: argparse.Namespace) -> int:
     from app import loadgen
 
     cfg = loadgen.BenchConfig(url=args.url, scheme=args.scheme, batch=args.batch, duration=args.duration,
-                              concurrency=args.concurrency, transport=args.transport, unique=args.unique)
+                              concurrency=args.concurrency, transport=args.transport, unique=args.unique,
+                              port=args.port, host=args.host)
     console = Console(stderr=True)
     with console.status(f"signing {min(cfg.batch, cfg.unique)} {cfg.scheme} items"):
         items = loadgen.make_items(cfg.scheme, cfg.batch, cfg.unique)
@@ -172,9 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--batch", type=_positive, default=1024, help="items per request (default %(default)s)")
     b.add_argument("--duration", type=float, default=10.0, help="seconds of load (default %(default)s)")
     b.add_argument("--concurrency", type=_positive, default=4, help="requests in flight (default %(default)s)")
-    b.add_argument("--transport", default="zap", choices=["json", "zap", "ws"],
+    b.add_argument("--transport", default="zap", choices=["json", "zap", "ws", "tcp", "udp", "quic"],
                    help="json: POST /v1/verify; zap: POST /v1/verify/zap; ws: ZAP frames pipelined on "
-                        "/v1/ws/verify (default %(default)s)")
+                        "/v1/ws/verify; tcp, udp, quic: ZAP frames pipelined to the server's ingest port "
+                        "(default %(default)s)")
+    b.add_argument("--port", type=int, default=None,
+                   help="tcp/udp/quic: the ingest port (default: the one GET /v1/status reports)")
+    b.add_argument("--host", default=None, help="tcp/udp/quic: the ingest host (default: the --url host)")
     b.add_argument("--unique", type=_positive, default=64,
                    help="distinct signed items, repeated to fill a batch (default %(default)s)")
     b.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")

@@ -7,8 +7,10 @@ so the numbers measure the server and the wire, not the load generator's encodin
 
 ``concurrency`` requests are kept in flight: over HTTP by that many concurrent posts on
 a pooled :class:`httpx.AsyncClient`, over the WebSocket by pipelining on one connection.
-Every reply is checked: each item is valid, so a reply with another count or any false
-verdict is a mismatch.
+The ingest transports ``tcp``, ``udp`` and ``quic`` pipeline ZAP frames on one connection
+(one socket for UDP) to the server's ingest port (docs/wire-format.md section 8), which
+``GET /v1/status`` names unless ``port`` is given.  Every reply is checked: each item is
+valid, so a reply with another count or any false verdict is a mismatch.
 """
 
 from __future__ import annotations
@@ -23,9 +25,13 @@ import numpy as np
 
 from app.client import AsyncClient, BatchVerdicts, VerifyResult, json_body
 from app.engine import kat, zap
-from app.errors import ConnectionFailed, ZapVerifyError
+from app.errors import ConnectionFailed, RequestError, ZapVerifyError
 
-TRANSPORTS = ("json", "zap", "ws")
+HTTP_TRANSPORTS = ("json", "zap", "ws")
+INGEST_TRANSPORTS = ("tcp", "udp", "quic")
+TRANSPORTS = HTTP_TRANSPORTS + INGEST_TRANSPORTS
+#: The largest frame one UDP datagram carries, bytes.
+UDP_MAX_FRAME = 65507
 
 
 @dataclass
@@ -39,6 +45,9 @@ class BenchConfig:
     concurrency: int = 4
     transport: str = "zap"
     unique: int = 64
+    #: Ingest transports: the port (None: ask GET /v1/status) and host (None: the URL's).
+    port: int | None = None
+    host: str | None = None
 
 
 @dataclass
@@ -121,6 +130,7 @@ class _Run:
             self.record(t0, result)
 
     async def ws_worker(self, stream) -> None:
+        """Pipelined requests on one stream: the WebSocket, or an ingest connection."""
         while self.running():
             t0 = time.perf_counter()
             try:
@@ -144,16 +154,46 @@ class _Run:
         return r
 
 
+async def ingest_address(cfg: BenchConfig) -> tuple[str, int]:
+    """(host, port) of the server's ingest listener for ``cfg.transport``: ``cfg.host`` /
+    ``cfg.port`` when given, else what ``GET /v1/status`` reports (host: the URL's when the
+    server binds every address).
+
+    Raises :class:`ConnectionFailed` when the server cannot be asked or has that transport off.
+    """
+    import httpx
+
+    host = cfg.host or httpx.URL(cfg.url).host
+    if cfg.port is not None:
+        return host, cfg.port
+    async with httpx.AsyncClient(base_url=cfg.url, timeout=30) as http:
+        try:
+            ingest = (await http.get("/v1/status")).json().get("ingest") or {}
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            raise ConnectionFailed(f"{cfg.url}/v1/status: {exc}") from exc
+    port = ((ingest.get("transports") or {}).get(cfg.transport) or {}).get("port")
+    if not port:
+        raise ConnectionFailed(f"the server at {cfg.url} has no {cfg.transport} ingest port "
+                               f"(set ZAPVERIFY_INGEST_{cfg.transport.upper()}_PORT there, or pass --port)")
+    bind = ingest.get("bind")
+    if cfg.host is None and bind not in (None, "0.0.0.0", "::", ""):
+        host = bind
+    return host, int(port)
+
+
 async def run(cfg: BenchConfig, items: list[kat.Item] | None = None,
               on_tick: Callable[[float, BenchReport], None] | None = None) -> BenchReport:
     """Run the benchmark; ``on_tick(elapsed_seconds, report_so_far)`` is called ~5 times a second.
 
-    Raises :class:`ConnectionFailed` when the server cannot be reached at all.
+    Raises :class:`ConnectionFailed` when the server cannot be reached at all, and
+    :class:`RequestError` when a UDP frame would not fit in one datagram.
     """
     if cfg.transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {TRANSPORTS}")
     items = items if items is not None else make_items(cfg.scheme, cfg.batch, cfg.unique)
     state = _Run(cfg, items)
+    if cfg.transport in INGEST_TRANSPORTS:
+        return await _run_ingest(cfg, state, on_tick)
     async with AsyncClient(cfg.url, timeout=max(60.0, cfg.duration)) as client:
         # One request outside the clock: connects, and fails early on a wrong URL or scheme.
         await client.verify_frame(state.frame)
@@ -174,6 +214,33 @@ async def run(cfg: BenchConfig, items: list[kat.Item] | None = None,
             return time.perf_counter() - t0
 
         seconds = await drive()
+    report = state.finish(seconds)
+    if on_tick:
+        on_tick(seconds, report)
+    return report
+
+
+async def _run_ingest(cfg: BenchConfig, state: _Run,
+                      on_tick: Callable[[float, BenchReport], None] | None) -> BenchReport:
+    from app.ingest_client import connect
+
+    if cfg.transport == "udp" and len(state.frame) > UDP_MAX_FRAME:
+        raise RequestError(f"a {cfg.batch}-item {cfg.scheme} frame is {len(state.frame)} bytes; one UDP datagram "
+                           f"carries at most {UDP_MAX_FRAME}: use a smaller --batch", field="batch")
+    host, port = await ingest_address(cfg)
+    async with connect(cfg.transport, host, port, max_in_flight=cfg.concurrency,
+                       retry_seconds=max(1.0, 2 * cfg.duration)) as stream:
+        # One request outside the clock: fails early on a wrong port or scheme.
+        await (await stream.submit(state.frame))
+        t0 = time.perf_counter()
+        state.stop_at = t0 + cfg.duration
+        ticker = asyncio.create_task(_tick(t0, state, on_tick)) if on_tick else None
+        try:
+            await asyncio.gather(*(state.ws_worker(stream) for _ in range(cfg.concurrency)))
+        finally:
+            if ticker:
+                ticker.cancel()
+        seconds = time.perf_counter() - t0
     report = state.finish(seconds)
     if on_tick:
         on_tick(seconds, report)

@@ -54,9 +54,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, workers: int, log) -> subprocess.Popen:
+def start_server(port: int, workers: int, log, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     env = dict(os.environ, ZAPVERIFY_BACKEND="cpu", ZAPVERIFY_CPU_WORKERS=str(workers),
-               ZAPVERIFY_LOG_LEVEL="warning", ZAPVERIFY_MAX_ITEMS="1048576")
+               ZAPVERIFY_LOG_LEVEL="warning", ZAPVERIFY_MAX_ITEMS="1048576", **(extra_env or {}))
     # Own session and own log: the server's worker processes must not hold our stdout open,
     # and stop_server can end the whole group.
     return subprocess.Popen([sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--host",

@@ -412,3 +412,32 @@ def test_cuda_source_without_cupy(monkeypatch):
     assert err.value.field == "pool_source"
     with pytest.raises(AllocatorUnavailable):
         selftest_cuda()
+
+
+# ------------------------------------------------------------------ landing (pool or heap)
+def test_land_takes_pool_buffers_or_heap_ones_with_the_same_ownership_rules():
+    with make() as p:
+        buf = pool_mod.land(p, 300, "ingest", timeout=0)
+        assert isinstance(buf, pool_mod.PoolBuffer) and buf.slot_bytes == 1024 and buf.owner == "ingest"
+        buf.release()
+    heap = pool_mod.land(None, 300)
+    assert heap.array.shape == (300,) and heap.owner == "ingest"
+    heap.hand_off("dispatch", expected="ingest").hand_off("backend")
+    with pytest.raises(BufferMisuse):
+        heap.hand_off("store", expected="dispatch")
+    with pytest.raises(BufferMisuse):
+        heap.hand_off("nobody")
+    heap.release()
+    assert heap.released
+    with pytest.raises(BufferMisuse):
+        heap.array  # noqa: B018
+
+
+def test_land_does_not_wait_with_timeout_zero():
+    with make(1 * MIB) as p:
+        big = p.acquire(MIB, "ingest")
+        t0 = time.monotonic()
+        with pytest.raises(PoolExhausted):
+            pool_mod.land(p, 100, timeout=0)
+        assert time.monotonic() - t0 < 5  # generous: only that it did not wait for the 1 s default
+        big.release()

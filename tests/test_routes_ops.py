@@ -7,7 +7,8 @@ from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.engine.dispatch import Engine, EngineConfig
-from app.main import create_app, engine_config
+from app.main import create_app, engine_config, ingest_config
+from tests.server import free_port, free_udp_port
 
 MIB = 1 << 20
 
@@ -54,3 +55,40 @@ def test_settings_reach_the_engine_config(monkeypatch):
     cfg = engine_config(Settings())
     assert (cfg.pool_bytes, cfg.transport, cfg.pool_source, cfg.pool_wait_seconds, cfg.pool_debug) == (
         32 * MIB, "heap", "auto", 2.5, False)
+
+
+def test_status_reports_ingest_ports_and_counters(pool_engine):
+    import asyncio
+
+    from app.engine import kat, zap
+    from app.ingest_client import connect
+
+    tcp, udp, quic = free_port(), free_udp_port(), free_udp_port()
+    settings = Settings(receipts=False, ingest_tcp_port=tcp, ingest_udp_port=udp, ingest_quic_port=quic)
+    items = kat.sign_items("ed25519", 3, seed=2)
+    frame = bytes(zap.encode_items("ed25519", [i.public_key for i in items], [i.message for i in items],
+                                   [i.signature for i in items]))
+    with TestClient(create_app(settings, engine=pool_engine)) as c:
+        async def send():
+            async with connect("tcp", "127.0.0.1", tcp) as s:
+                return await (await s.submit(frame))
+
+        assert asyncio.run(asyncio.wait_for(send(), 30)).valid == 3
+        ingest = c.get("/v1/status").json()["ingest"]
+    assert ingest["enabled"] and ingest["bind"] == "127.0.0.1" and ingest["ring"]["capacity"] == 1024
+    t = ingest["transports"]
+    assert (t["tcp"]["port"], t["udp"]["port"], t["quic"]["port"]) == (tcp, udp, quic)
+    assert t["tcp"]["frames_received"] == t["tcp"]["frames_verified"] == t["tcp"]["replies_sent"] == 1
+    assert t["tcp"]["bytes_received"] == len(frame) and t["tcp"]["dropped"]["bad_magic"] == 0
+    assert {"ring_depth", "ring_high_water", "dropped_total"} <= set(t["udp"])
+    assert t["quic"]["alpn"] == "zap/1" and len(t["quic"]["certificate_sha256"]) == 64
+
+
+def test_ingest_is_off_by_default_and_settings_reach_it(client, monkeypatch):
+    assert client.get("/v1/status").json()["ingest"]["enabled"] is False
+    monkeypatch.setenv("ZAPVERIFY_INGEST_TCP_PORT", "7100")
+    monkeypatch.setenv("ZAPVERIFY_INGEST_HOST", "0.0.0.0")
+    monkeypatch.setenv("ZAPVERIFY_INGEST_COALESCE_ITEMS", "64")
+    cfg = ingest_config(Settings())
+    assert (cfg.host, cfg.tcp_port, cfg.udp_port, cfg.quic_port, cfg.coalesce_items) == ("0.0.0.0", 7100, None,
+                                                                                        None, 64)

@@ -59,6 +59,17 @@ def test_put_get_round_trip(store: ReceiptStore):
         assert slim.leaves is None and slim.merkle_root == r.merkle_root and slim.count == n
 
 
+def test_put_many_writes_all_or_none(store):
+    rng = random.Random(8)
+    batch = [make_receipt(rng, source=src) for src in ("tcp", "udp", "quic")]
+    store.put_many(batch)
+    assert [store.get(r.id).merkle_root for r in batch] == [r.merkle_root for r in batch]
+    again = [make_receipt(rng), batch[1]]  # the second repeats an id: the first must not land either
+    with pytest.raises(StoreUnavailable):
+        store.put_many(again)
+    assert store.get(again[0].id) is None and store.count() == 3
+
+
 def test_unknown_id_is_none(store):
     assert store.get(new_batch_id()) is None
 
