@@ -407,6 +407,34 @@ def test_the_check_sees_memory_released_under_a_backend(catalogue):
     assert slow.changed == 1
 
 
+def test_no_pool_room_is_answered_pool_exhausted_and_the_connection_goes_on(catalogue):
+    """A 4 KiB pool holds four 1 KiB frames; a slow backend keeps them, so the next ones find no
+    room: TCP waits pool_wait_seconds then answers POOL_EXHAUSTED (and reads on), QUIC at once."""
+    slow = SlowBackend(0.1)
+    eng = pooled_engine(backends=[slow], pool_bytes=4096)
+    frame = catalogue[7]  # 8 items: a 1 KiB slot
+    try:
+        with running(eng, udp_port=None, pool_wait_seconds=0.05, coalesce_items=1) as ing:
+            async def main(transport):
+                async with connect(transport, LOCAL, ing.ports[transport], max_in_flight=16) as s:
+                    first = await asyncio.gather(*[await s.submit(frame.frame) for _ in range(12)],
+                                                 return_exceptions=True)
+                    return first, await (await s.submit(frame.frame))  # the same connection still serves
+
+            out = {t: run(main(t)) for t in ("tcp", "quic")}
+            st = ing.status()["transports"]
+    finally:
+        eng.close()
+    for t, (first, last) in out.items():
+        refused = [r for r in first if isinstance(r, RemoteError)]
+        assert refused and all(r.code == "POOL_EXHAUSTED" for r in refused), t
+        for r in first:
+            if not isinstance(r, Exception):
+                frame.check(r)
+        frame.check(last)
+        assert st[t]["dropped"]["pool_exhausted"] == len(refused) and st[t]["error_replies_sent"] == len(refused)
+
+
 # ------------------------------------------------------------------ shutdown
 def test_shutdown_answers_every_frame_taken_in_and_closes_the_ports(engine_p, catalogue, tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'receipts.sqlite3'}")
