@@ -12,6 +12,7 @@ from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, Ver
 from app.config import Settings
 from app.engine.dispatch import Engine
 from app.engine.ids import new_batch_id
+from app.engine.stats import RecentRequest
 from app.engine.store import Receipt, ReceiptStore
 
 router = APIRouter(prefix="/v1", tags=["verify"])
@@ -42,8 +43,16 @@ async def verify(req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES), en
                                 backends=result.backends, duration_seconds=time.perf_counter() - t0,
                                 source="http")
         await run_in_threadpool(store.put, receipt)  # StoreUnavailable -> 503, verdicts withheld
+    elapsed_ms = round((time.perf_counter() - t0) * 1000, 3)
+    per_scheme: dict[str, int] = {}
+    for it in items:
+        per_scheme[it.scheme] = per_scheme.get(it.scheme, 0) + 1
+    engine.stats.record_request(RecentRequest(
+        batch_id=batch_id, time=time.time(), count=n, valid=result.valid, schemes=per_scheme,
+        backends=result.backends, elapsed_ms=elapsed_ms, source="http",
+        receipt=f"/v1/receipts/{batch_id}" if store is not None else None))
     return VerifyResponse(
         batch_id=batch_id, count=n, valid=result.valid, invalid=n - result.valid,
         verdicts=result.verdicts.tolist(), merkle_root=result.root.hex(), backends=result.backends,
-        elapsed_ms=round((time.perf_counter() - t0) * 1000, 3),
+        elapsed_ms=elapsed_ms,
         verify_ms=round(result.verify_seconds * 1000, 3), merkle_ms=round(result.merkle_seconds * 1000, 3))
