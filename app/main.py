@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app import __version__
 from app.api import metrics, routes_dashboard, routes_metrics, routes_ops, routes_receipts, routes_stats, routes_verify
 from app.config import Settings, get_settings
+from app.engine.backends.factory import accelerated_backends
 from app.engine.dispatch import Engine, EngineConfig
 from app.engine.store import Pruner, ReceiptStore, open_store
 from app.errors import LimitExceeded, NotReady, StoreUnavailable, ZapVerifyError
@@ -25,7 +26,19 @@ log = logging.getLogger("zapverify")
 
 
 def engine_config(settings: Settings) -> EngineConfig:
-    return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk)
+    return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk,
+                        crossover=dict(settings.crossover), hybrid=settings.hybrid,
+                        hybrid_min=settings.hybrid_min,
+                        pool_bytes=settings.uma_pool_bytes, transport=settings.transport,
+                        pool_source=settings.pool_source, pool_wait_seconds=settings.pool_wait_seconds,
+                        pool_debug=settings.pool_debug)
+
+
+def build_engine(settings: Settings) -> Engine:
+    """The engine of ``settings``, with the accelerated backends this host has."""
+    backends = accelerated_backends(settings.backend, cuda_device=settings.cuda_device,
+                                    cuda_transfer=settings.cuda_transfer)
+    return Engine(engine_config(settings), backends=backends)
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
@@ -118,7 +131,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        eng = engine or Engine(engine_config(settings))
+        eng = engine or build_engine(settings)
         app.state.engine = eng
         eng.stats.add_listener(metrics.LISTENER)
         async with contextlib.AsyncExitStack() as stack:
