@@ -23,9 +23,11 @@ def _serve(args: argparse.Namespace) -> int:
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="zapverify-metrics-")
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from app.api import workers
         from app.api.metrics import clear_multiprocess_dir
 
         clear_multiprocess_dir(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+        workers.clear(os.environ["PROMETHEUS_MULTIPROC_DIR"])
     print(f"zapverify: dashboard at http://{args.host}:{args.port}/  (API docs at /docs)", flush=True)
     uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
                 log_level=args.log_level)

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import metrics, routes_dashboard, routes_metrics, routes_ops, routes_receipts, routes_stats, routes_verify
+from app.api import metrics, routes_dashboard, workers, routes_metrics, routes_ops, routes_receipts, routes_stats, routes_verify
 from app.config import Settings, get_settings
 from app.engine.backends.factory import accelerated_backends
 from app.engine.dispatch import Engine, EngineConfig
@@ -157,6 +157,15 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
                 threading.Thread(target=eng.start, name="zv-engine-start", daemon=True).start()
             gauges = asyncio.create_task(metrics.refresh_forever(eng))
             stack.push_async_callback(_cancelled, gauges)
+            # Several workers: each shows the whole server (app/api/workers.py).
+            path = workers.exchange_dir(metrics.multiprocess_dir())
+            app.state.workers = workers.WorkerExchange(path, eng) if path else None
+            if app.state.workers:
+                exchange = app.state.workers
+                eng.stats.set_peers(exchange.peer_stats)
+                stack.callback(eng.stats.set_peers, None)
+                stack.callback(exchange.withdraw)
+                stack.push_async_callback(_cancelled, asyncio.create_task(exchange.publish_forever()))
             log.info("zapverify %s instance %s: dashboard at http://%s:%d/", __version__, settings.instance,
                      settings.host, settings.port)
             yield

@@ -28,7 +28,6 @@ from typing import Any
 
 from prometheus_client import (REGISTRY, CollectorRegistry, Counter, Gauge, Histogram,
                                generate_latest, multiprocess)
-from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("zapverify.metrics")
@@ -178,16 +177,21 @@ class HttpMetrics:
 
     def __init__(self, app: ASGIApp):
         self.app = app
+        self._templates: list[tuple[re.Pattern, str]] | None = None
 
     def _route(self, scope: Scope) -> str:
         route = scope.get("route")
         if route is not None and hasattr(route, "path"):
             return route.path
-        for r in getattr(scope.get("app"), "routes", ()):
-            match, _ = r.matches(scope)
-            if match == Match.FULL:
-                return getattr(r, "path", "<unmatched>")
-        return "<unmatched>"
+        # Refused before routing (BodyLimit's 413) or no route: match the path against the
+        # templates of the OpenAPI document, the app's public list of its routes.
+        if self._templates is None:
+            openapi = getattr(scope.get("app"), "openapi", None)
+            paths = openapi().get("paths", {}) if callable(openapi) else {}
+            self._templates = [(re.compile("^" + "[^/]+".join(map(re.escape, re.split(r"\{[^}]*\}", t))) + "$"), t)
+                               for t in paths]
+        path = scope.get("path", "")
+        return next((t for rx, t in self._templates if rx.match(path)), "<unmatched>")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

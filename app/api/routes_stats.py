@@ -9,6 +9,7 @@ import time
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.api import routes_ops
+from app.api.workers import merge_pools
 
 router = APIRouter(tags=["ops"])
 
@@ -18,9 +19,14 @@ PUSH_SECONDS = 1.0
 
 async def snapshot(ws: WebSocket) -> dict:
     """What GET /v1/status answers, plus ``time`` (server clock, seconds since the epoch) and
-    ``receipts`` (whether the batches listed have receipts)."""
+    ``receipts`` (whether the batches listed have receipts).  With several workers, the
+    stats already cover all of them and ``pool`` becomes the sum of their pools."""
     settings = ws.app.state.settings
     body = await routes_ops.status(engine=ws.app.state.engine, settings=settings)
+    exchange = getattr(ws.app.state, "workers", None)
+    if exchange is not None and body.get("pool") is not None:
+        peers = await asyncio.to_thread(exchange.peers)
+        body["pool"] = merge_pools([body["pool"], *(p.get("pool") for p in peers)])
     return {**body, "time": time.time(), "receipts": settings.receipts}
 
 

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
@@ -78,6 +79,7 @@ class Stats:
         self._frames: dict[str, dict[str, int]] = {}
         self._recent: deque[RecentRequest] = deque(maxlen=recent)
         self._listeners: list[StatsListener] = []
+        self._peers: Callable[[], list[dict]] | None = None
 
     # ------------------------------------------------------------------ listeners
     def add_listener(self, listener: StatsListener) -> None:
@@ -134,27 +136,73 @@ class Stats:
             self._recent.append(request)
 
     # ------------------------------------------------------------------ reading
+    def set_peers(self, peers: Callable[[], list[dict]] | None) -> None:
+        """Merge the :meth:`export` of other processes into every :meth:`snapshot` (the
+        other uvicorn workers of one server: :mod:`app.api.workers`).  ``peers`` returns
+        their exports; it is called on every snapshot and must be quick."""
+        self._peers = peers
+
+    def export(self) -> dict:
+        """This process's raw state as plain JSON data, for :meth:`snapshot` of another.
+
+        The series keep seconds of ``clock`` (``time.monotonic``: one clock for every
+        process of a host), so series of several processes add up second by second.
+        """
+        with self._lock:
+            return {"started": self.started,
+                    "schemes": {n: asdict(c) for n, c in self.schemes.items()},
+                    "series": {n: [list(p) for p in ser] for n, ser in self._series.items()},
+                    "ingest": {t: dict(per) for t, per in self._frames.items()},
+                    "recent": [asdict(r) for r in self._recent]}
+
     def snapshot(self, rate_seconds: int = 10) -> dict:
         """Counters per scheme, with ``rate_per_second`` over the last ``rate_seconds``
         and ``series`` = [[seconds ago, items], ...] over the window; ``ingest`` =
-        {transport: {outcome: frames}}; ``recent`` = the last requests, newest first."""
+        {transport: {outcome: frames}}; ``recent`` = the last requests, newest first;
+        ``workers`` = how many processes these figures cover (see :meth:`set_peers`)."""
+        parts = [self.export()]
+        if self._peers is not None:
+            try:
+                parts += self._peers()
+            except Exception:  # peers are a view; a bad one must not break the page
+                log.exception("reading the stats of other workers failed")
         now = self._clock()
         sec = int(now)
-        uptime = max(now - self.started, 1e-9)
+        uptime = max(now - min(p["started"] for p in parts), 1e-9)
+        counters: dict[str, SchemeCounters] = {}
+        per_second: dict[str, dict[int, float]] = {}
+        ingest: dict[str, dict[str, int]] = {}
+        recent: list[dict] = []
+        for part in parts:
+            for name, c in part["schemes"].items():
+                m = counters.setdefault(name, SchemeCounters())
+                m.items += c["items"]
+                m.valid += c["valid"]
+                m.batches += c["batches"]
+                m.verify_seconds += c["verify_seconds"]
+                for b, n in c["backends"].items():
+                    m.backends[b] = m.backends.get(b, 0) + n
+            for name, ser in part["series"].items():
+                acc = per_second.setdefault(name, {})
+                for t, n in ser:
+                    if t >= sec - self.window:
+                        acc[int(t)] = acc.get(int(t), 0) + n
+            for t, per in part["ingest"].items():
+                acc_i = ingest.setdefault(t, {})
+                for outcome, n in per.items():
+                    acc_i[outcome] = acc_i.get(outcome, 0) + n
+            recent += part["recent"]
         out = {}
-        with self._lock:
-            for name, c in self.schemes.items():
-                series = self._series.get(name, deque())
-                recent = sum(n for t, n in series if t > sec - rate_seconds)
-                out[name] = {
-                    "items": c.items, "valid": c.valid, "invalid": c.items - c.valid,
-                    "batches": c.batches, "verify_seconds": round(c.verify_seconds, 6),
-                    "backends": dict(c.backends),
-                    "rate_per_second": recent / min(rate_seconds, uptime),
-                    "average_per_second": c.items / uptime,
-                    "series": [[sec - t, n] for t, n in series if t >= sec - self.window],
-                }
-            ingest = {t: dict(per) for t, per in self._frames.items()}
-            recent_requests = [asdict(r) for r in reversed(self._recent)]
-        return {"uptime_seconds": round(uptime, 3), "window_seconds": self.window, "schemes": out,
-                "ingest": ingest, "recent": recent_requests}
+        for name, c in counters.items():
+            series = sorted(per_second.get(name, {}).items())
+            out[name] = {
+                "items": c.items, "valid": c.valid, "invalid": c.items - c.valid,
+                "batches": c.batches, "verify_seconds": round(c.verify_seconds, 6),
+                "backends": dict(c.backends),
+                "rate_per_second": sum(n for t, n in series if t > sec - rate_seconds) / min(rate_seconds, uptime),
+                "average_per_second": c.items / uptime,
+                "series": [[sec - t, n] for t, n in series],
+            }
+        recent.sort(key=lambda r: r["time"], reverse=True)
+        return {"uptime_seconds": round(uptime, 3), "window_seconds": self.window, "workers": len(parts),
+                "schemes": out, "ingest": ingest, "recent": recent[: self._recent.maxlen]}

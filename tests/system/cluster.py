@@ -75,6 +75,11 @@ def render_nginx_conf(text: str, *, listen_port: int, upstream_ports: list[int],
     return "\n".join(out) + "\n"
 
 
+def nginx_binary() -> str | None:
+    """Debian installs nginx in /usr/sbin, which is not on every PATH."""
+    return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
+
+
 @dataclass
 class Replica:
     """``zapverify serve`` as compose runs it, on 127.0.0.1:``port`` in its own process group."""
@@ -137,16 +142,21 @@ class Nginx:
     log: Path
     proc: subprocess.Popen | None = None
 
-    def start(self) -> "Nginx":
-        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    def command(self) -> list[str]:
         directives = f"daemon off; pid {self.scratch / 'nginx.pid'}; error_log {self.scratch / 'error.log'} info;"
         if os.geteuid() == 0:
             directives += " user root;"  # workers must read the scratch dir, which is root's
-        cmd = [binary, "-p", str(self.scratch), "-c", str(self.conf), "-g", directives]
-        test = subprocess.run([*cmd, "-t"], capture_output=True, text=True)
+        return [nginx_binary() or "nginx", "-p", str(self.scratch), "-c", str(self.conf), "-g", directives]
+
+    def check(self) -> None:
+        """``nginx -t`` on the configuration; RuntimeError with nginx's message if it fails."""
+        test = subprocess.run([*self.command(), "-t"], capture_output=True, text=True)
         if test.returncode:
             raise RuntimeError(f"nginx -t failed:\n{test.stderr}")
-        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
+
+    def start(self) -> "Nginx":
+        self.check()
+        self.proc = subprocess.Popen(self.command(), stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True)
         return self
 

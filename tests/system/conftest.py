@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.cluster import ROOT, Cluster
+from tests.system.cluster import ROOT, Cluster, nginx_binary
 
 ARTIFACTS = Path(os.environ.get("ZAPVERIFY_ARTIFACTS", ROOT / "artifacts"))
 
@@ -32,7 +32,7 @@ def cluster():
     url = os.environ.get("ZAPVERIFY_TEST_POSTGRES_URL")
     if not url:
         pytest.fail("ZAPVERIFY_TEST_POSTGRES_URL is not set (scripts/system_test starts PostgreSQL)")
-    if not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists():
+    if not nginx_binary():
         pytest.fail("nginx is not installed (scripts/system_test installs it)")
     scratch = Path(tempfile.mkdtemp(prefix="zapverify-system-"))
     c = Cluster(url, scratch, ARTIFACTS)
