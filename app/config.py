@@ -70,6 +70,13 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_message_bytes: int = Field(1024 * 1024, ge=1)
 
+    # --- ZAP frames (docs/wire-format.md) and the WebSocket stream
+    zap_max_frame_bytes: int = Field(256 * 1024 * 1024, ge=64,
+                                     description="largest ZAP frame accepted (HTTP body or WebSocket message)")
+    zap_max_items: int = Field(1 << 20, ge=1, description="largest item count of one ZAP frame")
+    ws_max_in_flight: int = Field(32, ge=1, description="requests in flight per WebSocket connection; at the "
+                                                         "bound the server stops reading (backpressure)")
+
     # --- receipts (DESIGN.md section 5; app/engine/store.py)
     database_url: str | None = Field(
         None, description="sqlite:///relative/path, sqlite:////absolute/path or postgresql://user:pw@host/db; "

@@ -10,17 +10,21 @@ import time
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import metrics, routes_dashboard, workers, routes_metrics, routes_ops, routes_receipts, routes_stats, routes_verify
+from app.api import (metrics, routes_dashboard, routes_metrics, routes_ops, routes_receipts, routes_stats,
+                     routes_verify, routes_ws, routes_zap, workers)
+from app.api.schemas import loc_to_field
 from app.config import Settings, get_settings
 from app.engine.backends.factory import accelerated_backends
 from app.engine.dispatch import Engine, EngineConfig
 from app.engine.store import Pruner, ReceiptStore, open_store
-from app.errors import LimitExceeded, NotReady, StoreUnavailable, ZapVerifyError
+from app.errors import FrameTooLarge, LimitExceeded, NotReady, StoreUnavailable, ZapVerifyError
 
 log = logging.getLogger("zapverify")
 
@@ -48,31 +52,27 @@ def _error(status: int, code: str, message: str, field: str | None = None) -> JS
     return JSONResponse({"error": body}, status_code=status)
 
 
-def _loc_to_field(loc: tuple) -> str:
-    """("body", "items", 3, "public_key") -> "items[3].public_key"; ("query", "limit") -> "limit"."""
-    out = ""
-    for part in loc[1:] if loc and loc[0] in ("body", "query", "path", "header", "cookie") else loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "body"
-
-
 class BodyLimit:
     """Refuses a request body over ``limit`` bytes with 413, before it is buffered whole.
 
     Checks Content-Length first, then counts the bytes of a chunked body as they arrive.
+    A ZAP body (``application/x-zap``) has its own limit, ``zap_limit``, and is refused with
+    a ZAP error frame rather than JSON.
     """
 
-    def __init__(self, app: ASGIApp, limit: int):
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, zap_limit: int | None = None):
+        self.app, self.limit, self.zap_limit = app, limit, zap_limit or limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        too_big = LimitExceeded(f"request body over {self.limit} bytes", field="body")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            return await _error(413, too_big.code, too_big.message, too_big.field)(scope, receive, send)
+        zap_body = routes_zap.is_zap(headers.get(b"content-type", b"").decode("latin-1"))
+        limit = self.zap_limit if zap_body else self.limit
+        too_big = (FrameTooLarge if zap_body else LimitExceeded)(f"request body over {limit} bytes", field="body")
+        if length is not None and length.isdigit() and int(length) > limit:
+            return await self._refuse(too_big, zap_body)(scope, receive, send)
         seen = 0
         started = False
 
@@ -81,7 +81,7 @@ class BodyLimit:
             msg = await receive()
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
-                if seen > self.limit:
+                if seen > limit:
                     raise too_big
             return msg
 
@@ -92,9 +92,15 @@ class BodyLimit:
 
         try:
             await self.app(scope, counted, tracked_send)
-        except LimitExceeded:
+        except* LimitExceeded:  # bare, or grouped by a middleware that was reading the body too
             if not started:
-                await _error(413, too_big.code, too_big.message, too_big.field)(scope, receive, send)
+                await self._refuse(too_big, zap_body)(scope, receive, send)
+
+    @staticmethod
+    def _refuse(exc: LimitExceeded, zap_body: bool):
+        if zap_body:
+            return routes_zap.error_response(exc)
+        return _error(413, exc.code, exc.message, exc.field)
 
 
 async def open_store_waiting(settings: Settings) -> ReceiptStore:
@@ -173,15 +179,27 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app = FastAPI(title="zapverify", version=__version__, lifespan=lifespan,
                   description="Batch signature verification: Ed25519, secp256k1, BLS12-381, ML-DSA, SLH-DSA.")
     app.state.settings = settings
+    app.state.ws_stats = routes_ws.WsStats()
 
     @app.exception_handler(ZapVerifyError)
     async def _zap_error(request: Request, exc: ZapVerifyError) -> JSONResponse:
         return _error(exc.status, exc.code, exc.message, exc.field)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        # FastAPI turns an error raised while it reads the body (BodyLimit's LimitExceeded on
+        # a chunked body) into a plain 400; answer the error that was really raised.
+        cause = exc.__cause__
+        if isinstance(cause, BaseExceptionGroup):  # the http middleware's task group wraps it
+            cause = next((e for e in cause.exceptions if isinstance(e, ZapVerifyError)), cause)
+        if isinstance(cause, ZapVerifyError):
+            return await _zap_error(request, cause)
+        return await http_exception_handler(request, exc)
+
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
-        return _error(422, "BAD_REQUEST", str(first.get("msg")), _loc_to_field(tuple(first.get("loc", ()))))
+        return _error(422, "BAD_REQUEST", str(first.get("msg")), loc_to_field(tuple(first.get("loc", ()))))
 
     @app.middleware("http")
     async def _instance_header(request: Request, call_next):
@@ -189,8 +207,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         response.headers["X-Zapverify-Instance"] = settings.instance
         return response
 
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
     app.add_middleware(metrics.HttpMetrics)  # outermost: counts the 413s of BodyLimit too
-    for module in (routes_verify, routes_receipts, routes_ops, routes_metrics, routes_stats, routes_dashboard):
+    for module in (routes_verify, routes_zap, routes_ws, routes_receipts, routes_ops, routes_metrics, routes_stats,
+                   routes_dashboard):
         app.include_router(module.router)
     return app

@@ -22,7 +22,7 @@ async def snapshot(ws: WebSocket) -> dict:
     ``receipts`` (whether the batches listed have receipts).  With several workers, the
     stats already cover all of them and ``pool`` becomes the sum of their pools."""
     settings = ws.app.state.settings
-    body = await routes_ops.status(engine=ws.app.state.engine, settings=settings)
+    body = await routes_ops.status(request=ws, engine=ws.app.state.engine, settings=settings)
     exchange = getattr(ws.app.state, "workers", None)
     if exchange is not None and body.get("pool") is not None:
         peers = await asyncio.to_thread(exchange.peers)
