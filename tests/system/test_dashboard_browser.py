@@ -10,6 +10,8 @@ import time
 import httpx
 import pytest
 
+from app.client import Client
+from app.engine import kat
 from tests.system.conftest import ARTIFACTS
 from tests.system.requests_util import SCHEMES, verify_body
 
@@ -71,17 +73,25 @@ def test_dashboard_follows_verifies_sent_through_the_api(cluster, page):
         assert "not available" in page.inner_text("#pool")
 
     # Verifies straight to the replica the page shows, over ~7 s, so the chart has points.
-    # Request i carries the first 1 + i % 5 schemes, so each scheme has a rate of its own.
+    # JSON requests (request i carries the first 1 + i % 5 schemes, so each scheme has a rate
+    # of its own) and ZAP frames (they land in the UMA pool), plus one frame with a bad magic.
     sent = i = 0
     t_end = time.monotonic() + 7
-    with httpx.Client() as c:
+    kas = [k for k in kat.known_answers()["ed25519"]]
+    with httpx.Client() as c, Client(replica.url) as zc:
         while time.monotonic() < t_end:
             body, want = verify_body(*SCHEMES[: 1 + i % len(SCHEMES)])
             i += 1
             r = c.post(replica.url + "/v1/verify", json=body, timeout=60)
             assert r.status_code == 200 and r.json()["verdicts"] == want
-            sent += len(want)
+            res = zc.verify_batch("ed25519", [k.item.public_key for k in kas], [k.item.message for k in kas],
+                                  [k.item.signature for k in kas])
+            assert res.verdicts.tolist() == [k.expected for k in kas]
+            sent += len(want) + len(kas)
             time.sleep(0.2)
+        bad = c.post(replica.url + "/v1/verify/zap", content=b"ZIP\0" + bytes(60),
+                     headers={"content-type": "application/x-zap"})
+        assert bad.status_code == 400
     deadline = time.monotonic() + 10
     while number(page.inner_text("#total-verified")) < total0 + sent and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -99,6 +109,12 @@ def test_dashboard_follows_verifies_sent_through_the_api(cluster, page):
     assert href.startswith("/v1/receipts/")
     assert page.request.get(cluster.url + href).status == 200
     assert "✓" in page.inner_text("#schemes")  # self-test state per scheme
+    page.wait_for_function("() => /bad magic/.test(document.getElementById('ingest').textContent)", timeout=5000)
+    ingest = page.inner_text("#ingest")
+    assert re.search(r"http\s+accepted\s+\d", ingest) and "bad magic" in ingest, ingest
+    if status.get("pool"):
+        acquired = [number(t) for t in page.locator("#pool-classes tbody tr td:last-child").all_inner_texts()]
+        assert sum(acquired) > 0  # the ZAP frames took pool buffers
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
 
