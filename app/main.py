@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from http import HTTPStatus
 import threading
 import time
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi_offline import FastAPIOffline
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -176,7 +178,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
                      settings.host, settings.port)
             yield
 
-    app = FastAPI(title="zapverify", version=__version__, lifespan=lifespan,
+    # FastAPIOffline serves /docs and /redoc from packaged assets: no CDN, works air-gapped.
+    app = FastAPIOffline(title="zapverify", version=__version__, lifespan=lifespan,
                   description="Batch signature verification: Ed25519, secp256k1, BLS12-381, ML-DSA, SLH-DSA.")
     app.state.settings = settings
     app.state.ws_stats = routes_ws.WsStats()
@@ -194,11 +197,18 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             cause = next((e for e in cause.exceptions if isinstance(e, ZapVerifyError)), cause)
         if isinstance(cause, ZapVerifyError):
             return await _zap_error(request, cause)
-        return await http_exception_handler(request, exc)
+        if exc.status_code < 400:
+            return await http_exception_handler(request, exc)
+        # 404, 405, ...: the same error shape as everything else, code from the status phrase.
+        code = HTTPStatus(exc.status_code).phrase.upper().replace(" ", "_").replace("-", "_")
+        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
+        if first.get("type") == "json_invalid":  # its loc is a character position, not a field
+            return _error(422, "BAD_JSON", f"{first.get('msg')} at character {first['loc'][-1]}", "body")
         return _error(422, "BAD_REQUEST", str(first.get("msg")), loc_to_field(tuple(first.get("loc", ()))))
 
     @app.middleware("http")

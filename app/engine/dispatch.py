@@ -29,6 +29,7 @@ import math
 import statistics
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -143,6 +144,10 @@ class _Run:
     root: bytes | None = None
     merkle_backend: str = "cpu"
 
+
+#: Backend name under which items refused before any backend (wrong key, signature or
+#: context length) are counted: they are ``False`` verdicts all the same.
+PRECHECK = "precheck"
 
 #: A crossover that is never reached.
 NEVER = 1 << 62
@@ -456,6 +461,9 @@ class Engine:
         for group, idx in group_items(items).items():
             if group is None:  # items false as given: their leaves hash exactly what was sent
                 tree_on.add(self.cpu.name)
+                # Counted like any verdict, so the dashboard and metrics see every item.
+                for scheme_id, count in Counter(items[i].scheme for i in idx).items():
+                    self.stats.record(scheme_id, PRECHECK, count, 0, 0.0)
                 continue
             batch = batch_of(group, [items[i] for i in idx])
             run = self._run(batch)
