@@ -43,6 +43,21 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_message_bytes: int = Field(1024 * 1024, ge=1)
 
+    # --- receipts (DESIGN.md section 5; app/engine/store.py)
+    database_url: str | None = Field(
+        None, description="sqlite:///relative/path, sqlite:////absolute/path or postgresql://user:pw@host/db; "
+                          "unset = sqlite under data_dir")
+    receipts: bool = Field(True, description="write a receipt per batch before answering (503 if it fails)")
+    retention_max_age_seconds: float = Field(30 * 86400, ge=0, description="prune receipts older than this; 0 = keep")
+    retention_max_rows: int = Field(0, ge=0, description="keep at most this many receipts; 0 = no limit")
+    prune_interval_seconds: float = Field(60.0, gt=0, description="time between retention runs")
+    database_pool_size: int = Field(8, ge=1, description="PostgreSQL connections per process")
+
+    @property
+    def receipts_database_url(self) -> str:
+        """``database_url``, or the embedded default ``sqlite:///<data_dir>/receipts.sqlite3``."""
+        return self.database_url or f"sqlite:///{self.data_dir / 'receipts.sqlite3'}"
+
 
 @lru_cache
 def get_settings() -> Settings:

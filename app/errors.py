@@ -61,3 +61,50 @@ class BackendUnavailable(ZapVerifyError):
 class NotReady(ZapVerifyError):
     code = "NOT_READY"
     status = 503
+
+
+class ConfigError(ZapVerifyError):
+    """A setting cannot be used (an unknown database URL scheme, ...); raised at start-up."""
+
+    code = "BAD_CONFIG"
+    status = 500
+
+
+class NotFound(ZapVerifyError):
+    """Something asked for by name or number does not exist."""
+
+    code = "NOT_FOUND"
+    status = 404
+
+
+class ReceiptNotFound(NotFound):
+    code = "RECEIPT_NOT_FOUND"
+
+
+class LeafIndexOutOfRange(NotFound):
+    """An inclusion proof was asked for an index outside ``[0, count)`` of the receipt."""
+
+    code = "LEAF_INDEX_OUT_OF_RANGE"
+
+
+class ReceiptsDisabled(NotFound):
+    """Receipts are off on this server (``ZAPVERIFY_RECEIPTS=false``)."""
+
+    code = "RECEIPTS_DISABLED"
+
+
+class StoreUnavailable(ZapVerifyError):
+    """The receipt store could not be read or written (database down, disk full, ...).
+
+    A verify request whose receipt cannot be written fails with this error (503): the
+    service never answers with verdicts whose receipt is missing.
+    """
+
+    code = "STORE_UNAVAILABLE"
+    status = 503
+
+
+class StoreSchemaTooNew(StoreUnavailable):
+    """The database was migrated by a newer zapverify than this one."""
+
+    code = "STORE_SCHEMA_TOO_NEW"

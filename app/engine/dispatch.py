@@ -176,18 +176,20 @@ class Engine:
         if len(batch) == 0:
             raise EmptyBatch("a batch needs at least one item", field="count")
         batch.validate()
-        verdicts, backend, t_verify = self._run(batch)
+        verdicts, leaves, backend, t_verify = self._run(batch)
         t0 = time.perf_counter()
-        leaves = merkle.batch_leaves(batch, verdicts)
+        if leaves is None:
+            leaves = merkle.batch_leaves(batch, verdicts)
         root = merkle.root(leaves)
         t_merkle = time.perf_counter() - t0
         return BatchResult(verdicts, leaves, root, backend, t_verify, t_merkle)
 
-    def _run(self, batch: Batch) -> tuple[np.ndarray, str, float]:
+    def _run(self, batch: Batch) -> tuple[np.ndarray, np.ndarray | None, str, float]:
+        """Verdicts, leaf hashes when the backend made them (else None), backend name, seconds."""
         backend = self.backend_for(batch.scheme, len(batch))
         t0 = time.perf_counter()
         try:
-            verdicts = np.asarray(backend.verify(batch), dtype=bool)
+            verdicts, leaves = _call(backend, batch)
             if verdicts.shape != (len(batch),):
                 raise RuntimeError(f"returned shape {verdicts.shape}, expected ({len(batch)},)")
         except Exception as exc:
@@ -199,10 +201,10 @@ class Engine:
             route.failures[backend.name] = f"runtime: {type(exc).__name__}: {exc}"
             backend = self.cpu
             t0 = time.perf_counter()
-            verdicts = np.asarray(self.cpu.verify(batch), dtype=bool)
+            verdicts, leaves = _call(self.cpu, batch)
         seconds = time.perf_counter() - t0
         self.stats.record(batch.scheme.id, backend.name, len(batch), int(np.count_nonzero(verdicts)), seconds)
-        return verdicts, backend.name, seconds
+        return verdicts, leaves, backend.name, seconds
 
     def verify_items(self, items: Sequence[Item]) -> ItemsResult:
         """Verify a mixed list of items; verdicts and leaves come back in input order.
@@ -216,24 +218,30 @@ class Engine:
             raise EmptyBatch("a request needs at least one item", field="items")
         n = len(items)
         verdicts = np.zeros(n, dtype=bool)
+        leaves = np.empty((n, 32), dtype=np.uint8)
         backends: dict[str, str] = {}
-        t_verify = 0.0
-        for group, idx in _group(items).items():
+        t_verify = t_merkle = 0.0
+        groups = _group(items)
+        for group, idx in groups.items():
             if group is None:
                 continue
             batch = _batch_of(group, [items[i] for i in idx])
-            v, name, secs = self._run(batch)
+            v, batch_leaves, name, secs = self._run(batch)
             verdicts[idx] = v
             t_verify += secs
+            t0 = time.perf_counter()
+            leaves[idx] = batch_leaves if batch_leaves is not None else merkle.batch_leaves(batch, v)
+            t_merkle += time.perf_counter() - t0
             prev = backends.get(group[0])
             backends[group[0]] = name if prev in (None, name) else f"{prev}+{name}"
         t0 = time.perf_counter()
-        leaves = np.empty((n, 32), dtype=np.uint8)
-        for i, it in enumerate(items):
-            leaves[i] = np.frombuffer(merkle.leaf_hash(SCHEMES[it.scheme].code, bool(verdicts[i]),
-                                                       it.public_key, it.message, it.signature), np.uint8)
+        for i in groups.get(None, []):  # items false as given: hash exactly what was sent
+            it = items[i]
+            leaves[i] = np.frombuffer(merkle.leaf_hash(SCHEMES[it.scheme].code, False, it.public_key,
+                                                       it.message, it.signature), np.uint8)
         root = merkle.root(leaves)
-        return ItemsResult(verdicts, leaves, root, backends, t_verify, time.perf_counter() - t0)
+        t_merkle += time.perf_counter() - t0
+        return ItemsResult(verdicts, leaves, root, backends, t_verify, t_merkle)
 
     def status(self) -> dict:
         """Routing table and self-test outcome per scheme, for /v1/status."""
@@ -251,6 +259,13 @@ class Engine:
     def require_ready(self) -> None:
         if not self.ready:
             raise NotReady("the engine has not passed its self-test yet")
+
+
+def _call(backend: Backend, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
+    if hasattr(backend, "verify_with_leaves"):
+        verdicts, leaves = backend.verify_with_leaves(batch)
+        return np.asarray(verdicts, dtype=bool), leaves
+    return np.asarray(backend.verify(batch), dtype=bool), None
 
 
 # ------------------------------------------------------------------ grouping helpers

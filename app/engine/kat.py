@@ -35,9 +35,18 @@ class Item:
 
 @dataclass(frozen=True)
 class KnownAnswer:
+    """An item with the verdict our semantics give it.
+
+    ``source`` names where it came from (``generated``, ``wycheproof/ed25519_test.json``...);
+    ``rule`` is set where our documented semantics give another verdict than the source
+    expected, and says which rule (see app/vectors.py).
+    """
+
     item: Item
     expected: bool
     id: str
+    source: str = "generated"
+    rule: str = ""
 
 
 # ------------------------------------------------------------------ signers
@@ -64,13 +73,17 @@ def _sign_secp256k1(rng: random.Random, msgs: list[bytes], ctx: bytes, compresse
 
 
 def _sign_bls(rng: random.Random, msgs: list[bytes], ctx: bytes, **_) -> list[tuple[bytes, bytes]]:
-    import milagro_bls_binding as bls
+    """CoreSign of the POP ciphersuite: sig = sk · H(msg), pk = sk · G1."""
+    import py_arkworks_bls12381 as ark
+
+    from app.engine.reference import BLS_POP_DST
 
     # A secret key is a scalar in [1, r-1], r the BLS12-381 group order (RFC 9380 §8.8.1).
     r = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
-    sk = (rng.randrange(1, r)).to_bytes(32, "big")
-    pk = bls.SkToPk(sk)
-    return [(pk, bls.Sign(sk, m)) for m in msgs]
+    sk = ark.Scalar.from_be_bytes(rng.randrange(1, r).to_bytes(32, "big"))
+    pk = (ark.G1Point() * sk).to_compressed_bytes()
+    return [(bytes(pk), bytes((ark.G2Point.hash_to_curve(m, BLS_POP_DST) * sk).to_compressed_bytes()))
+            for m in msgs]
 
 
 def _sign_mldsa(rng: random.Random, msgs: list[bytes], ctx: bytes, scheme: Scheme, **_):
@@ -152,7 +165,7 @@ def _cache_dir() -> Path:
 
 
 def _versions() -> str:
-    names = ["pynacl", "coincurve", "milagro-bls-binding", "cryptography", "pqcrypto"]
+    names = ["pynacl", "coincurve", "py-arkworks-bls12381", "cryptography", "pqcrypto"]
     return hashlib.sha256(json.dumps({n: metadata.version(n) for n in names}).encode()).hexdigest()[:16]
 
 
@@ -160,14 +173,14 @@ def _encode(ka: KnownAnswer) -> dict:
     d = asdict(ka.item)
     for k in ("public_key", "message", "signature", "context"):
         d[k] = d[k].hex()
-    return {"item": d, "expected": ka.expected, "id": ka.id}
+    return {"item": d, "expected": ka.expected, "id": ka.id, "source": ka.source}
 
 
 def _decode(d: dict) -> KnownAnswer:
     it = dict(d["item"])
     for k in ("public_key", "message", "signature", "context"):
         it[k] = bytes.fromhex(it[k])
-    return KnownAnswer(Item(**it), d["expected"], d["id"])
+    return KnownAnswer(Item(**it), d["expected"], d["id"], d.get("source", "generated"))
 
 
 def known_answers() -> dict[str, list[KnownAnswer]]:

@@ -7,7 +7,7 @@ These functions *define* the verdicts every other backend must reproduce.
 Whether a library releases the GIL decides how the CPU backend spreads work over cores
 (``RELEASES_GIL``); the values were measured by ``bench/cpu_engine.py`` (two threads
 against one on the same items: libsodium, libsecp256k1 through cffi and OpenSSL's ML-DSA
-scale, milagro's BLS and pqcrypto's SLH-DSA do not).
+scale, arkworks' BLS and pqcrypto's SLH-DSA do not).
 """
 
 from __future__ import annotations
@@ -94,17 +94,52 @@ def der_to_compact(der: bytes) -> bytes | None:
     return bytes(ffi.buffer(out, 64))
 
 
-# ------------------------------------------------------------------ BLS12-381 (milagro)
+def compact_signature(sig: bytes, signature_format: str) -> bytes:
+    """The 64-byte compact form of a secp256k1 signature sent as ``raw`` or ``der``.
+
+    A DER signature that does not parse becomes the empty signature, which is invalid by
+    length: the item gets a ``False`` verdict and its Merkle leaf commits to empty bytes.
+    """
+    if signature_format == "raw":
+        return bytes(sig)
+    return der_to_compact(sig) or b""
+
+
+# ------------------------------------------------------------------ BLS12-381 (arkworks)
+#: Domain separation tag of the Ethereum proof-of-possession ciphersuite
+#: (draft-irtf-cfrg-bls-signature-04 §4.2.3).
+BLS_POP_DST = b"BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
+_bls = None
+
+
+def _bls_consts():
+    global _bls
+    if _bls is None:
+        import py_arkworks_bls12381 as ark
+
+        _bls = (ark, -ark.G1Point(), ark.G1Point.identity())  # G1Point() is the generator
+    return _bls
+
+
 def verify_bls12_381(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
-    """CoreVerify with KeyValidate, ciphersuite BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_."""
+    """CoreVerify with KeyValidate (draft-irtf-cfrg-bls-signature-04 §2.7, §2.5), POP suite.
+
+    ``from_compressed_bytes`` checks the flags, that the point is on the curve and in the
+    prime-order subgroup; KeyValidate further rejects the identity key.  The verdict is
+    e(PK, H(msg)) · e(−G1, sig) == 1 with H the RFC 9380 hash to G2 under ``BLS_POP_DST``.
+    """
     if len(pk) != 48 or len(sig) != 96:
         return False
-    import milagro_bls_binding
-
+    ark, neg_g1, identity = _bls_consts()
     try:
-        return bool(milagro_bls_binding.Verify(bytes(pk), bytes(msg), bytes(sig)))
-    except Exception:  # the binding raises ValueError/TypeError variants for bad points
+        point = ark.G1Point.from_compressed_bytes(bytes(pk))
+        signature = ark.G2Point.from_compressed_bytes(bytes(sig))
+    except (ValueError, TypeError):
         return False
+    if point == identity:
+        return False
+    return bool(ark.GT.pairing_check([point, neg_g1], [ark.G2Point.hash_to_curve(bytes(msg), BLS_POP_DST),
+                                                       signature]))
 
 
 # ------------------------------------------------------------------ ML-DSA (OpenSSL)

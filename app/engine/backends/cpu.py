@@ -16,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 
-from app.engine import reference
+from app.engine import merkle, reference
 from app.engine.batch import Batch
 from app.engine.schemes import SCHEMES, Scheme
 
@@ -24,32 +24,38 @@ Parallelism = Literal["auto", "thread", "process"]
 
 
 def _verify_range(scheme_id: str, pk_len: int, pks: bytes, sigs: bytes, msgs: bytes,
-                  offsets: np.ndarray, ctx: bytes, prehashed: bool, allow_high_s: bool) -> bytes:
-    """Verify a chunk given as flat bytes; returns one verdict byte per item.
+                  offsets: list[int], ctx: bytes, prehashed: bool, allow_high_s: bool) -> tuple[bytes, bytes]:
+    """Verify a chunk given as flat bytes.
 
-    Runs in a worker process or thread; ``offsets`` are relative to ``msgs``.
+    Returns (one verdict byte per item, the 32-byte Merkle leaf hash of each item): the
+    leaves are hashed here so that they too are spread over the cores.  Runs in a worker
+    process or thread; ``offsets`` are relative to ``msgs``.
     """
     scheme = SCHEMES[scheme_id]
     fn = reference.verifier(scheme)
-    sig_len = scheme.sig_len
+    sig_len, code = scheme.sig_len, scheme.code
     n = len(offsets) - 1
     out = bytearray(n)
+    leaves = []
     mv_pk, mv_sig, mv_msg = memoryview(pks), memoryview(sigs), memoryview(msgs)
     for i in range(n):
+        pk = mv_pk[i * pk_len:(i + 1) * pk_len]
+        msg = mv_msg[offsets[i]:offsets[i + 1]]
+        sig = mv_sig[i * sig_len:(i + 1) * sig_len]
         try:
-            ok = fn(mv_pk[i * pk_len:(i + 1) * pk_len], mv_msg[int(offsets[i]):int(offsets[i + 1])],
-                    mv_sig[i * sig_len:(i + 1) * sig_len], ctx, prehashed, allow_high_s)
+            ok = fn(pk, msg, sig, ctx, prehashed, allow_high_s)
         except Exception:  # a library surprise on one item must not fail the batch
             ok = False
         out[i] = 1 if ok else 0
-    return bytes(out)
+        leaves.append(merkle.leaf_hash(code, ok, pk, msg, sig))
+    return bytes(out), b"".join(leaves)
 
 
 def _chunk_args(batch: Batch, lo: int, hi: int) -> tuple:
     off = batch.offsets[lo:hi + 1].astype(np.int64)
     base = int(off[0])
     return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
-            batch.msgs[base:int(off[-1])].tobytes(), off - base, batch.ctx, batch.prehashed,
+            batch.msgs[base:int(off[-1])].tobytes(), (off - base).tolist(), batch.ctx, batch.prehashed,
             batch.allow_high_s)
 
 
@@ -110,9 +116,16 @@ class CpuBackend:
 
     def verify(self, batch: Batch) -> np.ndarray:
         """Verify ``batch``; returns ``bool[N]`` in item order.  Never raises for bad items."""
+        return self.verify_with_leaves(batch)[0]
+
+    def verify_with_leaves(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        """Verify ``batch`` and hash its Merkle leaves (DESIGN.md section 5) on the same cores.
+
+        Returns (``bool[N]`` verdicts, ``uint8[N, 32]`` leaf hashes) in item order.
+        """
         n = len(batch)
         if n == 0:
-            return np.zeros(0, dtype=bool)
+            return np.zeros(0, dtype=bool), np.zeros((0, 32), dtype=np.uint8)
         # Enough chunks to keep every worker busy, none larger than self.chunk.
         size = max(1, min(self.chunk, -(-n // self.workers)))
         bounds = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
@@ -122,7 +135,9 @@ class CpuBackend:
             ex = self._executor(self.uses_processes(batch.scheme))
             futures = [ex.submit(_verify_range, *_chunk_args(batch, lo, hi)) for lo, hi in bounds]
             parts = [f.result() for f in futures]
-        return np.frombuffer(b"".join(parts), dtype=np.uint8).astype(bool)
+        verdicts = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.uint8).astype(bool)
+        leaves = np.frombuffer(b"".join(p[1] for p in parts), dtype=np.uint8).reshape(n, 32)
+        return verdicts, leaves
 
     def close(self) -> None:
         with self._lock:

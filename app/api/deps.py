@@ -1,0 +1,22 @@
+"""Shared request dependencies: the engine and settings live on ``app.state``."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from app.config import Settings
+from app.engine.dispatch import Engine
+from app.engine.store import ReceiptStore
+
+
+def get_engine(request: Request) -> Engine:
+    return request.app.state.engine
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_store(request: Request) -> ReceiptStore | None:
+    """The receipt store, or ``None`` when receipts are off."""
+    return getattr(request.app.state, "store", None)

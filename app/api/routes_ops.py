@@ -1,0 +1,61 @@
+"""Operations: /healthz, /readyz, /v1/schemes, /v1/status."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from app import __version__
+from app.api.deps import get_engine, get_settings
+from app.config import Settings
+from app.engine.dispatch import Engine
+from app.engine.schemes import SCHEMES
+
+router = APIRouter(tags=["ops"])
+
+
+@router.get("/healthz", responses={200: {"content": {"application/json": {"example": {"status": "ok"}}}}})
+async def healthz() -> dict:
+    """Liveness: 200 whenever the process serves requests."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={
+    200: {"content": {"application/json": {"example": {"ready": True}}}},
+    503: {"content": {"application/json": {"example": {"ready": False, "failed": ["ed25519"]}}}}})
+async def readyz(engine: Engine = Depends(get_engine)) -> JSONResponse:
+    """Readiness: 200 only once the engine is up and the known-answer check passed for every scheme."""
+    failed = [s for s, r in engine.routes.items() if not r.selftest.get("cpu")]
+    body = {"ready": engine.ready, "failed": failed}
+    return JSONResponse(body, status_code=200 if engine.ready else 503)
+
+
+@router.get("/v1/schemes", responses={200: {"content": {"application/json": {"example": {"schemes": [
+        {"id": "ed25519", "code": 1, "family": "ed25519", "public_key_bytes": [32], "signature_bytes": 64,
+         "context": False, "standard": "RFC 8032 §5.1.7 (libsodium rules)"}]}}}}})
+async def list_schemes() -> dict:
+    """Every scheme with its wire code, key and signature sizes and the standard it implements."""
+    return {"schemes": [
+        {"id": s.id, "code": s.code, "family": s.family, "public_key_bytes": list(s.pk_lens),
+         "signature_bytes": s.sig_len, "context": s.has_context, "standard": s.standard}
+        for s in SCHEMES.values()]}
+
+
+@router.get("/v1/status", responses={200: {"content": {"application/json": {"example": {
+        "instance": "host-1234", "version": __version__, "ready": True}}}}})
+async def status(engine: Engine = Depends(get_engine), settings: Settings = Depends(get_settings)) -> dict:
+    """Host, backends and self-test per scheme, counters and throughput per scheme, limits."""
+    return {
+        "instance": settings.instance,
+        "version": __version__,
+        "host": {"system": platform.system(), "machine": platform.machine(), "cpus": os.cpu_count(),
+                 "python": sys.version.split()[0]},
+        "limits": {"max_items": settings.max_items, "max_body_bytes": settings.max_body_bytes,
+                   "max_message_bytes": settings.max_message_bytes},
+        "engine": engine.status(),
+        "stats": engine.stats.snapshot(),
+    }

@@ -1,0 +1,139 @@
+"""JSON shapes of the REST API, and the decoding of a verify request into engine items."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.engine import schemes
+from app.engine.kat import Item
+from app.engine.reference import compact_signature
+from app.errors import LimitExceeded, RequestError, UnknownScheme
+
+# RFC 8032 §7.1 TEST 1 (empty message): a valid Ed25519 item.
+_EXAMPLE_ITEM = {
+    "scheme": "ed25519",
+    "public_key": "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+    "message": "",
+    "signature": "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+}
+
+
+VERIFY_EXAMPLES = {
+    "ed25519": {"summary": "one Ed25519 item (RFC 8032 TEST 1)", "value": {"encoding": "hex", "items": [_EXAMPLE_ITEM]}},
+    "secp256k1-der": {"summary": "secp256k1, DER signature of \"hello\" by the secret key 0x2a", "value": {
+        "signature_format": "der", "items": [{
+            "scheme": "secp256k1",
+            "public_key": "02fe8d1eb1bcb3432b1db5833ff5f2226d9cb5e65cee430558c18ed3a3c86ce1af",
+            "message": "68656c6c6f",
+            "signature": ("3044022039850e824c6405f4f0a46eb6bf3f0694d0e0e190c456e087fdbaae9591d454b3"
+                          "02206a72ccd15509109d6d09ab5e786c92317b8859fcb3a0d1e2bb41b8d827b8e3f1")}]}},
+}
+
+
+class VerifyItem(BaseModel):
+    """One item: bytes fields are text in the request's ``encoding``."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_EXAMPLE_ITEM]})
+
+    scheme: str = Field(description="scheme id, see GET /v1/schemes")
+    public_key: str
+    message: str
+    signature: str
+    context: str | None = Field(None, description="FIPS 204/205 context (ML-DSA, SLH-DSA only), ≤ 255 bytes")
+
+
+class VerifyRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "encoding": "hex", "items": [_EXAMPLE_ITEM]}]})
+
+    items: list[VerifyItem]
+    encoding: Literal["hex", "base64"] = "hex"
+    prehashed: bool = Field(False, description="secp256k1: messages are 32-byte digests")
+    allow_high_s: bool = Field(False, description="secp256k1: accept s > n/2 (normalised first)")
+    signature_format: Literal["raw", "der"] = Field(
+        "raw", description="secp256k1: 'der' converts ASN.1 DER signatures to compact r‖s")
+
+
+class VerifyResponse(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "batch_id": "0192f7c5-3e1a-7000-8a4e-2f0d6f1b9c11", "count": 1, "valid": 1, "invalid": 0,
+        "verdicts": [True], "merkle_root": "5f87043384baedad2cb383e870689eda92bd9c3ae3a3bd410133664e853ac1b9",
+        "backends": {"ed25519": "cpu"}, "elapsed_ms": 1.9, "verify_ms": 0.4, "merkle_ms": 0.1}]})
+
+    batch_id: str
+    count: int
+    valid: int
+    invalid: int
+    verdicts: list[bool]
+    merkle_root: str = Field(description="RFC 6962 root over all items in input order, hex")
+    backends: dict[str, str] = Field(description="backend that verified each scheme of the request")
+    elapsed_ms: float
+    verify_ms: float
+    merkle_ms: float
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"error": {
+        "code": "BAD_ENCODING", "message": "not valid hex", "field": "items[3].signature"}}]})
+
+    error: ErrorBody
+
+
+ERROR_RESPONSES = {
+    413: {"model": ErrorResponse, "description": "a limit (items, body or message bytes) was exceeded"},
+    422: {"model": ErrorResponse, "description": "the request cannot be read; `field` names where"},
+    503: {"model": ErrorResponse, "description": "not ready, or the service failed"},
+}
+
+
+def _decode(text: str, encoding: str, field: str) -> bytes:
+    try:
+        if encoding == "hex":
+            return bytes.fromhex(text[2:] if text[:2] in ("0x", "0X") else text)
+        return base64.b64decode(text, validate=True)
+    except (ValueError, binascii.Error):
+        raise RequestError(f"not valid {encoding}", field=field, code="BAD_ENCODING") from None
+
+
+def to_items(req: VerifyRequest, *, max_items: int, max_message_bytes: int) -> list[Item]:
+    """Decode a request into engine items.
+
+    Raises :class:`LimitExceeded` (413) over a limit, :class:`UnknownScheme` or
+    :class:`RequestError` (422) naming ``items[i].<field>``.  Wrong lengths are not errors
+    here: such an item gets a ``False`` verdict from the engine.
+    """
+    if len(req.items) > max_items:
+        raise LimitExceeded(f"{len(req.items)} items, the limit is {max_items}", field="items")
+    out = []
+    for i, it in enumerate(req.items):
+        where = f"items[{i}]"
+        try:
+            scheme = schemes.get(it.scheme)
+        except UnknownScheme as exc:
+            raise UnknownScheme(exc.message, field=f"{where}.scheme") from None
+        msg = _decode(it.message, req.encoding, f"{where}.message")
+        if len(msg) > max_message_bytes:
+            raise LimitExceeded(f"message of {len(msg)} bytes, the limit is {max_message_bytes}",
+                                field=f"{where}.message")
+        ctx = b""
+        if it.context is not None:
+            if not scheme.has_context:
+                raise RequestError(f"{scheme.id} takes no context", field=f"{where}.context")
+            ctx = _decode(it.context, req.encoding, f"{where}.context")
+        sig = _decode(it.signature, req.encoding, f"{where}.signature")
+        if scheme.family == "secp256k1":
+            sig = compact_signature(sig, req.signature_format)
+        out.append(Item(scheme.id, _decode(it.public_key, req.encoding, f"{where}.public_key"), msg, sig,
+                        ctx, req.prehashed and scheme.family == "secp256k1",
+                        req.allow_high_s and scheme.family == "secp256k1"))
+    return out
