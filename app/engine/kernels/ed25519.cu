@@ -33,30 +33,30 @@ ZV_KERNEL ZV_ED25519_MAXNREG void zv_verify_ed25519(const zv_u8 *pks, zv_u32 pk_
 /* Host-build hooks for the unit tests (tests/test_kernel_ed25519.py): the field, scalar
  * and group layers checked one by one against Python integers.  Not part of the GPU build. */
 
-static void zv_hook_load(zv_fe *h, const zv_u8 s[32]) {
-    for (int i = 0; i < 8; i++) h->v[i] = zv_load_le32(s + 4 * i); /* all 256 bits */
+static void ed_hook_load(ed_fe *h, const zv_u8 s[32]) {
+    for (int i = 0; i < 8; i++) h->v[i] = ed_load_le32(s + 4 * i); /* all 256 bits */
 }
 
 /* op: 0 add, 1 sub, 2 mul, 3 sq, 4 invert, 5 pow22523, 6 canonical.  out = canonical bytes. */
 ZV_KERNEL void zv_ed25519_hook_fe(int op, zv_u8 out[32], const zv_u8 a[32], const zv_u8 b[32]) {
-    zv_fe x, y, r;
-    zv_hook_load(&x, a);
-    zv_hook_load(&y, b);
+    ed_fe x, y, r;
+    ed_hook_load(&x, a);
+    ed_hook_load(&y, b);
     switch (op) {
-        case 0: zv_fe_add(&r, &x, &y); break;
-        case 1: zv_fe_sub(&r, &x, &y); break;
-        case 2: zv_fe_mul(&r, &x, &y); break;
-        case 3: zv_fe_sq(&r, &x); break;
-        case 4: zv_fe_invert(&r, &x); break;
-        case 5: zv_fe_pow22523(&r, &x); break;
-        default: zv_fe_copy(&r, &x); break;
+        case 0: ed_fe_add(&r, &x, &y); break;
+        case 1: ed_fe_sub(&r, &x, &y); break;
+        case 2: ed_fe_mul(&r, &x, &y); break;
+        case 3: ed_fe_sq(&r, &x); break;
+        case 4: ed_fe_invert(&r, &x); break;
+        case 5: ed_fe_pow22523(&r, &x); break;
+        default: ed_fe_copy(&r, &x); break;
     }
-    zv_fe_tobytes(out, &r);
+    ed_fe_tobytes(out, &r);
 }
 
 ZV_KERNEL void zv_ed25519_hook_sc_reduce(zv_u8 out[32], const zv_u8 in[64]) {
     zv_u32 r[8];
-    zv_sc_reduce512(r, in);
+    ed_sc_reduce512(r, in);
     for (int i = 0; i < 8; i++)
         for (int j = 0; j < 4; j++) out[4 * i + j] = (zv_u8)(r[i] >> (8 * j));
 }
@@ -64,16 +64,16 @@ ZV_KERNEL void zv_ed25519_hook_sc_reduce(zv_u8 out[32], const zv_u8 in[64]) {
 /* out = encode([k](-A) + [s]B); returns 0 when a_enc does not decode. */
 ZV_KERNEL int zv_ed25519_hook_dsm(zv_u8 out[32], const zv_u8 k[32], const zv_u8 a_enc[32],
                                   const zv_u8 s[32]) {
-    zv_ge_p3 a;
-    if (!zv_ge_frombytes_negate(&a, a_enc)) return 0;
+    ed_ge_p3 a;
+    if (!ed_ge_frombytes_negate(&a, a_enc)) return 0;
     zv_u32 kw[8], sw[8];
     for (int i = 0; i < 8; i++) {
-        kw[i] = zv_load_le32(k + 4 * i);
-        sw[i] = zv_load_le32(s + 4 * i);
+        kw[i] = ed_load_le32(k + 4 * i);
+        sw[i] = ed_load_le32(s + 4 * i);
     }
-    zv_ge_p2 r;
-    zv_ge_double_scalarmult_vartime(&r, kw, &a, sw);
-    zv_ge_tobytes(out, &r);
+    ed_ge_p2 r;
+    ed_ge_double_scalarmult_vartime(&r, kw, &a, sw);
+    ed_ge_tobytes(out, &r);
     return 1;
 }
 #endif

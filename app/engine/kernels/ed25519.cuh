@@ -40,11 +40,11 @@ ZV_HD int zv_ed25519_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv
                             const zv_u8 *msg, zv_u64 msg_len) {
     if (pk_len != ZV_ED25519_PK_BYTES || sig_len != ZV_ED25519_SIG_BYTES) return 0;
     const zv_u8 *R = sig, *S = sig + 32;
-    if (!zv_sc_is_canonical(S)) return 0;
-    if (zv_ge_has_small_order(R)) return 0;
-    if (!zv_ge_is_canonical(pk) || zv_ge_has_small_order(pk)) return 0;
-    zv_ge_p3 neg_a;
-    if (!zv_ge_frombytes_negate(&neg_a, pk)) return 0;
+    if (!ed_sc_is_canonical(S)) return 0;
+    if (ed_ge_has_small_order(R)) return 0;
+    if (!ed_ge_is_canonical(pk) || ed_ge_has_small_order(pk)) return 0;
+    ed_ge_p3 neg_a;
+    if (!ed_ge_frombytes_negate(&neg_a, pk)) return 0;
 
     zv_u8 digest[64];
     zv_sha512_ctx hs;
@@ -54,13 +54,13 @@ ZV_HD int zv_ed25519_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv
     zv_sha512_update(&hs, msg, msg_len);
     zv_sha512_final(&hs, digest);
     zv_u32 k[8], s[8];
-    zv_sc_reduce512(k, digest);
-    ZV_UNROLL for (int i = 0; i < 8; i++) s[i] = zv_load_le32(S + 4 * i);
+    ed_sc_reduce512(k, digest);
+    ZV_UNROLL for (int i = 0; i < 8; i++) s[i] = ed_load_le32(S + 4 * i);
 
-    zv_ge_p2 check;
-    zv_ge_double_scalarmult_vartime(&check, k, &neg_a, s);
+    ed_ge_p2 check;
+    ed_ge_double_scalarmult_vartime(&check, k, &neg_a, s);
     zv_u8 enc[32];
-    zv_ge_tobytes(enc, &check);
+    ed_ge_tobytes(enc, &check);
     zv_u32 diff = 0;
     ZV_UNROLL for (int i = 0; i < 32; i++) diff |= (zv_u32)(enc[i] ^ R[i]);
     return diff == 0;
