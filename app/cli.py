@@ -1,4 +1,4 @@
-"""The ``zapverify`` command: serve | check-vectors | selftest."""
+"""The ``zapverify`` command: serve | probe | check-vectors | selftest."""
 
 from __future__ import annotations
 
@@ -75,6 +75,28 @@ def _selftest(args: argparse.Namespace) -> int:
         engine.close()
 
 
+def _probe(args: argparse.Namespace) -> int:
+    """Print the host probe, the transport pick and the pool the settings would get."""
+    import json
+
+    from app.config import get_settings
+    from app.engine.pick import pick, render_report, report_dict
+    from app.engine.pool import plan_pool
+    from app.engine.probe import probe_host
+
+    settings = get_settings()
+    probe = probe_host(args.root, system=args.system, machine=args.machine)
+    choice = pick(probe, settings.transport)
+    source = choice.pool_source if settings.pool_source == "auto" else settings.pool_source
+    free = [g.free_bytes for g in probe.gpus if g.free_bytes is not None]
+    plan = plan_pool(settings.uma_pool_bytes, source, device_free=free[0] if free else None)
+    if args.json:
+        print(json.dumps(report_dict(probe, choice, plan), indent=2))
+    else:
+        print(render_report(probe, choice, plan))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="zapverify", description="Batch signature verification service.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -85,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=1)
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     s.set_defaults(func=_serve)
+
+    pr = sub.add_parser("probe", help="show the host class, the transport and allocator picked, and the pool")
+    pr.add_argument("--json", action="store_true", help="print JSON instead of text")
+    pr.add_argument("--root", default="/", help="directory read as / (a captured or fake host tree)")
+    pr.add_argument("--system", default=None, help="OS name to assume (Linux, Darwin), default this one")
+    pr.add_argument("--machine", default=None, help="machine to assume (x86_64, aarch64, arm64), default this one")
+    pr.set_defaults(func=_probe)
 
     backends = ["auto", "cpu", "kernel-host", "cuda"]
     c = sub.add_parser("check-vectors", help="run JSONL vector files through the engine")

@@ -38,6 +38,21 @@ class Settings(BaseSettings):
     cpu_workers: int = Field(0, ge=0, description="CPU verify workers; 0 = every core")
     cpu_chunk: int = Field(256, ge=1, description="items per CPU work unit")
 
+    # --- host and UMA pool (DESIGN.md sections 7 and 8)
+    transport: Literal["auto", "gpudirect", "dpdk", "uma", "heap"] = Field(
+        "auto", validation_alias=_alias("transport", "ZAP_TRANSPORT"),
+        description="ingest transport; auto tries gpudirect, dpdk, uma, then heap")
+    uma_pool_bytes: int = Field(
+        4 * 1024**3, ge=4096, validation_alias=_alias("uma_pool_bytes", "ZAP_UMA_POOL_BYTES"),
+        description="UMA pool size in bytes, clamped to what the host can page-lock")
+    pool_source: Literal["auto", "pinned", "managed", "heap"] = Field(
+        "auto", validation_alias=_alias("pool_source"),
+        description="pool memory; auto follows the allocator Pick chose")
+    pool_wait_seconds: float = Field(1.0, ge=0, validation_alias=_alias("pool_wait_seconds"),
+                                     description="how long a buffer request waits for room, seconds")
+    pool_debug: bool = Field(False, validation_alias=_alias("pool_debug"),
+                             description="poison released pool memory and raise on buffer misuse")
+
     # --- request limits (the API answers 413 above them)
     max_items: int = Field(65536, ge=1)
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)

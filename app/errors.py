@@ -64,9 +64,54 @@ class NotReady(ZapVerifyError):
 
 
 class ConfigError(ZapVerifyError):
-    """A setting cannot be used (an unknown database URL scheme, ...); raised at start-up."""
+    """A setting cannot be used as given (an unknown database URL scheme, a pool smaller than a
+    page, ...); ``field`` names the setting.  Raised at start-up."""
 
     code = "BAD_CONFIG"
+    status = 500
+
+
+class TransportUnavailable(ZapVerifyError):
+    """The transport forced by ``ZAP_TRANSPORT`` lacks prerequisites on this host.
+
+    ``missing`` lists each missing prerequisite in words.
+    """
+
+    code = "TRANSPORT_UNAVAILABLE"
+    status = 503
+
+    def __init__(self, message: str, *, missing: list[str] | None = None, field: str | None = "transport"):
+        super().__init__(message, field=field)
+        self.missing = list(missing or [])
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "missing": self.missing}
+
+
+class AllocatorUnavailable(ZapVerifyError):
+    """The pool's memory source (pinned, managed) cannot be used on this host."""
+
+    code = "ALLOCATOR_UNAVAILABLE"
+    status = 503
+
+
+class PoolExhausted(ZapVerifyError):
+    """The UMA pool had no room for a buffer within the wait timeout (it never grows)."""
+
+    code = "POOL_EXHAUSTED"
+    status = 503
+
+
+class BufferTooLarge(LimitExceeded):
+    """A buffer was asked for that is larger than the whole UMA pool."""
+
+    code = "BUFFER_TOO_LARGE"
+
+
+class BufferMisuse(ZapVerifyError):
+    """A pool buffer was released twice, used after release, or handed off by a non-owner."""
+
+    code = "BUFFER_MISUSE"
     status = 500
 
 

@@ -22,7 +22,10 @@ log = logging.getLogger("zapverify")
 
 
 def engine_config(settings: Settings) -> EngineConfig:
-    return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk)
+    return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk,
+                        pool_bytes=settings.uma_pool_bytes, transport=settings.transport,
+                        pool_source=settings.pool_source, pool_wait_seconds=settings.pool_wait_seconds,
+                        pool_debug=settings.pool_debug)
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:

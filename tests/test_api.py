@@ -134,3 +134,14 @@ def test_openapi_request_examples_verify_true(client):
     for name, ex in examples.items():
         r = client.post("/v1/verify", json=ex["value"])
         assert r.json()["verdicts"] == [True], name
+
+
+def test_readme_curl_example_gives_true_false(client):
+    import json
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    body = re.search(r"-d '(\{.*?\})'", readme, re.S).group(1)
+    r = client.post("/v1/verify", json=json.loads(body))
+    assert r.json()["verdicts"] == [True, False]

@@ -48,12 +48,20 @@ async def list_schemes() -> dict:
 @router.get("/v1/status", responses={200: {"content": {"application/json": {"example": {
         "instance": "host-1234", "version": __version__, "ready": True}}}}})
 async def status(engine: Engine = Depends(get_engine), settings: Settings = Depends(get_settings)) -> dict:
-    """Host, backends and self-test per scheme, counters and throughput per scheme, limits."""
+    """Host (class and probe), transport pick, UMA pool use, backends and self-test per scheme,
+    counters and throughput per scheme, limits.  ``pick`` and ``pool`` are null for an engine
+    built without a pool."""
+    hs = engine.host_status()
+    pick = hs["pick"]
     return {
         "instance": settings.instance,
         "version": __version__,
         "host": {"system": platform.system(), "machine": platform.machine(), "cpus": os.cpu_count(),
-                 "python": sys.version.split()[0]},
+                 "python": sys.version.split()[0],
+                 "class": pick["host_class"] if pick else None, "label": pick["host_label"] if pick else None,
+                 "probe": hs["probe"]},
+        "pick": pick,
+        "pool": hs["pool"],
         "limits": {"max_items": settings.max_items, "max_body_bytes": settings.max_body_bytes,
                    "max_message_bytes": settings.max_message_bytes},
         "engine": engine.status(),

@@ -24,6 +24,10 @@ from app.engine.backends.base import Backend
 from app.engine.backends.cpu import CpuBackend
 from app.engine.batch import Batch
 from app.engine.kat import Item
+from app.engine.pick import Pick
+from app.engine.pick import pick as pick_transport
+from app.engine.pool import UmaPool
+from app.engine.probe import HostProbe, probe_host
 from app.engine.schemes import MAX_CONTEXT_BYTES, SCHEMES, Scheme
 from app.errors import BackendUnavailable, EmptyBatch, NotReady
 
@@ -39,6 +43,16 @@ class EngineConfig:
     cpu_chunk: int = 256
     cpu_parallelism: str = "auto"
     crossover: dict[str, int] = field(default_factory=dict)
+    #: UMA pool size in bytes (``ZAP_UMA_POOL_BYTES``); None: no probe, pick or pool (scripts, tests).
+    pool_bytes: int | None = None
+    #: ``auto`` or a transport of :data:`app.engine.pick.TRANSPORTS` (``ZAP_TRANSPORT``).
+    transport: str = "auto"
+    #: ``auto`` (the allocator Pick chose), ``pinned``, ``managed`` or ``heap``.
+    pool_source: str = "auto"
+    pool_wait_seconds: float = 1.0
+    pool_debug: bool = False
+    #: Directory the host probe reads as ``/``.
+    probe_root: str = "/"
 
 
 @dataclass
@@ -111,6 +125,23 @@ class Engine:
         if self.config.backend != "auto" and self.config.backend not in {b.name for b in self.backends}:
             raise BackendUnavailable(f"backend {self.config.backend!r} forced but not available here; "
                                      f"have: {', '.join(b.name for b in self.backends)}", field="backend")
+        self.host: HostProbe | None = None
+        self.pick: Pick | None = None
+        self.pool: UmaPool | None = None
+        if self.config.pool_bytes is not None:
+            self._open_pool()
+
+    def _open_pool(self) -> None:
+        """Probe the host, pick the transport and allocator, and allocate the UMA pool.
+
+        Raises :class:`app.errors.TransportUnavailable` for a forced transport that cannot
+        run, :class:`app.errors.AllocatorUnavailable` for a pool source the host lacks.
+        """
+        cfg = self.config
+        self.host = probe_host(cfg.probe_root)
+        self.pick = pick_transport(self.host, cfg.transport)
+        source = self.pick.pool_source if cfg.pool_source == "auto" else cfg.pool_source
+        self.pool = UmaPool.create(cfg.pool_bytes, source, wait_seconds=cfg.pool_wait_seconds, debug=cfg.pool_debug)
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
@@ -151,6 +182,8 @@ class Engine:
     def close(self) -> None:
         for b in self.backends:
             b.close()
+        if self.pool is not None:
+            self.pool.close()
 
     # ------------------------------------------------------------------ routing
     def backend_for(self, scheme: Scheme, n: int) -> Backend:
@@ -255,6 +288,12 @@ class Engine:
                 for s, r in self.routes.items()
             },
         }
+
+    def host_status(self) -> dict:
+        """Probe, pick and pool for /v1/status: ``{"probe", "pick", "pool"}`` (None without a pool)."""
+        return {"probe": self.host.to_dict() if self.host else None,
+                "pick": self.pick.to_dict() if self.pick else None,
+                "pool": self.pool.stats() if self.pool else None}
 
     def require_ready(self) -> None:
         if not self.ready:
