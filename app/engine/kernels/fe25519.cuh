@@ -14,11 +14,12 @@
  *   whose addend absorbs the running column (the product plus a 32-bit carry plus a 32-bit
  *   limb never exceeds 2^64 - 1, so no third accumulator word is needed).  The reduction
  *   folds the high half with 2^256 = 38 (mod p) in eight more.  Compiled for sm_90
- *   (nvdisasm) one multiplication is ~76 IMAD.WIDE + ~23 IMAD.X + ~105 IADD3; the radix
+ *   (nvcc 13.0, counted with nvdisasm) one multiplication is 76 IMAD.WIDE + 27 IMAD.X +
+ *   103 IADD3/IADD3.X, one squaring 47 + 20 + 67 plus 16 moves; the radix
  *   2^25.5 layout of ref10 needs 100 wide products plus 64-bit carry chains between them
  *   (more instructions, and two registers per 64-bit column), and 2^51 limbs need 64 x 64
  *   bit products that a GPU emulates with four 32-bit ones.  A hand-written PTX carry chain
- *   (mad.lo.cc / madc.hi.cc) measured worse (~285 integer instructions), because ptxas
+ *   (mad.lo.cc / madc.hi.cc) measured worse (~295 integer instructions), because ptxas
  *   splits every carry-flag multiply into an IMAD and an IADD3.X.  Plain C also means the
  *   host build (g++) runs exactly the code the GPU runs.
  */
