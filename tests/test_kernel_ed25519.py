@@ -215,8 +215,9 @@ def test_noncanonical_r_is_never_accepted(lib):
 
 
 def test_empty_and_long_messages(lib):
-    cases = [signed(b""), signed(bytes(range(256)) * 4096, seed=9), signed(b"x" * 111), signed(b"y" * 112),
-             signed(b"z" * 239), signed(b"w" * 240)]  # 32+32+M around the SHA-512 block edges
+    # |R ‖ A ‖ M| = 64 + |M| around the SHA-512 padding edges (111/112, 127/128, 239/240 bytes)
+    cases = [signed(b""), signed(bytes(range(256)) * 4096, seed=9)]
+    cases += [signed(bytes([n]) * n, seed=n) for n in (47, 48, 63, 64, 175, 176)]
     assert_agrees(lib, cases, expect=True)
     assert_agrees(lib, [replace(c, message=c.message + b"!") for c in cases], expect=False)
 

@@ -35,6 +35,36 @@
 #define ZV_ED25519_PK_BYTES 32
 #define ZV_ED25519_SIG_BYTES 64
 
+/* digest = SHA-512(R ‖ A ‖ M) (FIPS 180-4 §5.1.2 padding, §6.4 compression from sha2.cuh).
+ * Rather than zv_sha512_update/final, whose inlined copies of the 80-round compression
+ * (one per call site: eight here) made the GPU code large and spilled registers, each
+ * 128-byte block is assembled byte by byte from R, A, M and the padding, and compressed at
+ * a single call site. */
+ZV_HD void ed_sha512_ram(zv_u8 digest[64], const zv_u8 *R, const zv_u8 *A, const zv_u8 *M, zv_u64 mlen) {
+    zv_u64 h[8];
+    ZV_UNROLL for (int i = 0; i < 8; i++) h[i] = ZV_SHA512_IV[i];
+    zv_u64 total = 64 + mlen;                 /* bytes hashed */
+    zv_u64 blocks = (total + 16 + 1 + 127) / 128; /* + 0x80 and the 128-bit length */
+    zv_u64 bits = total << 3;                 /* the length's high 64 bits are zero here */
+    for (zv_u64 b = 0; b < blocks; b++) {
+        zv_u8 blk[128];
+        zv_u64 base = b * 128;
+        for (int j = 0; j < 128; j++) {
+            zv_u64 pos = base + (zv_u64)j;
+            zv_u8 v;
+            if (pos < 32) v = R[pos];
+            else if (pos < 64) v = A[pos - 32];
+            else if (pos < total) v = M[pos - 64];
+            else if (pos == total) v = 0x80;
+            else if (b + 1 == blocks && j >= 120) v = (zv_u8)(bits >> (8 * (127 - j)));
+            else v = 0;
+            blk[j] = v;
+        }
+        zv_sha512_block(h, blk);
+    }
+    ZV_UNROLL for (int i = 0; i < 8; i++) zv_store_be64(digest + 8 * i, h[i]);
+}
+
 /* The verdict for one item: 1 valid, 0 invalid (see the semantics above). */
 ZV_HD int zv_ed25519_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
                             const zv_u8 *msg, zv_u64 msg_len) {
@@ -43,19 +73,16 @@ ZV_HD int zv_ed25519_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv
     if (!ed_sc_is_canonical(S)) return 0;
     if (ed_ge_has_small_order(R)) return 0;
     if (!ed_ge_is_canonical(pk) || ed_ge_has_small_order(pk)) return 0;
-    ed_ge_p3 neg_a;
-    if (!ed_ge_frombytes_negate(&neg_a, pk)) return 0;
 
+    /* The hash comes before decoding A (libsodium decodes first; the verdict is the same,
+     * since every failure is 0) so that no point is live across SHA-512's registers. */
     zv_u8 digest[64];
-    zv_sha512_ctx hs;
-    zv_sha512_init(&hs);
-    zv_sha512_update(&hs, R, 32);
-    zv_sha512_update(&hs, pk, 32);
-    zv_sha512_update(&hs, msg, msg_len);
-    zv_sha512_final(&hs, digest);
+    ed_sha512_ram(digest, R, pk, msg, msg_len);
     zv_u32 k[8], s[8];
     ed_sc_reduce512(k, digest);
     ZV_UNROLL for (int i = 0; i < 8; i++) s[i] = ed_load_le32(S + 4 * i);
+    ed_ge_p3 neg_a;
+    if (!ed_ge_frombytes_negate(&neg_a, pk)) return 0;
 
     ed_ge_p2 check;
     ed_ge_double_scalarmult_vartime(&check, k, &neg_a, s);
