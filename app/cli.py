@@ -1,4 +1,4 @@
-"""The ``zapverify`` command: serve | probe | check-vectors | selftest."""
+"""The ``zapverify`` command: serve | probe | check-vectors | selftest | bench."""
 
 from __future__ import annotations
 
@@ -12,18 +12,23 @@ def _serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
+    from app.config import Settings
+
     # Settings are read by each worker process from the environment, so pass them there.
     os.environ["ZAPVERIFY_HOST"], os.environ["ZAPVERIFY_PORT"] = args.host, str(args.port)
+    settings = Settings()
     print(f"zapverify: dashboard at http://{args.host}:{args.port}/  (API docs at /docs)", flush=True)
+    # A WebSocket message is a whole ZAP frame or JSON request: let it be as large as those limits.
     uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
-                log_level=args.log_level)
+                log_level=args.log_level, ws_max_size=max(settings.zap_max_frame_bytes, settings.max_body_bytes))
     return 0
 
 
 def _engine(backend: str):
+    from app.engine.backends.factory import accelerated_backends
     from app.engine.dispatch import Engine, EngineConfig
 
-    engine = Engine(EngineConfig(backend=backend))
+    engine = Engine(EngineConfig(backend=backend), backends=accelerated_backends(backend))
     engine.start()
     return engine
 
@@ -97,6 +102,38 @@ def _probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from app import loadgen
+
+    cfg = loadgen.BenchConfig(url=args.url, scheme=args.scheme, batch=args.batch, duration=args.duration,
+                              concurrency=args.concurrency, transport=args.transport, unique=args.unique)
+    console = Console(stderr=True)
+    with console.status(f"signing {min(cfg.batch, cfg.unique)} {cfg.scheme} items"):
+        items = loadgen.make_items(cfg.scheme, cfg.batch, cfg.unique)
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.fields[rate]}"), console=console, disable=args.no_progress)
+    task = progress.add_task(f"{cfg.transport} {cfg.scheme} x{cfg.batch}", total=cfg.duration, rate="")
+
+    def tick(elapsed: float, report: loadgen.BenchReport) -> None:
+        rate = report.items / elapsed if elapsed > 0 else 0.0
+        progress.update(task, completed=min(elapsed, cfg.duration),
+                        rate=f"{rate:,.0f} verifies/s  {report.requests} frames  {report.errors} errors")
+
+    with progress:
+        report = asyncio.run(loadgen.run(cfg, items, on_tick=tick))
+    print(loadgen.format_report(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    return 0 if report.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="zapverify", description="Batch signature verification service.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -125,7 +162,32 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("selftest", help="run the known-answer self-test of every backend")
     t.add_argument("--backend", default="auto", choices=backends)
     t.set_defaults(func=_selftest)
+
+    from app.engine.schemes import SCHEMES
+
+    b = sub.add_parser("bench", help="load a running server with real signed items; print throughput and latency")
+    b.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)")
+    b.add_argument("--scheme", default="ed25519", choices=list(SCHEMES), metavar="SCHEME",
+                   help="scheme id, as GET /v1/schemes lists them (default %(default)s)")
+    b.add_argument("--batch", type=_positive, default=1024, help="items per request (default %(default)s)")
+    b.add_argument("--duration", type=float, default=10.0, help="seconds of load (default %(default)s)")
+    b.add_argument("--concurrency", type=_positive, default=4, help="requests in flight (default %(default)s)")
+    b.add_argument("--transport", default="zap", choices=["json", "zap", "ws"],
+                   help="json: POST /v1/verify; zap: POST /v1/verify/zap; ws: ZAP frames pipelined on "
+                        "/v1/ws/verify (default %(default)s)")
+    b.add_argument("--unique", type=_positive, default=64,
+                   help="distinct signed items, repeated to fill a batch (default %(default)s)")
+    b.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
+    b.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    b.set_defaults(func=_bench)
     return p
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

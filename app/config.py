@@ -37,6 +37,14 @@ class Settings(BaseSettings):
         "auto", description="force one backend for every scheme; auto picks per scheme")
     cpu_workers: int = Field(0, ge=0, description="CPU verify workers; 0 = every core")
     cpu_chunk: int = Field(256, ge=1, description="items per CPU work unit")
+    crossover: dict[str, int] = Field(default_factory=dict, description=(
+        "fixed smallest batch per scheme id that goes to the GPU, as JSON ({\"ed25519\": 512}); "
+        "measured at start where absent"))
+    hybrid: bool = Field(False, description="split large batches between the GPU and the CPU by their rates")
+    hybrid_min: int = Field(4096, ge=2, description="smallest batch that hybrid mode splits")
+    cuda_device: int = Field(0, ge=0, description="the GPU ordinal the CUDA backend uses")
+    cuda_transfer: Literal["auto", "zero-copy", "copy"] = Field(
+        "auto", description="how kernels read batch columns: in place from pinned memory, or copied to the GPU")
 
     # --- host and UMA pool (DESIGN.md sections 7 and 8)
     transport: Literal["auto", "gpudirect", "dpdk", "uma", "heap"] = Field(
@@ -57,6 +65,13 @@ class Settings(BaseSettings):
     max_items: int = Field(65536, ge=1)
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_message_bytes: int = Field(1024 * 1024, ge=1)
+
+    # --- ZAP frames (docs/wire-format.md) and the WebSocket stream
+    zap_max_frame_bytes: int = Field(256 * 1024 * 1024, ge=64,
+                                     description="largest ZAP frame accepted (HTTP body or WebSocket message)")
+    zap_max_items: int = Field(1 << 20, ge=1, description="largest item count of one ZAP frame")
+    ws_max_in_flight: int = Field(32, ge=1, description="requests in flight per WebSocket connection; at the "
+                                                         "bound the server stops reading (backpressure)")
 
     # --- receipts (DESIGN.md section 5; app/engine/store.py)
     database_url: str | None = Field(

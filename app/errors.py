@@ -4,6 +4,10 @@ Every error carries a stable machine-readable ``code`` (upper snake case, in the
 blst's ``BAD_ENCODING`` / ``POINT_NOT_IN_GROUP``), the ``field`` it is about when there is
 one (``items[3].public_key``), and the HTTP status the API answers it with.  Bad *input*
 is a 4xx; a 5xx is reserved for the service itself failing (store down, pool exhausted).
+
+Every error also has a ``wire_code``: the u16 that a ZAP error frame carries
+(docs/wire-format.md lists them).  0x0001-0x00FF are the sender's fault (4xx), 0x0100-0x01FF
+the service's (5xx).  A subclass that names no ``wire_code`` inherits its parent's.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ class ZapVerifyError(Exception):
 
     code: str = "INTERNAL"
     status: int = 500
+    wire_code: int = 0x01FF
 
     def __init__(self, message: str, *, field: str | None = None, code: str | None = None):
         super().__init__(message)
@@ -34,6 +39,7 @@ class RequestError(ZapVerifyError):
 
     code = "BAD_REQUEST"
     status = 422
+    wire_code = 0x00FF
 
 
 class UnknownScheme(RequestError):
@@ -45,6 +51,7 @@ class LimitExceeded(RequestError):
 
     code = "LIMIT_EXCEEDED"
     status = 413
+    wire_code = 0x00FE
 
 
 class EmptyBatch(RequestError):
@@ -56,11 +63,33 @@ class BackendUnavailable(ZapVerifyError):
 
     code = "BACKEND_UNAVAILABLE"
     status = 503
+    wire_code = 0x0101
 
 
 class NotReady(ZapVerifyError):
     code = "NOT_READY"
     status = 503
+    wire_code = 0x0100
+
+
+class KernelError(ZapVerifyError):
+    """A kernel could not be built, loaded or launched: a failure of a backend, not of the
+    input.  The engine answers it by running the batch on the CPU."""
+
+    code = "KERNEL_FAILED"
+    status = 500
+
+
+class KernelBuildError(KernelError):
+    """A compiler (g++, nvcc or NVRTC) is missing or rejected a kernel source."""
+
+    code = "KERNEL_BUILD_FAILED"
+
+
+class KernelLaunchError(KernelError):
+    """A kernel launch, or the device work it queued, reported an error."""
+
+    code = "KERNEL_LAUNCH_FAILED"
 
 
 class ConfigError(ZapVerifyError):
@@ -100,6 +129,7 @@ class PoolExhausted(ZapVerifyError):
 
     code = "POOL_EXHAUSTED"
     status = 503
+    wire_code = 0x0103
 
 
 class BufferTooLarge(LimitExceeded):
@@ -147,9 +177,170 @@ class StoreUnavailable(ZapVerifyError):
 
     code = "STORE_UNAVAILABLE"
     status = 503
+    wire_code = 0x0104
 
 
 class StoreSchemaTooNew(StoreUnavailable):
     """The database was migrated by a newer zapverify than this one."""
 
     code = "STORE_SCHEMA_TOO_NEW"
+
+
+# ------------------------------------------------------------------ ZAP frame v1 (DESIGN.md section 4)
+class WireError(RequestError):
+    """A ZAP frame that breaks ZAP frame v1 (docs/wire-format.md); raised before any section
+    of the frame is read.  ``field`` names the header or body field at fault."""
+
+    code = "BAD_FRAME"
+    status = 400
+    wire_code = 0x00FD
+
+
+class BadMagic(WireError):
+    """The first four bytes are not ``b"ZAP\\0"``."""
+
+    code, wire_code = "BAD_MAGIC", 0x0001
+
+
+class BadVersion(WireError):
+    code, wire_code = "BAD_VERSION", 0x0002
+
+
+class BadType(WireError):
+    """An unknown frame type, or a known one where another is expected (a response sent to
+    the server)."""
+
+    code, wire_code = "BAD_TYPE", 0x0003
+
+
+class BadReserved(WireError):
+    """A reserved field (header ``flags``, request ``reserved``, error ``reserved``) is not 0."""
+
+    code, wire_code = "BAD_RESERVED", 0x0004
+
+
+class BadSize(WireError):
+    """The ``size`` field disagrees with the bytes received or with the sections it must
+    hold (a truncated frame, trailing bytes, a size not a multiple of 8)."""
+
+    code, wire_code = "BAD_SIZE", 0x0005
+
+
+class BadPadding(WireError):
+    """A padding byte between or after sections is not zero."""
+
+    code, wire_code = "BAD_PADDING", 0x0006
+
+
+class BadOffsets(WireError):
+    """``msg_offsets`` does not start at 0 or decreases."""
+
+    code, wire_code = "BAD_OFFSETS", 0x0007
+
+
+class UnknownSchemeCode(WireError, UnknownScheme):
+    code, wire_code = "UNKNOWN_SCHEME", 0x0008
+
+
+class BadKeyLength(WireError):
+    """``pk_len`` is not a public-key length of the frame's scheme."""
+
+    code, wire_code = "BAD_KEY_LENGTH", 0x0009
+
+
+class BadSignatureLength(WireError):
+    code, wire_code = "BAD_SIGNATURE_LENGTH", 0x000A
+
+
+class BadOptions(WireError):
+    """Unknown option bits, or secp256k1 options on another scheme."""
+
+    code, wire_code = "BAD_OPTIONS", 0x000B
+
+
+class BadContext(WireError):
+    """A context string on a scheme that takes none (only ML-DSA and SLH-DSA do)."""
+
+    code, wire_code = "BAD_CONTEXT", 0x000C
+
+
+class EmptyFrame(WireError, EmptyBatch):
+    """A request or response frame with ``count`` = 0."""
+
+    code, wire_code = "EMPTY_BATCH", 0x000D
+
+
+class BadVerdict(WireError):
+    """A response frame whose verdict bytes are not 0/1 or whose ``valid`` disagrees with them."""
+
+    code, wire_code = "BAD_VERDICT", 0x000E
+
+
+class BadUtf8(WireError):
+    """An error frame whose message is not UTF-8."""
+
+    code, wire_code = "BAD_UTF8", 0x000F
+
+
+class BadContentType(WireError):
+    code, wire_code, status = "BAD_CONTENT_TYPE", 0x0010, 415
+
+
+class FrameTooLarge(WireError, LimitExceeded):
+    """``size`` is over the server's frame limit."""
+
+    code, wire_code, status = "FRAME_TOO_LARGE", 0x0011, 413
+
+
+class CountLimit(WireError, LimitExceeded):
+    """``count`` is over the server's item limit."""
+
+    code, wire_code, status = "COUNT_LIMIT", 0x0012, 413
+
+
+class MessageLimit(WireError, LimitExceeded):
+    """A message is longer than the server's message limit."""
+
+    code, wire_code, status = "MESSAGE_LIMIT", 0x0013, 413
+
+
+# ------------------------------------------------------------------ client side
+class RemoteError(ZapVerifyError):
+    """The server answered with an error (JSON ``{"error": ...}`` or a ZAP error frame).
+
+    ``code``, ``status``, ``wire_code`` and ``field`` are the server's.
+    """
+
+    def __init__(self, message: str, *, code: str, status: int, wire_code: int | None = None,
+                 field: str | None = None):
+        super().__init__(message, field=field, code=code)
+        self.status = status
+        if wire_code is not None:
+            self.wire_code = wire_code
+
+
+class ConnectionFailed(ZapVerifyError):
+    """The server could not be reached, or the connection closed while requests waited for replies."""
+
+    code = "CONNECTION_FAILED"
+    status = 503
+    wire_code = 0x0102
+
+
+def error_classes() -> list[type[ZapVerifyError]]:
+    """Every error class of the hierarchy, parents before children."""
+    out, todo = [], [ZapVerifyError]
+    while todo:
+        cls = todo.pop(0)
+        if cls not in out:
+            out.append(cls)
+            todo.extend(cls.__subclasses__())
+    return out
+
+
+def by_wire_code(wire_code: int) -> type[ZapVerifyError] | None:
+    """The class whose own ``wire_code`` is ``wire_code`` (None for an unknown code)."""
+    for cls in error_classes():
+        if cls.__dict__.get("wire_code") == wire_code:
+            return cls
+    return None

@@ -12,20 +12,31 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import routes_dashboard, routes_ops, routes_receipts, routes_verify
+from app.api import routes_dashboard, routes_ops, routes_receipts, routes_verify, routes_ws, routes_zap
+from app.api.schemas import loc_to_field
 from app.config import Settings, get_settings
+from app.engine.backends.factory import accelerated_backends
 from app.engine.dispatch import Engine, EngineConfig
 from app.engine.store import Pruner, open_store
-from app.errors import LimitExceeded, ZapVerifyError
+from app.errors import FrameTooLarge, LimitExceeded, ZapVerifyError
 
 log = logging.getLogger("zapverify")
 
 
 def engine_config(settings: Settings) -> EngineConfig:
     return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk,
+                        crossover=dict(settings.crossover), hybrid=settings.hybrid,
+                        hybrid_min=settings.hybrid_min,
                         pool_bytes=settings.uma_pool_bytes, transport=settings.transport,
                         pool_source=settings.pool_source, pool_wait_seconds=settings.pool_wait_seconds,
                         pool_debug=settings.pool_debug)
+
+
+def build_engine(settings: Settings) -> Engine:
+    """The engine of ``settings``, with the accelerated backends this host has."""
+    backends = accelerated_backends(settings.backend, cuda_device=settings.cuda_device,
+                                    cuda_transfer=settings.cuda_transfer)
+    return Engine(engine_config(settings), backends=backends)
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
@@ -35,31 +46,27 @@ def _error(status: int, code: str, message: str, field: str | None = None) -> JS
     return JSONResponse({"error": body}, status_code=status)
 
 
-def _loc_to_field(loc: tuple) -> str:
-    """("body", "items", 3, "public_key") -> "items[3].public_key"; ("query", "limit") -> "limit"."""
-    out = ""
-    for part in loc[1:] if loc and loc[0] in ("body", "query", "path", "header", "cookie") else loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "body"
-
-
 class BodyLimit:
     """Refuses a request body over ``limit`` bytes with 413, before it is buffered whole.
 
     Checks Content-Length first, then counts the bytes of a chunked body as they arrive.
+    A ZAP body (``application/x-zap``) has its own limit, ``zap_limit``, and is refused with
+    a ZAP error frame rather than JSON.
     """
 
-    def __init__(self, app: ASGIApp, limit: int):
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, zap_limit: int | None = None):
+        self.app, self.limit, self.zap_limit = app, limit, zap_limit or limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        too_big = LimitExceeded(f"request body over {self.limit} bytes", field="body")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            return await _error(413, too_big.code, too_big.message, too_big.field)(scope, receive, send)
+        zap_body = routes_zap.is_zap(headers.get(b"content-type", b"").decode("latin-1"))
+        limit = self.zap_limit if zap_body else self.limit
+        too_big = (FrameTooLarge if zap_body else LimitExceeded)(f"request body over {limit} bytes", field="body")
+        if length is not None and length.isdigit() and int(length) > limit:
+            return await self._refuse(too_big, zap_body)(scope, receive, send)
         seen = 0
         started = False
 
@@ -68,7 +75,7 @@ class BodyLimit:
             msg = await receive()
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
-                if seen > self.limit:
+                if seen > limit:
                     raise too_big
             return msg
 
@@ -79,9 +86,15 @@ class BodyLimit:
 
         try:
             await self.app(scope, counted, tracked_send)
-        except LimitExceeded:
+        except* LimitExceeded:  # bare, or grouped by a middleware that was reading the body too
             if not started:
-                await _error(413, too_big.code, too_big.message, too_big.field)(scope, receive, send)
+                await self._refuse(too_big, zap_body)(scope, receive, send)
+
+    @staticmethod
+    def _refuse(exc: LimitExceeded, zap_body: bool):
+        if zap_body:
+            return routes_zap.error_response(exc)
+        return _error(413, exc.code, exc.message, exc.field)
 
 
 def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
@@ -95,7 +108,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        eng = engine or Engine(engine_config(settings))
+        eng = engine or build_engine(settings)
         app.state.engine = eng
         # Receipts (DESIGN.md section 5): opened, and migrated, before the first request;
         # a store that cannot be opened stops the start rather than serving unrecorded verdicts.
@@ -124,6 +137,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app = FastAPI(title="zapverify", version=__version__, lifespan=lifespan,
                   description="Batch signature verification: Ed25519, secp256k1, BLS12-381, ML-DSA, SLH-DSA.")
     app.state.settings = settings
+    app.state.ws_stats = routes_ws.WsStats()
 
     @app.exception_handler(ZapVerifyError)
     async def _zap_error(request: Request, exc: ZapVerifyError) -> JSONResponse:
@@ -132,7 +146,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
-        return _error(422, "BAD_REQUEST", str(first.get("msg")), _loc_to_field(tuple(first.get("loc", ()))))
+        return _error(422, "BAD_REQUEST", str(first.get("msg")), loc_to_field(tuple(first.get("loc", ()))))
 
     @app.middleware("http")
     async def _instance_header(request: Request, call_next):
@@ -140,7 +154,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         response.headers["X-Zapverify-Instance"] = settings.instance
         return response
 
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
-    for module in (routes_verify, routes_receipts, routes_ops, routes_dashboard):
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
+    for module in (routes_verify, routes_zap, routes_ws, routes_receipts, routes_ops, routes_dashboard):
         app.include_router(module.router)
     return app

@@ -1,4 +1,5 @@
-"""Shared fixtures: one started engine per session, the external vector folder, caches."""
+"""Shared fixtures: one started engine per session, the external vector folder, caches,
+and a live uvicorn server on loopback around the shared engine."""
 
 from __future__ import annotations
 
@@ -56,3 +57,14 @@ def pg_schema():
     yield f"{PG_URL}{sep}options={quote(f'-csearch_path={schema}')}"
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(scope="module")
+def live_server(engine):
+    """A real uvicorn server (in a thread) on loopback around the shared engine; receipts off."""
+    from app.config import Settings
+    from app.main import create_app
+    from tests.server import LiveServer
+
+    with LiveServer(create_app(Settings(receipts=False), engine=engine)) as server:
+        yield server

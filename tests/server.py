@@ -72,3 +72,34 @@ def running_server(env: dict[str, str] | None = None, **kw):
         yield srv
     finally:
         srv.stop()
+
+
+class LiveServer:
+    """uvicorn serving an ASGI ``app`` on 127.0.0.1 in a thread of this process (a shared engine,
+    no start-up of its own); ``with LiveServer(app) as s: s.url``."""
+
+    def __init__(self, app, **config):
+        import threading
+
+        import uvicorn
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **config))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> "LiveServer":
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()

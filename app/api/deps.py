@@ -7,6 +7,7 @@ from fastapi import Request
 from app.config import Settings
 from app.engine.dispatch import Engine
 from app.engine.store import ReceiptStore
+from app.engine.zap import Limits
 
 
 def get_engine(request: Request) -> Engine:
@@ -20,3 +21,9 @@ def get_settings(request: Request) -> Settings:
 def get_store(request: Request) -> ReceiptStore | None:
     """The receipt store, or ``None`` when receipts are off."""
     return getattr(request.app.state, "store", None)
+
+
+def zap_limits(settings: Settings) -> Limits:
+    """The ZAP decoder's bounds from the settings."""
+    return Limits(max_frame_bytes=settings.zap_max_frame_bytes, max_items=settings.zap_max_items,
+                  max_message_bytes=settings.max_message_bytes)

@@ -6,7 +6,7 @@ import os
 import platform
 import sys
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from app import __version__
@@ -28,9 +28,12 @@ async def healthz() -> dict:
     200: {"content": {"application/json": {"example": {"ready": True}}}},
     503: {"content": {"application/json": {"example": {"ready": False, "failed": ["ed25519"]}}}}})
 async def readyz(engine: Engine = Depends(get_engine)) -> JSONResponse:
-    """Readiness: 200 only once the engine is up and the known-answer check passed for every scheme."""
+    """Readiness: 200 only once the engine is up and the known-answer check passed for every scheme.
+
+    ``degraded`` lists schemes whose accelerated backend failed its check (or a batch) and
+    which the CPU serves instead, with the reason per backend; they do not make it 503."""
     failed = [s for s, r in engine.routes.items() if not r.selftest.get("cpu")]
-    body = {"ready": engine.ready, "failed": failed}
+    body = {"ready": engine.ready, "failed": failed, "degraded": engine.degraded()}
     return JSONResponse(body, status_code=200 if engine.ready else 503)
 
 
@@ -47,7 +50,8 @@ async def list_schemes() -> dict:
 
 @router.get("/v1/status", responses={200: {"content": {"application/json": {"example": {
         "instance": "host-1234", "version": __version__, "ready": True}}}}})
-async def status(engine: Engine = Depends(get_engine), settings: Settings = Depends(get_settings)) -> dict:
+async def status(request: Request, engine: Engine = Depends(get_engine),
+                 settings: Settings = Depends(get_settings)) -> dict:
     """Host (class and probe), transport pick, UMA pool use, backends and self-test per scheme,
     counters and throughput per scheme, limits.  ``pick`` and ``pool`` are null for an engine
     built without a pool."""
@@ -63,7 +67,10 @@ async def status(engine: Engine = Depends(get_engine), settings: Settings = Depe
         "pick": pick,
         "pool": hs["pool"],
         "limits": {"max_items": settings.max_items, "max_body_bytes": settings.max_body_bytes,
-                   "max_message_bytes": settings.max_message_bytes},
+                   "max_message_bytes": settings.max_message_bytes,
+                   "zap_max_frame_bytes": settings.zap_max_frame_bytes, "zap_max_items": settings.zap_max_items,
+                   "ws_max_in_flight": settings.ws_max_in_flight},
         "engine": engine.status(),
         "stats": engine.stats.snapshot(),
+        "websocket": request.app.state.ws_stats.snapshot(),
     }

@@ -8,11 +8,12 @@ from fastapi import APIRouter, Body, Depends
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import get_engine, get_settings, get_store
-from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, VerifyResponse, to_items
+from app.api.receipting import record
+from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, VerifyResponse, to_items, verify_response
 from app.config import Settings
 from app.engine.dispatch import Engine
 from app.engine.ids import new_batch_id
-from app.engine.store import Receipt, ReceiptStore
+from app.engine.store import ReceiptStore
 
 router = APIRouter(prefix="/v1", tags=["verify"])
 
@@ -34,16 +35,7 @@ async def verify(req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES), en
     engine.require_ready()
     items = to_items(req, max_items=settings.max_items, max_message_bytes=settings.max_message_bytes)
     result = await run_in_threadpool(engine.verify_items, items)
-    n = len(items)
     batch_id = new_batch_id()
-    if store is not None:
-        receipt = Receipt.build(id=batch_id, verdicts=result.verdicts, leaves=result.leaves,
-                                merkle_root=result.root, schemes=[it.scheme for it in items],
-                                backends=result.backends, duration_seconds=time.perf_counter() - t0,
-                                source="http")
-        await run_in_threadpool(store.put, receipt)  # StoreUnavailable -> 503, verdicts withheld
-    return VerifyResponse(
-        batch_id=batch_id, count=n, valid=result.valid, invalid=n - result.valid,
-        verdicts=result.verdicts.tolist(), merkle_root=result.root.hex(), backends=result.backends,
-        elapsed_ms=round((time.perf_counter() - t0) * 1000, 3),
-        verify_ms=round(result.verify_seconds * 1000, 3), merkle_ms=round(result.merkle_seconds * 1000, 3))
+    await record(store, batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves, root=result.root,
+                 schemes=[it.scheme for it in items], backends=result.backends, started=t0, source="http")
+    return verify_response(result, batch_id, time.perf_counter() - t0)

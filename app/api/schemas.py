@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.engine import schemes
+from app.engine.dispatch import ItemsResult
 from app.engine.kat import Item
 from app.engine.reference import compact_signature
 from app.errors import LimitExceeded, RequestError, UnknownScheme
@@ -94,6 +95,25 @@ ERROR_RESPONSES = {
     422: {"model": ErrorResponse, "description": "the request cannot be read; `field` names where"},
     503: {"model": ErrorResponse, "description": "not ready, or the service failed"},
 }
+
+
+def verify_response(result: ItemsResult, batch_id: str, elapsed_seconds: float) -> VerifyResponse:
+    """The JSON answer for an engine result (shared by POST /v1/verify and the WebSocket)."""
+    n = int(result.verdicts.shape[0])
+    return VerifyResponse(
+        batch_id=batch_id, count=n, valid=result.valid, invalid=n - result.valid,
+        verdicts=result.verdicts.tolist(), merkle_root=result.root.hex(), backends=result.backends,
+        elapsed_ms=round(elapsed_seconds * 1000, 3), verify_ms=round(result.verify_seconds * 1000, 3),
+        merkle_ms=round(result.merkle_seconds * 1000, 3))
+
+
+def loc_to_field(loc: tuple) -> str:
+    """A pydantic error location as a field path: ("body", "items", 3, "public_key") ->
+    "items[3].public_key"; ("query", "limit") -> "limit"."""
+    out = ""
+    for part in loc[1:] if loc and loc[0] in ("body", "query", "path", "header", "cookie") else loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"
 
 
 def _decode(text: str, encoding: str, field: str) -> bytes:

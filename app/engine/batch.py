@@ -54,6 +54,17 @@ class Batch:
         """Message ``i`` as a zero-copy view."""
         return memoryview(self.msgs[int(self.offsets[i]):int(self.offsets[i + 1])])
 
+    def slice(self, lo: int, hi: int) -> "Batch":
+        """Items ``lo .. hi-1`` as a batch of their own: views of the key, signature and
+        message columns, fresh offsets rebased to 0 (``uint64[hi - lo + 1]``)."""
+        n = len(self)
+        if not 0 <= lo <= hi <= n:
+            raise IndexError(f"slice [{lo}, {hi}) outside a batch of {n}")
+        off = self.offsets[lo:hi + 1].astype(np.uint64)
+        base = int(off[0])
+        return Batch(self.scheme, self.pks[lo:hi], self.sigs[lo:hi], self.msgs[base:int(off[-1])],
+                     off - np.uint64(base), self.ctx, self.prehashed, self.allow_high_s, self.source)
+
     def validate(self) -> None:
         """Check the column shapes and offsets; raises :class:`RequestError` naming the field."""
         n = len(self)

@@ -3,8 +3,12 @@
 ``load("hash")`` compiles ``app/engine/kernels/hash.cu`` (and whatever headers it
 includes) into a shared library with the system C++ compiler and loads it with ctypes.
 The library is cached under ``$ZAPVERIFY_KERNEL_CACHE`` (default ``~/.cache/zapverify/kernels``)
-by a hash of every source in this folder and the compiler command, so it is rebuilt exactly
-when a source changes.  Kernels then run with one host "thread" (see zv_port.cuh).
+by a hash of the source text, of every source in the include folders and of the compiler
+command, so it is rebuilt exactly when a source changes.  Kernels then run with one host
+"thread" (see zv_port.cuh).
+
+``load_code`` builds source *text* the same way; tests use it to stand the host build in
+for NVRTC, which is also given text.
 """
 
 from __future__ import annotations
@@ -16,17 +20,20 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+
+from app.errors import KernelBuildError
 
 KERNEL_DIR = Path(__file__).resolve().parent
 CXXFLAGS = ["-x", "c++", "-std=c++17", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing",
             "-Wall", "-Wno-unused-function"]
 
 _lock = threading.Lock()
-_loaded: dict[str, ctypes.CDLL] = {}
+_loaded: dict[Path, ctypes.CDLL] = {}
 
 
-class HostBuildError(RuntimeError):
+class HostBuildError(KernelBuildError):
     """The C++ compiler is missing or rejected a kernel source (the message holds its output)."""
 
 
@@ -42,46 +49,80 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("ZAPVERIFY_KERNEL_CACHE", Path.home() / ".cache" / "zapverify" / "kernels"))
 
 
-def sources_digest() -> str:
-    """SHA-256 over every kernel source (.cu and .cuh) in this folder, names included."""
+def sources_digest(*dirs: Path) -> str:
+    """SHA-256 over every kernel source (.cu and .cuh) in ``dirs`` (default: this folder),
+    names included."""
     h = hashlib.sha256()
-    for p in sorted(KERNEL_DIR.glob("*.cu*")):
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    for d in dirs or (KERNEL_DIR,):
+        for p in sorted(Path(d).glob("*.cu*")):
+            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
-def build(name: str) -> Path:
-    """Compile ``<name>.cu`` into a cached shared library and return its path.
+def _include_dirs(extra: Sequence[Path]) -> list[Path]:
+    out: list[Path] = []
+    for d in [*extra, KERNEL_DIR]:
+        d = Path(d).resolve()
+        if d not in out:
+            out.append(d)
+    return out
 
-    Raises :class:`HostBuildError` when no compiler is found or compilation fails.
+
+def build_code(code: str, name: str, include_dirs: Sequence[Path] = ()) -> Path:
+    """Compile kernel source text into a cached shared library and return its path.
+
+    ``include_dirs`` are searched for quoted includes before this folder.  Raises
+    :class:`HostBuildError` when no compiler is found or compilation fails.
     """
-    src = KERNEL_DIR / f"{name}.cu"
-    if not src.is_file():
-        raise HostBuildError(f"no kernel source {src}")
     cxx = compiler()
     if cxx is None:
         raise HostBuildError("no C++ compiler (set CXX or install g++)")
-    cmd = [cxx, *CXXFLAGS, f"-I{KERNEL_DIR}"]
-    key = hashlib.sha256((sources_digest() + " ".join(cmd)).encode()).hexdigest()[:20]
+    dirs = _include_dirs(include_dirs)
+    cmd = [cxx, *CXXFLAGS, *(f"-I{d}" for d in dirs)]
+    key = hashlib.sha256("\0".join([code, sources_digest(*dirs), *cmd]).encode()).hexdigest()[:20]
     out = _cache_dir() / f"{name}-{key}.so"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.with_suffix(".cu")
+    src.write_text(code)
     # Build beside the target and rename, so concurrent builders never load a half-written file.
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
     proc = subprocess.run([*cmd, "-o", tmp, str(src)], capture_output=True, text=True)
     if proc.returncode != 0:
         os.unlink(tmp)
-        raise HostBuildError(f"{cxx} failed on {src.name}:\n{proc.stderr[-4000:]}")
+        raise HostBuildError(f"{cxx} failed on {name}.cu:\n{proc.stderr[-4000:]}")
     os.replace(tmp, out)
     return out
 
 
-def load(name: str) -> ctypes.CDLL:
-    """Build (if needed) and load ``<name>.cu``; one CDLL per name per process."""
+def build(name: str, source_dir: Path | None = None) -> Path:
+    """Compile ``<source_dir>/<name>.cu`` (default: this folder) into a cached shared library.
+
+    Raises :class:`HostBuildError` when the source is missing, no compiler is found or
+    compilation fails.
+    """
+    directory = Path(source_dir) if source_dir is not None else KERNEL_DIR
+    src = directory / f"{name}.cu"
+    if not src.is_file():
+        raise HostBuildError(f"no kernel source {src}")
+    return build_code(src.read_text(), name, [directory])
+
+
+def _open(path: Path) -> ctypes.CDLL:
     with _lock:
-        lib = _loaded.get(name)
+        lib = _loaded.get(path)
         if lib is None:
-            lib = _loaded[name] = ctypes.CDLL(str(build(name)))
+            lib = _loaded[path] = ctypes.CDLL(str(path))
         return lib
+
+
+def load(name: str, source_dir: Path | None = None) -> ctypes.CDLL:
+    """Build (if needed) and load ``<name>.cu``; one CDLL per built library per process."""
+    return _open(build(name, source_dir))
+
+
+def load_code(code: str, name: str, include_dirs: Sequence[Path] = ()) -> ctypes.CDLL:
+    """Build (if needed) and load kernel source text (see :func:`build_code`)."""
+    return _open(build_code(code, name, include_dirs))

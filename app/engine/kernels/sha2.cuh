@@ -73,8 +73,10 @@ ZV_HD zv_u64 zv_rotr64(zv_u64 x, int n) { return (x >> n) | (x << (64 - n)); }
 /* ------------------------------------------------------------------ SHA-256 */
 ZV_HD void zv_sha256_block(zv_u32 h[8], const zv_u8 *p) {
     zv_u32 w[16];
+    ZV_UNROLL
     for (int i = 0; i < 16; i++) w[i] = zv_load_be32(p + 4 * i);
     zv_u32 a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+    ZV_UNROLL  /* constant ring indices keep w[] in registers on the GPU */
     for (int t = 0; t < 64; t++) {
         zv_u32 wt;
         if (t < 16) {
@@ -140,8 +142,10 @@ ZV_HD void zv_sha256(const zv_u8 *in, zv_u64 n, zv_u8 out[32]) {
 /* ------------------------------------------------------------------ SHA-512 */
 ZV_HD void zv_sha512_block(zv_u64 h[8], const zv_u8 *p) {
     zv_u64 w[16];
+    ZV_UNROLL
     for (int i = 0; i < 16; i++) w[i] = zv_load_be64(p + 8 * i);
     zv_u64 a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+    ZV_UNROLL
     for (int t = 0; t < 80; t++) {
         zv_u64 wt;
         if (t < 16) {

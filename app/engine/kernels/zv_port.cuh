@@ -43,6 +43,26 @@ typedef signed long long zv_i64;
 /* Grid-stride loop: every item once, whatever the launch shape (one thread on the host). */
 #define ZV_FOR_EACH(i, n) for (zv_u64 i = ZV_TID; i < (zv_u64)(n); i += ZV_NTHREADS)
 
+/* Block-cooperative work (one block shares a job, e.g. the top of a Merkle tree): the
+ * block's threads split a loop with ZV_BLOCK_FOR and meet at ZV_SYNC between phases.
+ * On the host the "block" is one thread, so the loop visits every index and the barrier
+ * is empty — the phases still run in order, which is all the barrier guarantees.
+ * ZV_UNROLL before a fixed-count loop lets both compilers unroll it, which turns ring and
+ * lane indices (SHA-2's message schedule, Keccak's ρ/π walk) into constants: on the GPU
+ * that keeps those arrays in registers instead of local memory. */
+#if ZV_DEVICE_BUILD
+#define ZV_BLOCK_TID ((zv_u64)threadIdx.x)
+#define ZV_BLOCK_NTHREADS ((zv_u64)blockDim.x)
+#define ZV_SYNC() __syncthreads()
+#define ZV_UNROLL _Pragma("unroll")
+#else
+#define ZV_BLOCK_TID ((zv_u64)0)
+#define ZV_BLOCK_NTHREADS ((zv_u64)1)
+#define ZV_SYNC() ((void)0)
+#define ZV_UNROLL _Pragma("GCC unroll 128")
+#endif
+#define ZV_BLOCK_FOR(i, n) for (zv_u64 i = ZV_BLOCK_TID; i < (zv_u64)(n); i += ZV_BLOCK_NTHREADS)
+
 ZV_HD void zv_memcpy(zv_u8 *dst, const zv_u8 *src, zv_u64 n) {
     for (zv_u64 i = 0; i < n; i++) dst[i] = src[i];
 }

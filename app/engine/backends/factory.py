@@ -1,0 +1,35 @@
+"""Which accelerated backends an engine gets, from the ``backend`` setting.
+
+``auto`` and ``cuda`` add the CUDA backend where CuPy sees a GPU; ``kernel-host`` adds the
+host build of the kernels (slow; for checking kernels, never chosen by ``auto``); ``cpu``
+adds none.  A forced backend that is not available here is left out, so the engine refuses
+to start with a clear :class:`app.errors.BackendUnavailable`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from app.engine.backends.base import Backend
+
+log = logging.getLogger("zapverify.engine")
+
+
+def accelerated_backends(backend: str = "auto", *, cuda_device: int = 0, cuda_transfer: str = "auto") -> list[Backend]:
+    """Backends to pass to :class:`app.engine.dispatch.Engine` (the CPU is added by it)."""
+    out: list[Backend] = []
+    if backend in ("auto", "cuda"):
+        from app.engine.backends.cuda import CudaBackend
+
+        cuda = CudaBackend(device_id=cuda_device, transfer=cuda_transfer)  # type: ignore[arg-type]
+        if cuda.available():
+            out.append(cuda)
+        else:
+            log.info("no CUDA backend: %s", cuda.info().get("reason"))
+    if backend == "kernel-host":
+        from app.engine.backends.kernel_host import KernelHostBackend
+
+        host = KernelHostBackend()
+        if host.available():
+            out.append(host)
+    return out

@@ -1,0 +1,156 @@
+"""What the kernel-host and CUDA backends share: a backend running our kernel sources.
+
+Schemes are discovered from :data:`app.engine.kernels.registry.VERIFY_KERNELS`: a scheme
+is offered when its family's .cu file exists *and* its entry point builds on this device;
+:meth:`KernelBackend.availability` says which, and why not.  Besides ``verify``, a kernel
+backend builds Merkle trees on its device (``verify_commit``, ``commit``,
+``merkle_root``), so a batch verified there is committed there too (DESIGN.md section 5).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+import numpy as np
+
+from app.engine.batch import Batch
+from app.engine.kernels import ops
+from app.engine.kernels.registry import MERKLE, VerifyKernel, verify_kernel
+from app.engine.schemes import SCHEMES, Scheme
+from app.errors import BackendUnavailable, KernelError
+
+READY = "ready"
+NO_KERNEL = "no kernel"
+
+
+class KernelBackend:
+    """Base of the backends that run the kernel sources on an :class:`ops.Device`.
+
+    Args:
+        kernels: the verify-kernel table (default: the registry's); tests pass their own.
+
+    Subclasses set ``name`` and implement :meth:`_make_device`.  Every device call runs
+    under one lock: a device and its stream serve one batch at a time.
+    """
+
+    name = "kernel"
+    #: Whether the engine measures crossover sizes and rates for this backend at start.
+    calibrate_at_start = False
+
+    def __init__(self, kernels: Mapping[str, VerifyKernel] | None = None):
+        self._kernels = dict(kernels) if kernels is not None else None
+        self._lock = threading.RLock()
+        self._device: ops.Device | None = None
+        self._device_error: str | None = None
+        self._availability: dict[str, str] | None = None
+        self._merkle: str | None = None
+
+    # ------------------------------------------------------------------ device
+    def _make_device(self) -> ops.Device:
+        raise NotImplementedError
+
+    @property
+    def device(self) -> ops.Device:
+        """The device, created on first use; raises :class:`BackendUnavailable`."""
+        with self._lock:
+            if self._device is None:
+                if self._device_error is not None:
+                    raise BackendUnavailable(self._device_error, field="backend")
+                try:
+                    self._device = self._make_device()
+                except Exception as exc:
+                    self._device_error = f"{self.name} unavailable: {exc}"
+                    raise BackendUnavailable(self._device_error, field="backend") from exc
+            return self._device
+
+    def available(self) -> bool:
+        try:
+            return self.device is not None
+        except BackendUnavailable:
+            return False
+
+    # ------------------------------------------------------------------ discovery
+    def kernel(self, scheme: Scheme) -> VerifyKernel | None:
+        """The verify kernel of ``scheme`` if its source file exists (built or not)."""
+        return verify_kernel(scheme, self._kernels)
+
+    def availability(self) -> dict[str, str]:
+        """Per scheme id: ``"ready"``, ``"no kernel"``, ``"build failed: …"`` or
+        ``"unavailable: …"``.  Builds every present kernel the first time it is asked."""
+        with self._lock:
+            if self._availability is None:
+                out: dict[str, str] = {}
+                for sid, scheme in SCHEMES.items():
+                    k = self.kernel(scheme)
+                    if k is None:
+                        out[sid] = NO_KERNEL
+                        continue
+                    try:
+                        self.device.function(k.source, k.entry)
+                        out[sid] = READY
+                    except BackendUnavailable as exc:
+                        out[sid] = f"unavailable: {exc.message}"
+                    except KernelError as exc:
+                        out[sid] = f"build failed: {exc.message}"
+                self._availability = out
+            return dict(self._availability)
+
+    def schemes(self) -> frozenset[str]:
+        return frozenset(s for s, state in self.availability().items() if state == READY)
+
+    def merkle_state(self) -> str:
+        """``"ready"`` when the Merkle kernels build on this device, else why not."""
+        with self._lock:
+            if self._merkle is None:
+                try:
+                    for entry in ("zv_merkle_leaves", "zv_merkle_level", "zv_merkle_tail"):
+                        self.device.function(MERKLE, entry)
+                    self._merkle = READY
+                except (BackendUnavailable, KernelError) as exc:
+                    self._merkle = f"build failed: {exc.message}"
+            return self._merkle
+
+    def _ready_kernel(self, scheme: Scheme) -> VerifyKernel:
+        k = self.kernel(scheme)
+        if k is None or scheme.id not in self.schemes():
+            raise BackendUnavailable(f"{self.name} has no kernel for {scheme.id} "
+                                     f"({self.availability().get(scheme.id, NO_KERNEL)})", field="scheme")
+        return k
+
+    # ------------------------------------------------------------------ work
+    def verify(self, batch: Batch) -> np.ndarray:
+        """Verdicts of ``batch``: ``bool[N]``.  Raises :class:`BackendUnavailable` for a
+        scheme without a ready kernel, :class:`KernelError` when the device fails."""
+        k = self._ready_kernel(batch.scheme)
+        with self._lock:
+            return ops.verify_batch(self.device, k, batch)
+
+    def verify_commit(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, bytes]:
+        """Verdicts, Merkle leaves and root of ``batch``, the verdicts never leaving the
+        device (see :func:`ops.verify_and_commit`).  Errors as :meth:`verify`."""
+        k = self._ready_kernel(batch.scheme)
+        with self._lock:
+            return ops.verify_and_commit(self.device, k, batch)
+
+    def commit(self, batch: Batch, verdicts: np.ndarray) -> tuple[np.ndarray, bytes]:
+        """Merkle leaves and root of ``batch`` under host ``verdicts``, on the device."""
+        with self._lock:
+            return ops.commit(self.device, batch, verdicts)
+
+    def merkle_root(self, leaves: np.ndarray) -> bytes:
+        """RFC 6962 root of ``uint8[N, 32]`` leaves on the device (N ≥ 1)."""
+        with self._lock:
+            return ops.root(self.device, leaves)
+
+    def info(self) -> dict:
+        """Device, per-scheme availability and Merkle state, for /v1/status."""
+        try:
+            device = self.device.info()
+        except BackendUnavailable as exc:
+            return {"available": False, "reason": exc.message}
+        return {"available": True, "device": device, "schemes": self.availability(),
+                "merkle": self.merkle_state()}
+
+    def close(self) -> None:
+        return None

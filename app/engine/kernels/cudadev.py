@@ -1,0 +1,273 @@
+"""The CUDA device: the kernel sources compiled by NVRTC through ``cupy.RawModule``.
+
+An :class:`app.engine.kernels.ops.Device` on one GPU.  Everything it queues goes on a
+stream of its own, so batches never serialise behind other CuPy work in the process.
+
+Compilation is lazy (a module is built the first time one of its entry points is asked
+for) and cached on disk by CuPy (``$CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``).
+CuPy keys that cache on the source text and options only, not on included headers, so
+the text handed to NVRTC starts with a digest of every kernel source: editing a header
+rebuilds every module that might include it.
+
+Transfers (DESIGN.md section 7), by ``transfer``:
+  ``"auto"``       a host array in page-locked memory (the UMA pool) is read by the kernels
+                   in place through its device alias (zero-copy); any other array is staged
+                   in page-locked memory and copied to the device asynchronously;
+  ``"zero-copy"``  every array is read in place (pageable ones after staging);
+  ``"copy"``       every array is copied to device memory asynchronously on the stream
+                   (pool memory straight from where it lies).
+Which is faster depends on how often the kernels read each byte; ``scripts/gpu_check``
+times both from pinned memory.
+
+Errors: a failed compile raises :class:`app.errors.KernelBuildError`; a launch refused by
+the driver, or an error of queued work seen at the next :meth:`CupyDevice.get` /
+:meth:`CupyDevice.sync`, raises :class:`app.errors.KernelLaunchError` naming the entry
+point.  The engine answers both by re-running the batch on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import numpy as np
+
+from app.engine.kernels.hostbuild import KERNEL_DIR, sources_digest
+from app.engine.kernels.registry import KernelSource
+from app.errors import BackendUnavailable, KernelBuildError, KernelLaunchError
+
+Transfer = Literal["auto", "zero-copy", "copy"]
+
+#: cudaMemoryType values (CUDA runtime API) of memory a kernel may read in place.
+_DEVICE_READABLE = {1, 2, 3}  # host (page-locked), device, managed
+#: NVRTC options; the include paths are added per source.
+NVRTC_OPTIONS = ("-std=c++17",)
+#: Blocks per multiprocessor a grid-stride launch asks for at most.
+BLOCKS_PER_SM = 32
+
+
+def import_cupy():
+    """Import CuPy; raises :class:`BackendUnavailable` when it is missing or finds no GPU."""
+    try:
+        cp = importlib.import_module("cupy")
+    except Exception as exc:  # ImportError, or a CUDA library that fails to load
+        raise BackendUnavailable(f"CuPy cannot be imported: {exc}", field="backend") from exc
+    try:
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        raise BackendUnavailable(f"no usable CUDA driver: {exc}", field="backend") from exc
+    if count < 1:
+        raise BackendUnavailable("no CUDA device", field="backend")
+    return cp
+
+
+class CupyDevice:
+    """A :class:`app.engine.kernels.ops.Device` on CUDA GPU ``device_id``.
+
+    Args:
+        cupy: the CuPy module (tests pass a stand-in); imported when None.
+        device_id: the GPU ordinal.
+        transfer: see the module doc.
+
+    Not thread-safe: one caller at a time (the CUDA backend holds a lock around a batch).
+    """
+
+    name = "cuda"
+
+    def __init__(self, cupy: Any = None, device_id: int = 0, transfer: Transfer = "auto"):
+        if transfer not in ("auto", "zero-copy", "copy"):
+            raise ValueError(f"transfer must be auto, zero-copy or copy, not {transfer!r}")
+        self.cp = cupy if cupy is not None else import_cupy()
+        self.device_id = device_id
+        self.transfer: Transfer = transfer
+        self._device = self.cp.cuda.Device(device_id)
+        props = self.cp.cuda.runtime.getDeviceProperties(device_id)
+        name = props.get("name", b"")
+        self.device_name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+        self.compute_capability = (int(props.get("major", 0)), int(props.get("minor", 0)))
+        self.multiprocessors = int(props.get("multiProcessorCount", 1)) or 1
+        self.memory_bytes = int(props.get("totalGlobalMem", 0))
+        with self._device:
+            self.stream = self.cp.cuda.Stream(non_blocking=True)
+        self._lock = threading.Lock()
+        self._modules: dict[KernelSource, Any] = {}
+        self._functions: dict[tuple[KernelSource, str], Any] = {}
+        self._pending: list[Any] = []   # host buffers queued copies still read
+        self._digest: str | None = None
+
+    # ------------------------------------------------------------------ compilation
+    def code(self, source: KernelSource) -> str:
+        """The text NVRTC compiles for ``source`` (its .cu, led by the sources digest)."""
+        if self._digest is None:
+            self._digest = sources_digest(KERNEL_DIR)
+        extra = sources_digest(source.directory) if source.directory != KERNEL_DIR else ""
+        return f"// zapverify kernel sources {self._digest}{extra}\n" + source.path.read_text()
+
+    def options(self, source: KernelSource) -> tuple[str, ...]:
+        dirs = dict.fromkeys([str(source.directory), str(KERNEL_DIR)])
+        return (*NVRTC_OPTIONS, *(f"--include-path={d}" for d in dirs))
+
+    def function(self, source: KernelSource, entry: str) -> Any:
+        """The compiled entry point (a ``cupy.RawKernel``); compiles its module on first use.
+
+        Raises :class:`KernelBuildError` with the compiler's log when NVRTC fails or the
+        module has no such entry point.
+        """
+        key = (source, entry)
+        with self._lock:
+            fn = self._functions.get(key)
+            if fn is not None:
+                return fn
+            try:
+                with self._device:
+                    mod = self._modules.get(source)
+                    if mod is None:
+                        mod = self.cp.RawModule(code=self.code(source), options=self.options(source))
+                    fn = mod.get_function(entry)
+                    self._modules[source] = mod
+            except Exception as exc:
+                raise KernelBuildError(f"NVRTC build of {source.name}.cu / {entry} failed: {exc}",
+                                       field=entry) from exc
+            self._functions[key] = fn
+            return fn
+
+    def attributes(self, source: KernelSource, entry: str) -> dict[str, int]:
+        """Registers, local (stack) bytes, static shared bytes and the largest block of a
+        compiled entry point, as the driver reports them."""
+        fn = self.function(source, entry)
+        out = {}
+        for attr in ("num_regs", "local_size_bytes", "shared_size_bytes", "max_threads_per_block"):
+            try:
+                out[attr] = int(getattr(fn, attr))
+            except Exception:  # an attribute this CuPy does not expose
+                pass
+        return out
+
+    # ------------------------------------------------------------------ memory
+    def _pinned(self, nbytes: int) -> np.ndarray:
+        mem = self.cp.cuda.alloc_pinned_memory(max(1, nbytes))
+        return np.frombuffer(mem, dtype=np.uint8, count=max(1, nbytes))
+
+    def pinned_copy(self, a: np.ndarray) -> np.ndarray:
+        """A copy of ``a`` in page-locked host memory (as the UMA pool hands out), same
+        shape and dtype; the kernels read it in place unless ``transfer`` is ``copy``."""
+        a = np.ascontiguousarray(a)
+        out = self._pinned(a.nbytes)[:a.nbytes].view(a.dtype).reshape(a.shape)
+        out[...] = a
+        return out
+
+    def _device_pointer(self, a: np.ndarray) -> int | None:
+        """The device address of host array ``a`` if the GPU can read it in place
+        (page-locked or managed memory), else None."""
+        if a.nbytes == 0:
+            return None
+        try:
+            attrs = self.cp.cuda.runtime.pointerGetAttributes(a.ctypes.data)
+        except Exception:
+            return None  # unregistered memory on drivers that report it as an error
+        if int(attrs.type) not in _DEVICE_READABLE:
+            return None
+        return int(attrs.devicePointer) or a.ctypes.data
+
+    def _alias(self, ptr: int, a: np.ndarray) -> Any:
+        """A device array over the bytes of ``a`` at device address ``ptr`` (keeps ``a`` alive)."""
+        mem = self.cp.cuda.UnownedMemory(ptr, a.nbytes, a, self.device_id)
+        return self.cp.ndarray((a.nbytes,), dtype=np.uint8, memptr=self.cp.cuda.MemoryPointer(mem, 0))
+
+    def put(self, a: np.ndarray) -> Any:
+        flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        try:
+            with self._device:
+                if flat.nbytes == 0:
+                    return self.alloc(1)
+                ptr = self._device_pointer(flat)
+                if ptr is not None and self.transfer != "copy":
+                    return self._alias(ptr, flat)  # pool memory: read in place
+                src = flat
+                if ptr is None:  # pageable: stage in page-locked memory (async copies need it)
+                    src = self._pinned(flat.nbytes)
+                    src[:] = flat
+                    if self.transfer == "zero-copy":
+                        return self._alias(self._device_pointer(src) or src.ctypes.data, src)
+                with self.stream:
+                    buf = self.cp.empty(flat.nbytes, dtype=np.uint8)
+                    buf.set(src, stream=self.stream)
+                self._pending.append(src)  # the copy is queued: keep its source alive
+                return buf
+        except KernelLaunchError:
+            raise
+        except Exception as exc:
+            raise KernelLaunchError(f"host-to-device transfer of {flat.nbytes} bytes failed: {exc}") from exc
+
+    def alloc(self, nbytes: int) -> Any:
+        try:
+            with self._device, self.stream:
+                return self.cp.empty(max(1, int(nbytes)), dtype=np.uint8)
+        except Exception as exc:
+            raise KernelLaunchError(f"device allocation of {nbytes} bytes failed: {exc}") from exc
+
+    def get(self, buf: Any, nbytes: int) -> np.ndarray:
+        out = self._pinned(nbytes)
+        try:
+            with self._device:
+                if nbytes:
+                    buf[:nbytes].get(stream=self.stream, out=out[:nbytes])
+                self.stream.synchronize()
+        except Exception as exc:
+            raise KernelLaunchError(f"device work failed (seen copying {nbytes} bytes back): {exc}") from exc
+        finally:
+            self._pending.clear()
+        return out[:nbytes]
+
+    # ------------------------------------------------------------------ launches
+    def launch(self, source: KernelSource, entry: str, threads: int, args: tuple, *,
+               block: int = 256, one_block: bool = False) -> None:
+        fn = self.function(source, entry)
+        if threads <= 0 and not one_block:
+            return
+        # Registers per thread cap the block size (65536 per block on sm_90); every kernel
+        # loops grid- or block-stride, so a smaller block only means more iterations.
+        limit = int(getattr(fn, "max_threads_per_block", block) or block)
+        if block > limit:
+            block = max(32, limit - limit % 32)
+        grid = 1 if one_block else max(1, min(-(-threads // block), self.multiprocessors * BLOCKS_PER_SM))
+        try:
+            with self._device, self.stream:
+                fn((grid,), (block,), args)
+        except Exception as exc:
+            raise KernelLaunchError(f"launch of {entry} ({grid}x{block}) failed: {exc}", field=entry) from exc
+
+    def sync(self) -> None:
+        try:
+            with self._device:
+                self.stream.synchronize()
+        except Exception as exc:
+            raise KernelLaunchError(f"device work failed: {exc}") from exc
+        finally:
+            self._pending.clear()
+
+    @contextlib.contextmanager
+    def timer(self) -> Iterator[dict[str, float]]:
+        """Time the work queued inside the ``with`` block with device events; the yielded
+        dict gets ``seconds`` (device time between the events) and ``wall_seconds``."""
+        out: dict[str, float] = {}
+        with self._device:
+            start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
+            t0 = time.perf_counter()
+            start.record(self.stream)
+            yield out
+            end.record(self.stream)
+            end.synchronize()
+            out["wall_seconds"] = time.perf_counter() - t0
+            out["seconds"] = self.cp.cuda.get_elapsed_time(start, end) / 1000.0
+
+    def info(self) -> dict:
+        """The GPU this device runs on, for /v1/status and the GPU check report."""
+        return {"name": self.device_name, "device_id": self.device_id,
+                "compute_capability": ".".join(map(str, self.compute_capability)),
+                "multiprocessors": self.multiprocessors, "memory_bytes": self.memory_bytes,
+                "transfer": self.transfer}

@@ -1,0 +1,174 @@
+/* keccak.cuh — Keccak-f[1600] and the FIPS 202 sponges (SHA3-256, SHA3-512, SHAKE128,
+ * SHAKE256), shared by host and device.
+ *
+ * Semantics (FIPS 202): the state is 25 little-endian 64-bit lanes, lane (x, y) at index
+ * x + 5y (§3.1.2, §3.1.3 with w = 64); one permutation is 24 rounds of θ ρ π χ ι (§3.2,
+ * §3.3).  The sponge (§4) absorbs at rate r bytes and pads with pad10*1 after the
+ * domain-separation bits, which as one byte are 0x06 for SHA-3 (suffix 01) and 0x1F for
+ * SHAKE (suffix 1111) (§6.1, §6.2, and Appendix B.2 for the byte order).  Rates:
+ * SHAKE128 168, SHAKE256 136, SHA3-256 136, SHA3-512 72 bytes.
+ *
+ * Use: zv_keccak_init → zv_keccak_absorb (any number of times) → zv_keccak_squeeze (any
+ * number of times, any lengths: the output is one XOF stream).  The first squeeze pads.
+ * The round constants ι are FIPS 202 §3.2.5 (rc(t) LFSR outputs, tabulated in the
+ * Keccak reference); the ρ offsets and π positions are computed in the loops from their
+ * definitions (§3.2.2 and §3.2.3), so an unrolled GPU build folds them into constants.
+ */
+#ifndef ZV_KECCAK_CUH
+#define ZV_KECCAK_CUH
+
+#include "zv_port.cuh"
+
+#define ZV_SHAKE128_RATE 168u
+#define ZV_SHAKE256_RATE 136u
+#define ZV_SHA3_256_RATE 136u
+#define ZV_SHA3_512_RATE 72u
+#define ZV_KECCAK_DS_SHA3 0x06u
+#define ZV_KECCAK_DS_SHAKE 0x1Fu
+
+ZV_CONSTANT zv_u64 ZV_KECCAK_RC[24] = {
+    0x0000000000000001ull, 0x0000000000008082ull, 0x800000000000808Aull, 0x8000000080008000ull,
+    0x000000000000808Bull, 0x0000000080000001ull, 0x8000000080008081ull, 0x8000000000008009ull,
+    0x000000000000008Aull, 0x0000000000000088ull, 0x0000000080008009ull, 0x000000008000000Aull,
+    0x000000008000808Bull, 0x800000000000008Bull, 0x8000000000008089ull, 0x8000000000008003ull,
+    0x8000000000008002ull, 0x8000000000000080ull, 0x000000000000800Aull, 0x800000008000000Aull,
+    0x8000000080008081ull, 0x8000000000008080ull, 0x0000000080000001ull, 0x8000000080008008ull,
+};
+
+typedef struct {
+    zv_u64 a[25];
+    zv_u32 rate;     /* bytes */
+    zv_u32 pos;      /* next byte of the rate to absorb into or squeeze from */
+    zv_u8 ds;        /* domain-separation byte (0x06 SHA-3, 0x1F SHAKE) */
+    zv_u8 squeezing;
+} zv_keccak_ctx;
+
+ZV_HD zv_u64 zv_rotl64(zv_u64 x, int n) { return n ? (x << n) | (x >> (64 - n)) : x; }
+
+ZV_HD void zv_keccak_f1600(zv_u64 a[25]) {
+    ZV_UNROLL
+    for (int round = 0; round < 24; round++) {
+        /* θ: each lane takes the parity of two neighbouring columns. */
+        zv_u64 c[5];
+        ZV_UNROLL
+        for (int x = 0; x < 5; x++) c[x] = a[x] ^ a[x + 5] ^ a[x + 10] ^ a[x + 15] ^ a[x + 20];
+        ZV_UNROLL
+        for (int x = 0; x < 5; x++) {
+            zv_u64 d = c[(x + 4) % 5] ^ zv_rotl64(c[(x + 1) % 5], 1);
+            ZV_UNROLL
+            for (int y = 0; y < 25; y += 5) a[x + y] ^= d;
+        }
+        /* ρ and π together: walk the 24 lanes other than (0,0) along π's cycle, moving each
+         * lane to (y, 2x + 3y) rotated by the ρ offset (t+1)(t+2)/2 of step t. */
+        zv_u64 cur = a[1];
+        int x = 1, y = 0;
+        ZV_UNROLL
+        for (int t = 0; t < 24; t++) {
+            int nx = y, ny = (2 * x + 3 * y) % 5;
+            zv_u64 next = a[nx + 5 * ny];
+            a[nx + 5 * ny] = zv_rotl64(cur, ((t + 1) * (t + 2) / 2) % 64);
+            cur = next;
+            x = nx;
+            y = ny;
+        }
+        /* χ: a non-linear mix along each row. */
+        ZV_UNROLL
+        for (int row = 0; row < 25; row += 5) {
+            zv_u64 r0 = a[row], r1 = a[row + 1], r2 = a[row + 2], r3 = a[row + 3], r4 = a[row + 4];
+            a[row] = r0 ^ (~r1 & r2);
+            a[row + 1] = r1 ^ (~r2 & r3);
+            a[row + 2] = r2 ^ (~r3 & r4);
+            a[row + 3] = r3 ^ (~r4 & r0);
+            a[row + 4] = r4 ^ (~r0 & r1);
+        }
+        /* ι */
+        a[0] ^= ZV_KECCAK_RC[round];
+    }
+}
+
+ZV_HD void zv_keccak_init(zv_keccak_ctx *c, zv_u32 rate, zv_u8 ds) {
+    for (int i = 0; i < 25; i++) c->a[i] = 0;
+    c->rate = rate;
+    c->pos = 0;
+    c->ds = ds;
+    c->squeezing = 0;
+}
+
+ZV_HD void zv_keccak_xor_byte(zv_keccak_ctx *c, zv_u32 pos, zv_u8 v) {
+    c->a[pos >> 3] ^= (zv_u64)v << (8 * (pos & 7));
+}
+
+/* Absorb n bytes (before the first squeeze). */
+ZV_HD void zv_keccak_absorb(zv_keccak_ctx *c, const zv_u8 *in, zv_u64 n) {
+    while (n) {
+        if (c->pos == 0) {
+            /* Whole blocks go in a lane at a time. */
+            while (n >= c->rate) {
+                for (zv_u32 i = 0; i < c->rate / 8; i++) c->a[i] ^= zv_load_le64(in + 8 * i);
+                zv_keccak_f1600(c->a);
+                in += c->rate;
+                n -= c->rate;
+            }
+            if (!n) break;
+        }
+        zv_keccak_xor_byte(c, c->pos++, *in++);
+        n--;
+        if (c->pos == c->rate) {
+            zv_keccak_f1600(c->a);
+            c->pos = 0;
+        }
+    }
+}
+
+/* Squeeze n bytes of output; the first call pads the input (pad10*1 after the suffix). */
+ZV_HD void zv_keccak_squeeze(zv_keccak_ctx *c, zv_u8 *out, zv_u64 n) {
+    if (!c->squeezing) {
+        zv_keccak_xor_byte(c, c->pos, c->ds);
+        zv_keccak_xor_byte(c, c->rate - 1, 0x80);
+        zv_keccak_f1600(c->a);
+        c->pos = 0;
+        c->squeezing = 1;
+    }
+    while (n) {
+        if (c->pos == c->rate) {
+            zv_keccak_f1600(c->a);
+            c->pos = 0;
+        }
+        *out++ = (zv_u8)(c->a[c->pos >> 3] >> (8 * (c->pos & 7)));
+        c->pos++;
+        n--;
+    }
+}
+
+ZV_HD void zv_shake128_init(zv_keccak_ctx *c) { zv_keccak_init(c, ZV_SHAKE128_RATE, ZV_KECCAK_DS_SHAKE); }
+ZV_HD void zv_shake256_init(zv_keccak_ctx *c) { zv_keccak_init(c, ZV_SHAKE256_RATE, ZV_KECCAK_DS_SHAKE); }
+
+ZV_HD void zv_shake128(const zv_u8 *in, zv_u64 n, zv_u8 *out, zv_u64 out_len) {
+    zv_keccak_ctx c;
+    zv_shake128_init(&c);
+    zv_keccak_absorb(&c, in, n);
+    zv_keccak_squeeze(&c, out, out_len);
+}
+
+ZV_HD void zv_shake256(const zv_u8 *in, zv_u64 n, zv_u8 *out, zv_u64 out_len) {
+    zv_keccak_ctx c;
+    zv_shake256_init(&c);
+    zv_keccak_absorb(&c, in, n);
+    zv_keccak_squeeze(&c, out, out_len);
+}
+
+ZV_HD void zv_sha3_256(const zv_u8 *in, zv_u64 n, zv_u8 out[32]) {
+    zv_keccak_ctx c;
+    zv_keccak_init(&c, ZV_SHA3_256_RATE, ZV_KECCAK_DS_SHA3);
+    zv_keccak_absorb(&c, in, n);
+    zv_keccak_squeeze(&c, out, 32);
+}
+
+ZV_HD void zv_sha3_512(const zv_u8 *in, zv_u64 n, zv_u8 out[64]) {
+    zv_keccak_ctx c;
+    zv_keccak_init(&c, ZV_SHA3_512_RATE, ZV_KECCAK_DS_SHA3);
+    zv_keccak_absorb(&c, in, n);
+    zv_keccak_squeeze(&c, out, 64);
+}
+
+#endif /* ZV_KECCAK_CUH */

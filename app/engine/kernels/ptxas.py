@@ -1,0 +1,109 @@
+"""The nvcc check of DESIGN.md section 6: compile every kernel for sm_90 and read ptxas's
+resource report (registers, stack frame, spills) per entry point.
+
+Used by tests/test_kernels_nvcc.py, which writes ``bench/results/kernels_ptxas.txt``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.engine.kernels.hostbuild import KERNEL_DIR
+
+ARCH = "sm_90"
+NVCC_FLAGS = ["-std=c++17", f"-arch={ARCH}", "-cubin", "-Xptxas", "-v"]
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+
+
+@dataclass
+class EntryUsage:
+    """ptxas's report for one entry point (bytes and register counts)."""
+
+    entry: str
+    registers: int = 0
+    stack_bytes: int = 0
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+
+
+@dataclass
+class CompileResult:
+    source: str
+    ok: bool
+    seconds: float
+    entries: list[EntryUsage] = field(default_factory=list)
+    log: str = ""
+
+
+def nvcc() -> str | None:
+    """Path of nvcc on PATH (or in /usr/local/cuda/bin), or None."""
+    return shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
+
+
+def parse(log: str) -> list[EntryUsage]:
+    """Entry points and their resource usage from ``nvcc -Xptxas -v`` output."""
+    out: list[EntryUsage] = []
+    for line in log.splitlines():
+        if m := _ENTRY.search(line):
+            out.append(EntryUsage(m.group(1)))
+        elif out and (m := _FRAME.search(line)):
+            out[-1].stack_bytes, out[-1].spill_store_bytes, out[-1].spill_load_bytes = map(int, m.groups())
+        elif out and (m := _USED.search(line)):
+            out[-1].registers = int(m.group(1))
+    return out
+
+
+def compile_source(path: Path, timeout: float = 600) -> CompileResult:
+    """Compile one .cu for :data:`ARCH` to a throw-away cubin; never raises for a compile
+    error (``ok`` is False and ``log`` holds the compiler's output)."""
+    import time
+
+    exe = nvcc()
+    if exe is None:
+        return CompileResult(path.name, False, 0.0, log="nvcc not found")
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [exe, *NVCC_FLAGS, f"-I{KERNEL_DIR}", f"-I{path.parent}", "-x", "cu", "-o",
+               str(Path(tmp) / "out.cubin"), str(path)]
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return CompileResult(path.name, False, timeout, log=f"nvcc timed out after {timeout} s")
+        seconds = time.perf_counter() - t0
+    log = proc.stdout + proc.stderr
+    return CompileResult(path.name, proc.returncode == 0, seconds, parse(log), log)
+
+
+def version() -> str:
+    exe = nvcc()
+    if exe is None:
+        return "nvcc not found"
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    return next((line for line in out if "release" in line), out[-1] if out else "unknown")
+
+
+def report(results: list[CompileResult], digest: str) -> str:
+    """The text of bench/results/kernels_ptxas.txt."""
+    lines = [f"# ptxas resource usage per kernel entry point ({ARCH})",
+             "# written by tests/test_kernels_nvcc.py; do not edit by hand",
+             f"# {version()}",
+             f"# flags: {' '.join(NVCC_FLAGS)}",
+             f"# kernel sources sha256: {digest}",
+             "",
+             f"{'source':<16} {'entry':<28} {'regs':>5} {'stack B':>8} {'spill st B':>11} {'spill ld B':>11}"]
+    for r in results:
+        if not r.ok:
+            lines.append(f"{r.source:<16} COMPILE FAILED")
+            continue
+        for e in r.entries:
+            lines.append(f"{r.source:<16} {e.entry:<28} {e.registers:>5} {e.stack_bytes:>8} "
+                         f"{e.spill_store_bytes:>11} {e.spill_load_bytes:>11}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,80 @@
+"""Which kernels exist: the tables the kernel-host and CUDA backends discover schemes from.
+
+A signature family has GPU kernels when its source file ``<source>.cu`` is present; its
+verify entry point has the one shape of the kernel contract (see ``zv_verify_<family>`` in
+/work/notes/kernel_contract.md and :func:`app.engine.kernels.ops.verify`).  Adding a family
+is adding its .cu/.cuh files and, if its names differ from the defaults, one row here.
+Rows are looked up by scheme id first, then by family, so a family whose parameter sets
+need separate entry points (SLH-DSA's sha2/shake variants share key and signature sizes)
+can name one per scheme.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.engine.kernels.hostbuild import KERNEL_DIR
+from app.engine.schemes import Scheme
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """One compilation unit: ``<directory>/<name>.cu`` (its headers in the same folder or
+    in :data:`KERNEL_DIR`)."""
+
+    name: str
+    directory: Path = KERNEL_DIR
+
+    @property
+    def path(self) -> Path:
+        return self.directory / f"{self.name}.cu"
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+
+@dataclass(frozen=True)
+class VerifyKernel:
+    """A verify entry point.  ``block`` is the GPU block size (threads); heavy curve code
+    runs best with fewer threads per block than the hash kernels."""
+
+    source: KernelSource
+    entry: str
+    block: int = 128
+
+
+def _family(name: str, block: int = 128) -> VerifyKernel:
+    return VerifyKernel(KernelSource(name), f"zv_verify_{name}", block)
+
+
+#: Verify kernels by scheme id or family; a row counts only while its .cu file exists.
+VERIFY_KERNELS: dict[str, VerifyKernel] = {
+    "ed25519": _family("ed25519"),
+    "secp256k1": _family("secp256k1"),
+}
+
+HASH = KernelSource("hash")
+MERKLE = KernelSource("merkle")
+
+#: Batch hash kernels of hash.cu: name -> (entry point, digest bytes; None = XOF, caller's length).
+HASH_KERNELS: dict[str, tuple[str, int | None]] = {
+    "sha256": ("zv_sha256_batch", 32),
+    "sha512": ("zv_sha512_batch", 64),
+    "sha3-256": ("zv_sha3_256_batch", 32),
+    "sha3-512": ("zv_sha3_512_batch", 64),
+    "shake128": ("zv_shake128_batch", None),
+    "shake256": ("zv_shake256_batch", None),
+}
+
+
+def verify_kernel(scheme: Scheme, table: dict[str, VerifyKernel] | None = None) -> VerifyKernel | None:
+    """The verify kernel of ``scheme`` (by id, then family) if its source file exists, else None."""
+    table = VERIFY_KERNELS if table is None else table
+    row = table.get(scheme.id) or table.get(scheme.family)
+    return row if row is not None and row.source.exists() else None
+
+
+def sources(directory: Path = KERNEL_DIR) -> list[Path]:
+    """Every compilation unit (``*.cu``) in ``directory``, sorted by name."""
+    return sorted(directory.glob("*.cu"))

@@ -1,0 +1,224 @@
+"""A stand-in for the slice of CuPy that app/engine/kernels/cudadev.py uses, for hosts with no GPU.
+
+``RawModule`` builds the very source text the CUDA device hands NVRTC — with the include
+paths from its options — using the host build (g++), and its kernels run through ctypes;
+"device" arrays are numpy buffers.  So the CUDA backend's own code (compilation, transfers,
+launch shapes, error handling) runs for real, with real kernel results.  Faults can be
+injected per entry point:
+
+- ``fail_launch``: the launch itself is refused (as the driver refuses a bad launch);
+- ``fail_async``: the launch is accepted but the next synchronisation reports an error
+  (as an illegal address does);
+- ``corrupt``: the kernel runs and its output buffer (last buffer argument) is damaged;
+- ``max_threads``: the largest block an entry point launches with (as registers limit it).
+
+Like NVRTC, it refuses sources that include a system header (``#include <...>``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from app.engine.kernels import hostbuild
+from app.engine.kernels.hostlib import c_arg
+
+
+class CUDADriverError(RuntimeError):
+    pass
+
+
+class CompileException(RuntimeError):
+    pass
+
+
+class FakeArray:
+    """A "device" array: a flat uint8 numpy buffer (or a view of host memory for aliases)."""
+
+    def __init__(self, fake: "FakeCupy", data: np.ndarray, alias_of=None):
+        self.fake, self.data, self.alias_of = fake, data, alias_of
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+    def __getitem__(self, sl) -> "FakeArray":
+        return FakeArray(self.fake, self.data[sl], self.alias_of)
+
+    def set(self, arr, stream=None) -> None:
+        src = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        self.fake.transfers.append(("h2d", src.nbytes, self.fake.is_pinned(src.ctypes.data)))
+        self.data[:src.nbytes] = src
+
+    def get(self, stream=None, out=None):
+        self.fake.check_pending()
+        self.fake.transfers.append(("d2h", self.data.nbytes, out is not None and self.fake.is_pinned(out.ctypes.data)))
+        if out is None:
+            return self.data.copy()
+        out.reshape(-1).view(np.uint8)[:] = self.data
+        return out
+
+
+class FakeKernel:
+    def __init__(self, fake: "FakeCupy", name: str, fn):
+        self.fake, self.name, self.fn = fake, name, fn
+        self.num_regs, self.local_size_bytes, self.shared_size_bytes = 0, 0, 0
+        self.max_threads_per_block = fake.max_threads.get(name, 1024)
+
+    def __call__(self, grid, block, args, *, shared_mem=0):
+        assert isinstance(grid, tuple) and isinstance(block, tuple), "grid and block are tuples"
+        assert all(isinstance(g, int) and g >= 1 for g in grid) and 1 <= block[0] <= 1024
+        self.fake.launches.append((self.name, grid, block, args))
+        if block[0] > self.max_threads_per_block:
+            raise CUDADriverError(f"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: {self.name} with {block[0]} threads")
+        if self.name in self.fake.fail_launch:
+            raise CUDADriverError(f"CUDA_ERROR_LAUNCH_FAILED: {self.name}")
+        c_args = []
+        for a in args:
+            if isinstance(a, FakeArray):
+                c_args.append(ctypes.c_void_p(a.data.ctypes.data))
+            elif isinstance(a, np.generic):
+                c_args.append(c_arg(a))
+            else:  # CuPy would guess a width for a Python int; the backend must never rely on it
+                raise TypeError(f"kernel argument {a!r} is not a device array or numpy scalar")
+        self.fn(*c_args)
+        if self.name in self.fake.corrupt:
+            out = [a for a in args if isinstance(a, FakeArray)][-1]
+            out.data[0] ^= 0x01
+        if self.name in self.fake.fail_async:
+            self.fake.pending = CUDADriverError(f"CUDA_ERROR_ILLEGAL_ADDRESS after {self.name}")
+
+
+class FakeCupy:
+    """The fake ``cupy`` module object (one per test; faults and records are per instance)."""
+
+    def __init__(self):
+        self.fail_launch: set[str] = set()
+        self.fail_async: set[str] = set()
+        self.corrupt: set[str] = set()
+        self.max_threads: dict[str, int] = {}
+        self.launches: list[tuple] = []
+        self.transfers: list[tuple] = []
+        self.modules: list[str] = []
+        self.pending: Exception | None = None
+        self._pinned: list[np.ndarray] = []  # kept alive: addresses are never reused
+        fake = self
+
+        class Stream:
+            def __init__(self, non_blocking=False):
+                self.non_blocking = non_blocking
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def synchronize(self):
+                fake.check_pending()
+
+        class Event:
+            def record(self, stream=None):
+                self.t = time.perf_counter()
+
+            def synchronize(self):
+                fake.check_pending()
+
+        class Device:
+            def __init__(self, device_id=0):
+                self.id = device_id
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        class UnownedMemory:
+            def __init__(self, ptr, size, owner, device_id=None):
+                self.ptr, self.size, self.owner = ptr, size, owner
+
+        class MemoryPointer:
+            def __init__(self, mem, offset):
+                self.mem, self.offset = mem, offset
+
+        runtime = SimpleNamespace(
+            getDeviceCount=lambda: 1,
+            getDeviceProperties=lambda i: {"name": b"fake GPU (host build)", "major": 9, "minor": 0,
+                                           "multiProcessorCount": 4, "totalGlobalMem": 1 << 30},
+            pointerGetAttributes=lambda ptr: SimpleNamespace(type=1 if fake.is_pinned(ptr) else 0,
+                                                             devicePointer=ptr if fake.is_pinned(ptr) else 0,
+                                                             hostPointer=ptr, device=0),
+        )
+        self.cuda = SimpleNamespace(
+            Stream=Stream, Event=Event, Device=Device, UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer,
+            runtime=runtime, alloc_pinned_memory=self._alloc_pinned,
+            get_elapsed_time=lambda a, b: (b.t - a.t) * 1000.0,
+        )
+
+    # ------------------------------------------------------------------ memory
+    def _alloc_pinned(self, nbytes: int) -> np.ndarray:
+        buf = np.empty(nbytes, dtype=np.uint8)
+        self._pinned.append(buf)
+        return buf
+
+    def is_pinned(self, ptr: int) -> bool:
+        return any(b.ctypes.data <= ptr < b.ctypes.data + b.nbytes for b in self._pinned)
+
+    def empty(self, shape, dtype=np.uint8) -> FakeArray:
+        assert np.dtype(dtype) == np.uint8
+        return FakeArray(self, np.empty(shape, dtype=np.uint8))
+
+    def ndarray(self, shape, dtype=np.uint8, memptr=None) -> FakeArray:
+        mem = memptr.mem
+        raw = (ctypes.c_uint8 * mem.size).from_address(mem.ptr + memptr.offset)
+        return FakeArray(self, np.ctypeslib.as_array(raw), alias_of=mem.owner)
+
+    def check_pending(self) -> None:
+        if self.pending is not None:
+            err, self.pending = self.pending, None
+            raise err
+
+    # ------------------------------------------------------------------ compilation
+    def RawModule(self, code: str, options=()):  # noqa: N802 (CuPy's name)
+        dirs = [Path(o.split("=", 1)[1]) for o in options if o.startswith("--include-path=")]
+        _refuse_system_headers(code, dirs)
+        try:
+            lib = hostbuild.load_code(code, "nvrtc_stand_in", dirs)
+        except hostbuild.HostBuildError as exc:
+            raise CompileException(str(exc)) from exc
+        self.modules.append(code.splitlines()[0])
+        fake = self
+
+        class Module:
+            def get_function(self, name):
+                try:
+                    fn = getattr(lib, name)
+                except AttributeError:
+                    raise CUDADriverError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name}") from None
+                fn.restype = None
+                return FakeKernel(fake, name, fn)
+
+        return Module()
+
+
+def _refuse_system_headers(code: str, dirs: list[Path]) -> None:
+    seen: set[str] = set()
+    todo = [code]
+    while todo:
+        text = todo.pop()
+        if re.search(r"^\s*#\s*include\s*<", text, re.M):
+            raise CompileException("NVRTC has no system headers: found #include <...>")
+        for name in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M):
+            if name in seen:
+                continue
+            seen.add(name)
+            path = next((d / name for d in dirs if (d / name).is_file()), None)
+            if path is None:
+                raise CompileException(f"cannot open source file {name!r} (include paths {dirs})")
+            todo.append(path.read_text())
