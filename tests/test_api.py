@@ -145,3 +145,14 @@ def test_readme_curl_example_gives_true_false(client):
     body = re.search(r"-d '(\{.*?\})'", readme, re.S).group(1)
     r = client.post("/v1/verify", json=json.loads(body))
     assert r.json()["verdicts"] == [True, False]
+
+
+def test_chunked_body_over_the_limit_is_413_naming_the_body(client):
+    def chunks():
+        yield b'{"items": ['
+        for _ in range(300):
+            yield b" " * 1000
+        yield b"]}"
+
+    r = client.post("/v1/verify", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413 and r.json()["error"]["field"] == "body"

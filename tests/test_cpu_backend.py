@@ -38,3 +38,14 @@ def test_gil_table_decides_the_pool_kind():
     backend = CpuBackend(workers=2)
     assert not backend.uses_processes(SCHEMES["ed25519"])
     assert backend.uses_processes(SCHEMES["slh-dsa-sha2-128f"])
+
+
+def test_close_leaves_no_worker_process():
+    import multiprocessing
+
+    backend = CpuBackend(workers=2, parallelism="process")
+    items = kat.sign_items("ed25519", 4, seed=1)
+    assert backend.verify(_batch("ed25519", items)).all()
+    assert multiprocessing.active_children()
+    backend.close()
+    assert multiprocessing.active_children() == []

@@ -141,9 +141,11 @@ class CpuBackend:
 
     def close(self) -> None:
         with self._lock:
+            # Wait for the workers: a spawned process left behind keeps the parent's stdout
+            # open, which hangs whoever reads it (a pipe, CI's log).
             if self._threads is not None:
-                self._threads.shutdown(wait=False, cancel_futures=True)
+                self._threads.shutdown(wait=True, cancel_futures=True)
                 self._threads = None
             if self._procs is not None:
-                self._procs.shutdown(wait=False, cancel_futures=True)
+                self._procs.shutdown(wait=True, cancel_futures=True)
                 self._procs = None

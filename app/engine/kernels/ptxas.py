@@ -19,6 +19,7 @@ ARCH = "sm_90"
 NVCC_FLAGS = ["-std=c++17", f"-arch={ARCH}", "-cubin", "-Xptxas", "-v"]
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
+_PROPS = re.compile(r"Function properties for (\S+)")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers")
 
@@ -51,11 +52,17 @@ def nvcc() -> str | None:
 def parse(log: str) -> list[EntryUsage]:
     """Entry points and their resource usage from ``nvcc -Xptxas -v`` output."""
     out: list[EntryUsage] = []
+    props_for = None  # the function the next stack-frame line describes
     for line in log.splitlines():
         if m := _ENTRY.search(line):
             out.append(EntryUsage(m.group(1)))
+        elif m := _PROPS.search(line):
+            props_for = m.group(1)
         elif out and (m := _FRAME.search(line)):
-            out[-1].stack_bytes, out[-1].spill_store_bytes, out[-1].spill_load_bytes = map(int, m.groups())
+            # Out-of-line device functions (__noinline__) get their own frame line after
+            # the entry's; only the entry's own describes the entry.
+            if props_for in (None, out[-1].entry):
+                out[-1].stack_bytes, out[-1].spill_store_bytes, out[-1].spill_load_bytes = map(int, m.groups())
         elif out and (m := _USED.search(line)):
             out[-1].registers = int(m.group(1))
     return out
