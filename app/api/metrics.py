@@ -30,6 +30,8 @@ from prometheus_client import (REGISTRY, CollectorRegistry, Counter, Gauge, Hist
                                generate_latest, multiprocess)
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.workers import pid_alive
+
 log = logging.getLogger("zapverify.metrics")
 
 ENV_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -116,16 +118,6 @@ async def refresh_forever(engine: Any, interval: float = 1.0) -> None:
 _GAUGE_FILE = re.compile(r"gauge_live\w+?_(\d+)\.db$")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def reap_dead_workers(path: str) -> list[int]:
     """Drop the live-gauge files of workers that have exited; returns their pids.
 
@@ -134,7 +126,7 @@ def reap_dead_workers(path: str) -> list[int]:
     dead = set()
     for f in glob.glob(os.path.join(path, "gauge_live*.db")):
         m = _GAUGE_FILE.search(os.path.basename(f))
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not pid_alive(int(m.group(1))):
             dead.add(int(m.group(1)))
     for pid in dead:
         multiprocess.mark_process_dead(pid, path)

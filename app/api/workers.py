@@ -37,7 +37,8 @@ def clear(multiprocess_dir: str) -> None:
     shutil.rmtree(Path(multiprocess_dir) / SUBDIR, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` exists (signal 0 probes without signalling)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -95,7 +96,7 @@ class WorkerExchange:
                 pid = int(f.stem)
             except ValueError:
                 continue
-            if pid == self.pid or not _alive(pid):
+            if pid == self.pid or not pid_alive(pid):
                 continue
             try:
                 data = json.loads(f.read_text())

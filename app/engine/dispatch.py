@@ -82,24 +82,21 @@ class EngineConfig:
 
 
 @dataclass
-class BatchResult:
-    """What :meth:`Engine.verify` returns for one batch.
+class Committed:
+    """Verdicts committed to a Merkle tree (DESIGN.md section 5).
 
     Attributes:
         verdicts: ``bool[N]`` in item order.
-        leaves: ``uint8[N, 32]`` Merkle leaf hashes (DESIGN.md section 5).
+        leaves: ``uint8[N, 32]`` Merkle leaf hashes.
         root: the 32-byte RFC 6962 root of ``leaves``.
-        backend: the name of the backend whose verdicts these are.
         verify_seconds / merkle_seconds: wall time of each phase, seconds.
     """
 
     verdicts: np.ndarray
     leaves: np.ndarray
     root: bytes
-    backend: str
     verify_seconds: float
     merkle_seconds: float
-    merkle_backend: str = "cpu"
 
     @property
     def valid(self) -> int:
@@ -107,19 +104,20 @@ class BatchResult:
 
 
 @dataclass
-class ItemsResult:
-    """What :meth:`Engine.verify_items` returns: verdicts of a mixed request in input order."""
+class BatchResult(Committed):
+    """What :meth:`Engine.verify` returns for one batch; ``backend`` made the verdicts,
+    ``merkle_backend`` the tree."""
 
-    verdicts: np.ndarray
-    leaves: np.ndarray
-    root: bytes
-    backends: dict[str, str]
-    verify_seconds: float
-    merkle_seconds: float
+    backend: str = "cpu"
+    merkle_backend: str = "cpu"
 
-    @property
-    def valid(self) -> int:
-        return int(np.count_nonzero(self.verdicts))
+
+@dataclass
+class ItemsResult(Committed):
+    """What :meth:`Engine.verify_items` returns: verdicts of a mixed request in input order,
+    and the backend that verified each scheme."""
+
+    backends: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -347,7 +345,8 @@ class Engine:
             root = merkle.root(leaves)
             merkle_backend = self.cpu.name
         t_merkle = time.perf_counter() - t0
-        return BatchResult(run.verdicts, leaves, root, run.backend, run.seconds, t_merkle, merkle_backend)
+        return BatchResult(run.verdicts, leaves, root, run.seconds, t_merkle, backend=run.backend,
+                           merkle_backend=merkle_backend)
 
     def _fail(self, backend: Backend, scheme: Scheme, exc: BaseException) -> None:
         log.error("%s failed on %s (%s); re-running on cpu", backend.name, scheme.id, exc)
@@ -482,7 +481,7 @@ class Engine:
                 log.error("Merkle root on %s failed (%s); built on cpu", name, exc)
         if root is None:
             root = merkle.root(leaves)
-        return ItemsResult(verdicts, leaves, root, backends, t_verify, time.perf_counter() - t0)
+        return ItemsResult(verdicts, leaves, root, t_verify, time.perf_counter() - t0, backends=backends)
 
     def status(self) -> dict:
         """Routing table, self-test outcome, crossover and rates per scheme, and what each
