@@ -25,8 +25,6 @@ This module imports no web framework.
 from __future__ import annotations
 
 import logging
-import math
-import statistics
 import threading
 import time
 from collections import Counter
@@ -36,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.engine import kat, merkle
+from app.engine import calibrate, kat, merkle
 from app.engine.backends.base import Backend
 from app.engine.backends.cpu import CpuBackend
 from app.engine.batch import Batch
@@ -149,8 +147,6 @@ class _Run:
 #: context length) are counted: they are ``False`` verdicts all the same.
 PRECHECK = "precheck"
 
-#: A crossover that is never reached.
-NEVER = 1 << 62
 
 
 class Engine:
@@ -294,16 +290,16 @@ class Engine:
             for scheme_id, route in self.routes.items():
                 if not route.selftest.get(backend.name):
                     continue
-                tiled = _tiler([ka.item for ka in answers[scheme_id] if ka.expected])
+                tiled = calibrate.tiler([ka.item for ka in answers[scheme_id] if ka.expected])
                 try:
-                    fixed_b, per_b = _measure(backend, tiled, budget)
+                    fixed_b, per_b = calibrate.measure(backend, tiled, budget)
                     if scheme_id not in cpu_costs:
-                        cpu_costs[scheme_id] = _measure(self.cpu, tiled, budget)
+                        cpu_costs[scheme_id] = calibrate.measure(self.cpu, tiled, budget)
                 except Exception as exc:
                     log.warning("calibration of %s on %s failed (%s)", scheme_id, backend.name, exc)
                     continue
                 fixed_c, per_c = cpu_costs[scheme_id]
-                route.crossover[backend.name] = _crossover(fixed_b, per_b, fixed_c, per_c)
+                route.crossover[backend.name] = calibrate.crossover(fixed_b, per_b, fixed_c, per_c)
                 route.rates[backend.name] = 1.0 / per_b
                 route.rates[self.cpu.name] = 1.0 / per_c
                 log.info("%s on %s: %.3g items/s vs cpu %.3g, crossover %s", scheme_id, backend.name,
@@ -315,7 +311,7 @@ class Engine:
         if scheme.id in self.config.crossover:
             return self.config.crossover[scheme.id]
         measured = self.routes[scheme.id].crossover.get(backend.name, 1)
-        return NEVER if measured is None else measured
+        return calibrate.NEVER if measured is None else measured
 
     # ------------------------------------------------------------------ routing
     def backend_for(self, scheme: Scheme, n: int) -> Backend:
@@ -496,7 +492,7 @@ class Engine:
         accelerated backend offers, for /v1/status (a scheme whose accelerated self-test
         failed is listed under ``degraded`` and routed to the CPU)."""
         def shown(route: SchemeRoute) -> dict:
-            return {b: (None if c is None or c >= NEVER else c) for b, c in route.crossover.items()}
+            return {b: (None if c is None or c >= calibrate.NEVER else c) for b, c in route.crossover.items()}
 
         return {
             "ready": self.ready,
@@ -551,47 +547,3 @@ def _checked(verdicts, n: int) -> np.ndarray:
     if v.shape != (n,):
         raise RuntimeError(f"returned shape {v.shape}, expected ({n},)")
     return v
-
-
-def _tiler(items: list[Item]):
-    """A function n -> Batch of n items cycling through ``items`` (one batch key group)."""
-    groups = group_items(items)
-    key, idx = next((k, v) for k, v in groups.items() if k is not None)
-    base = [items[i] for i in idx]
-
-    def tiled(n: int) -> Batch:
-        return batch_of(key, [base[i % len(base)] for i in range(n)])
-
-    return tiled
-
-
-def _measure(backend: Backend, tiled, budget: float, max_items: int = 1 << 16) -> tuple[float, float]:
-    """(fixed seconds, seconds per item) of ``backend``: the median of three one-item
-    batches, then batches growing fourfold from 64 items until one takes a quarter of
-    ``budget`` seconds (or ``max_items``)."""
-    one = tiled(1)
-    backend.verify(one)  # warm-up: builds, pools, caches
-    times = []
-    for _ in range(3):
-        t = time.perf_counter()
-        backend.verify(one)
-        times.append(time.perf_counter() - t)
-    t1 = statistics.median(times)
-    n, tn = 64, 0.0
-    while True:
-        batch = tiled(n)
-        t = time.perf_counter()
-        backend.verify(batch)
-        tn = time.perf_counter() - t
-        if tn >= budget / 4 or n >= max_items:
-            break
-        n *= 4
-    per_item = max((tn - t1) / (n - 1), tn / n / 100, 1e-12)
-    return max(t1 - per_item, 0.0), per_item
-
-
-def _crossover(fixed_b: float, per_b: float, fixed_c: float, per_c: float) -> int | None:
-    """Smallest n with fixed_b + n·per_b ≤ fixed_c + n·per_c (None: no such n)."""
-    if per_b >= per_c:
-        return 1 if fixed_b <= fixed_c and per_b == per_c else None
-    return max(1, math.ceil((fixed_b - fixed_c) / (per_c - per_b)))

@@ -157,7 +157,7 @@ def mutant(item, kind: str, rng):
 
     from app.engine.kat import mutate
 
-    pk, sig = item.public_key, item.signature
+    sig = item.signature
     r, s = sig[:32], int.from_bytes(sig[32:], "little")
     sign = lambda: rng.randrange(2) << 255  # noqa: E731
     if kind == "bitflip":
