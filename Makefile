@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
 
 .PHONY: run test install bench clean
 
@@ -15,7 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/zapverify serve --host 127.0.0.1 --port 8000
+	$(VENV)/bin/zapverify serve --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
 	$(PY) -m pytest -q

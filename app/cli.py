@@ -9,6 +9,7 @@ from collections import defaultdict
 
 def _serve(args: argparse.Namespace) -> int:
     import os
+    import tempfile
 
     import uvicorn
 
@@ -17,6 +18,18 @@ def _serve(args: argparse.Namespace) -> int:
     # Settings are read by each worker process from the environment, so pass them there.
     os.environ["ZAPVERIFY_HOST"], os.environ["ZAPVERIFY_PORT"] = args.host, str(args.port)
     settings = Settings()
+    if args.workers is None:
+        args.workers = max(1, settings.workers)
+    # Several workers: Prometheus multiprocess mode, whose directory must be set before any
+    # worker imports prometheus_client and must start empty (app/api/metrics.py).
+    if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="zapverify-metrics-")
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from app.api import workers
+        from app.api.metrics import clear_multiprocess_dir
+
+        clear_multiprocess_dir(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+        workers.clear(os.environ["PROMETHEUS_MULTIPROC_DIR"])
     print(f"zapverify: dashboard at http://{args.host}:{args.port}/  (API docs at /docs)", flush=True)
     # A WebSocket message is a whole ZAP frame or JSON request: let it be as large as those limits.
     uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
@@ -142,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run the HTTP service (uvicorn)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--workers", type=int, default=1)
+    s.add_argument("--workers", type=int, default=None,
+                   help="uvicorn worker processes (default: $ZAPVERIFY_WORKERS, else 1)")
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     s.set_defaults(func=_serve)
 

@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     instance: str = Field(default_factory=lambda: f"{os.uname().nodename}-{os.getpid()}",
                           description="name of this replica, sent in the X-Zapverify-Instance header")
     data_dir: Path = Path("data")
+    listen_when_ready: bool = Field(
+        False, description="accept connections only once the engine's self-test passed (uvicorn binds after the "
+                           "start-up), so a load balancer without active health checks keeps a starting replica "
+                           "out of rotation; /healthz then answers only from that point on")
 
     # --- engine
     backend: Literal["auto", "cpu", "kernel-host", "cuda"] = Field(
@@ -103,6 +107,9 @@ class Settings(BaseSettings):
     retention_max_rows: int = Field(0, ge=0, description="keep at most this many receipts; 0 = no limit")
     prune_interval_seconds: float = Field(60.0, gt=0, description="time between retention runs")
     database_pool_size: int = Field(8, ge=1, description="PostgreSQL connections per process")
+    database_wait_seconds: float = Field(
+        0.0, ge=0, description="at start, keep retrying to open the receipt store for this long (a database "
+                               "container that is still starting)")
 
     @property
     def receipts_database_url(self) -> str:

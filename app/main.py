@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from http import HTTPStatus
 import threading
+import time
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi_offline import FastAPIOffline
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -15,15 +19,16 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import routes_dashboard, routes_ops, routes_receipts, routes_verify, routes_ws, routes_zap
+from app.api import (metrics, routes_dashboard, routes_metrics, routes_ops, routes_receipts, routes_stats,
+                     routes_verify, routes_ws, routes_zap, workers)
 from app.api.deps import zap_limits
 from app.api.schemas import loc_to_field
 from app.config import Settings, get_settings
 from app.engine.backends.factory import accelerated_backends
 from app.engine.dispatch import Engine, EngineConfig
 from app.engine.ingest import Ingest, IngestConfig
-from app.engine.store import Pruner, open_store
-from app.errors import FrameTooLarge, LimitExceeded, ZapVerifyError
+from app.engine.store import Pruner, ReceiptStore, open_store
+from app.errors import FrameTooLarge, LimitExceeded, NotReady, StoreUnavailable, ZapVerifyError
 
 log = logging.getLogger("zapverify")
 
@@ -37,8 +42,10 @@ def engine_config(settings: Settings) -> EngineConfig:
                         pool_debug=settings.pool_debug)
 
 
-def ingest_config(settings: Settings) -> IngestConfig:
-    """The ingest listeners of ``settings`` (a port of 0 leaves its transport off)."""
+def ingest_config(settings: Settings, *, reuse_port: bool = False) -> IngestConfig:
+    """The ingest listeners of ``settings`` (a port of 0 leaves its transport off).
+
+    ``reuse_port``: several worker processes bind the same ports (``SO_REUSEPORT``)."""
     def port(p: int) -> int | None:
         return p or None
 
@@ -50,7 +57,8 @@ def ingest_config(settings: Settings) -> IngestConfig:
                         quic_cert=str(settings.ingest_quic_cert) if settings.ingest_quic_cert else None,
                         quic_key=str(settings.ingest_quic_key) if settings.ingest_quic_key else None,
                         shutdown_seconds=settings.ingest_shutdown_seconds,
-                        pool_wait_seconds=settings.pool_wait_seconds, limits=zap_limits(settings))
+                        pool_wait_seconds=settings.pool_wait_seconds, limits=zap_limits(settings),
+                        reuse_port=reuse_port)
 
 
 def build_engine(settings: Settings) -> Engine:
@@ -118,11 +126,34 @@ class BodyLimit:
         return _error(413, exc.code, exc.message, exc.field)
 
 
+async def open_store_waiting(settings: Settings) -> ReceiptStore:
+    """Open the receipt store, retrying for up to ``settings.database_wait_seconds`` while the
+    database cannot be reached (raises the last :class:`StoreUnavailable` after that)."""
+    deadline = time.monotonic() + settings.database_wait_seconds
+    while True:
+        try:
+            return await asyncio.to_thread(open_store, settings.receipts_database_url,
+                                           pool_size=settings.database_pool_size)
+        except StoreUnavailable as exc:
+            if time.monotonic() >= deadline:
+                raise
+            log.warning("receipt store not reachable yet, retrying: %s", exc.message)
+            await asyncio.sleep(1.0)
+
+
+async def _cancelled(task: asyncio.Task) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
     """The ASGI app.  ``engine`` may be given (tests); else one is built from ``settings``.
 
     The engine's self-test runs in a background thread, so /healthz answers at once and
-    /readyz turns 200 when the self-test has passed.
+    /readyz turns 200 when the self-test has passed; with ``settings.listen_when_ready`` the
+    start-up waits for it instead, so the server accepts no connection before it is ready
+    (and exits with :class:`NotReady` if the self-test fails).
     """
     settings = settings or get_settings()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -131,45 +162,54 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     async def lifespan(app: FastAPI):
         eng = engine or build_engine(settings)
         app.state.engine = eng
-        # Receipts (DESIGN.md section 5): opened, and migrated, before the first request;
-        # a store that cannot be opened stops the start rather than serving unrecorded verdicts.
-        store = open_store(settings.receipts_database_url, pool_size=settings.database_pool_size) \
-            if settings.receipts else None
-        app.state.store = store
-        pruner = Pruner(store, max_age_seconds=settings.retention_max_age_seconds,
-                        max_rows=settings.retention_max_rows,
-                        interval_seconds=settings.prune_interval_seconds) if store else None
-        app.state.pruner = pruner
-        if pruner:
-            pruner.start()
-        if not eng.ready:
-            threading.Thread(target=eng.start, name="zv-engine-start", daemon=True).start()
-        # NIC ingest: frames that arrive before the self-test passed are answered NOT_READY.
-        ingest = Ingest(eng, ingest_config(settings), store=store)
-        app.state.ingest = ingest
-        try:
+        eng.stats.add_listener(metrics.LISTENER)
+        async with contextlib.AsyncExitStack() as stack:
+            stack.callback(eng.close)
+            # Receipts (DESIGN.md section 5): opened, and migrated, before the first request;
+            # a store that cannot be opened stops the start rather than serving unrecorded verdicts.
+            store = await open_store_waiting(settings) if settings.receipts else None
+            app.state.store = store
+            if store:
+                stack.callback(store.close)
+            pruner = Pruner(store, max_age_seconds=settings.retention_max_age_seconds,
+                            max_rows=settings.retention_max_rows,
+                            interval_seconds=settings.prune_interval_seconds) if store else None
+            app.state.pruner = pruner
+            if pruner:
+                pruner.start()
+                stack.callback(pruner.stop)
+            if not eng.ready and settings.listen_when_ready:
+                await asyncio.to_thread(eng.start)
+                if not eng.ready:
+                    raise NotReady("the engine's self-test failed; not accepting connections (see the log)")
+            elif not eng.ready:
+                threading.Thread(target=eng.start, name="zv-engine-start", daemon=True).start()
+            gauges = asyncio.create_task(metrics.refresh_forever(eng))
+            stack.push_async_callback(_cancelled, gauges)
+            # Several workers: each shows the whole server (app/api/workers.py).
+            path = workers.exchange_dir(metrics.multiprocess_dir())
+            app.state.workers = workers.WorkerExchange(path, eng) if path else None
+            if app.state.workers:
+                exchange = app.state.workers
+                eng.stats.set_peers(exchange.peer_stats)
+                stack.callback(eng.stats.set_peers, None)
+                stack.callback(exchange.withdraw)
+                stack.push_async_callback(_cancelled, asyncio.create_task(exchange.publish_forever()))
+            # NIC ingest (app/engine/ingest): frames that arrive before the self-test passed are
+            # answered NOT_READY.  Its frame outcomes feed the dashboard and /metrics through the
+            # engine's stats.  Stopped first on the way out (the stack unwinds last in, first out),
+            # so every frame taken in is answered, with its receipt, before the store closes.
+            ingest = Ingest(eng, ingest_config(settings, reuse_port=app.state.workers is not None), store=store,
+                            observer=eng.stats.record_frame)
+            app.state.ingest = ingest
             ingest.start()
-        except BaseException:
-            if pruner:
-                pruner.stop()
-            if store:
-                store.close()
-            eng.close()
-            raise
-        log.info("zapverify %s instance %s: dashboard at http://%s:%d/", __version__, settings.instance,
-                 settings.host, settings.port)
-        try:
+            stack.push_async_callback(asyncio.to_thread, ingest.stop)
+            log.info("zapverify %s instance %s: dashboard at http://%s:%d/", __version__, settings.instance,
+                     settings.host, settings.port)
             yield
-        finally:
-            # First: every frame taken in is answered, with its receipt, before the store closes.
-            await asyncio.to_thread(ingest.stop)
-            if pruner:
-                pruner.stop()
-            if store:
-                store.close()
-            eng.close()
 
-    app = FastAPI(title="zapverify", version=__version__, lifespan=lifespan,
+    # FastAPIOffline serves /docs and /redoc from packaged assets: no CDN, works air-gapped.
+    app = FastAPIOffline(title="zapverify", version=__version__, lifespan=lifespan,
                   description="Batch signature verification: Ed25519, secp256k1, BLS12-381, ML-DSA, SLH-DSA.")
     app.state.settings = settings
     app.state.ws_stats = routes_ws.WsStats()
@@ -187,11 +227,18 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             cause = next((e for e in cause.exceptions if isinstance(e, ZapVerifyError)), cause)
         if isinstance(cause, ZapVerifyError):
             return await _zap_error(request, cause)
-        return await http_exception_handler(request, exc)
+        if exc.status_code < 400:
+            return await http_exception_handler(request, exc)
+        # 404, 405, ...: the same error shape as everything else, code from the status phrase.
+        code = HTTPStatus(exc.status_code).phrase.upper().replace(" ", "_").replace("-", "_")
+        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
+        if first.get("type") == "json_invalid":  # its loc is a character position, not a field
+            return _error(422, "BAD_JSON", f"{first.get('msg')} at character {first['loc'][-1]}", "body")
         return _error(422, "BAD_REQUEST", str(first.get("msg")), loc_to_field(tuple(first.get("loc", ()))))
 
     @app.middleware("http")
@@ -201,6 +248,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         return response
 
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
-    for module in (routes_verify, routes_zap, routes_ws, routes_receipts, routes_ops, routes_dashboard):
+    app.add_middleware(metrics.HttpMetrics)  # outermost: counts the 413s of BodyLimit too
+    for module in (routes_verify, routes_zap, routes_ws, routes_receipts, routes_ops, routes_metrics, routes_stats,
+                   routes_dashboard):
         app.include_router(module.router)
     return app

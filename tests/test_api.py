@@ -156,3 +156,20 @@ def test_chunked_body_over_the_limit_is_413_naming_the_body(client):
 
     r = client.post("/v1/verify", content=chunks(), headers={"content-type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["field"] == "body"
+
+
+def test_errors_outside_the_routes_use_the_same_shape(client):
+    r = client.get("/v1/verify")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
+    r = client.get("/no/such/path")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND"
+    r = client.post("/v1/verify", content=b'{"items": [', headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"] == {
+        "code": "BAD_JSON", "message": r.json()["error"]["message"], "field": "body"}
+
+
+def test_api_docs_are_served_without_a_cdn(client):
+    page = client.get("/docs").text
+    assert "cdn." not in page and "unpkg" not in page
+    js = [src for src in __import__("re").findall(r'src="([^"]+)"', page)]
+    assert js and all(client.get(src).status_code == 200 for src in js)

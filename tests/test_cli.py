@@ -98,3 +98,42 @@ def test_forced_transport_that_cannot_run(fresh_settings, tmp_path, monkeypatch,
     err = capsys.readouterr().err
     assert err.startswith("zapverify: TRANSPORT_UNAVAILABLE: transport 'gpudirect' (ZAP_TRANSPORT) is unavailable")
     assert "no RDMA HCA in /sys/class/infiniband" in err and "libibverbs not found" in err
+
+
+# ------------------------------------------------------------------ serve
+@pytest.fixture
+def captured_serve(monkeypatch):
+    import uvicorn
+
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: calls.append(kw))
+    for name in ("ZAPVERIFY_HOST", "ZAPVERIFY_PORT", "ZAPVERIFY_WORKERS"):
+        monkeypatch.setenv(name, "")  # serve writes these; monkeypatch puts them back
+    monkeypatch.delenv("ZAPVERIFY_WORKERS")
+    return calls
+
+
+def test_serve_with_several_workers_prepares_an_empty_metrics_dir(captured_serve, monkeypatch, tmp_path):
+    import os
+
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")
+    assert main(["serve", "--port", "8123", "--workers", "2"]) == 0
+    made = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    assert captured_serve[-1]["workers"] == 2 and os.path.isdir(made) and os.listdir(made) == []
+    os.rmdir(made)
+    # a directory given by the environment is emptied of an earlier run's values and worker files
+    (tmp_path / "counter_1.db").write_bytes(b"x")
+    (tmp_path / "zapverify-workers").mkdir()
+    (tmp_path / "zapverify-workers" / "1.json").write_text("{}")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    monkeypatch.setenv("ZAPVERIFY_WORKERS", "3")
+    assert main(["serve"]) == 0
+    assert captured_serve[-1]["workers"] == 3 and list(tmp_path.iterdir()) == []
+
+
+def test_serve_with_one_worker_stays_single_process(captured_serve, monkeypatch):
+    import os
+
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")
+    assert main(["serve", "--port", "8124"]) == 0
+    assert captured_serve[-1]["workers"] == 1 and os.environ["PROMETHEUS_MULTIPROC_DIR"] == ""

@@ -13,7 +13,8 @@ from app.engine import kat, merkle
 from app.engine.backends.cuda import CudaBackend
 from app.engine.backends.factory import accelerated_backends
 from app.engine.batch import Batch
-from app.engine.dispatch import NEVER, Engine, EngineConfig, _crossover
+from app.engine.calibrate import NEVER, crossover
+from app.engine.dispatch import Engine, EngineConfig
 from app.engine.grouping import batch_of, group_items
 from app.engine.kernels import hostbuild, ops
 from app.engine.kernels.cudadev import CupyDevice
@@ -232,9 +233,9 @@ def test_wrong_merkle_kernel_keeps_roots_on_the_cpu(toy_kat):
 # ------------------------------------------------------------------ crossover
 def test_crossover_arithmetic():
     # 2 ms + n·0.1 µs against n·10 µs: the GPU wins from n = ceil(2e-3 / 9.9e-6) = 203.
-    assert _crossover(fixed_b=2e-3, per_b=1e-7, fixed_c=0.0, per_c=1e-5) == 203
-    assert _crossover(1e-5, 1e-7, 1e-3, 1e-5) == 1  # faster even for one item
-    assert _crossover(1e-3, 2e-5, 1e-5, 1e-5) is None  # slower per item: never
+    assert crossover(fixed_b=2e-3, per_b=1e-7, fixed_c=0.0, per_c=1e-5) == 203
+    assert crossover(1e-5, 1e-7, 1e-3, 1e-5) == 1  # faster even for one item
+    assert crossover(1e-3, 2e-5, 1e-5, 1e-5) is None  # slower per item: never
 
 
 def test_configured_crossover_keeps_small_batches_on_cpu(toy_kat):

@@ -141,3 +141,11 @@ def test_stats_count_items_per_scheme(engine):
     engine.verify_items([ka.item for ka in kat.known_answers()["bls12-381"]])
     snap = engine.stats.snapshot()["schemes"]["bls12-381"]
     assert snap["items"] == before + 4 and snap["backends"]["cpu"] >= 4
+
+
+def test_items_refused_before_any_backend_are_counted(engine):
+    before = engine.stats.snapshot()["schemes"].get("ml-dsa-87", {}).get("items", 0)
+    bad = kat.Item("ml-dsa-87", b"\x01" * 10, b"m", b"\x02" * 10)
+    assert engine.verify_items([bad, bad]).verdicts.tolist() == [False, False]
+    snap = engine.stats.snapshot()["schemes"]["ml-dsa-87"]
+    assert snap["items"] == before + 2 and snap["backends"]["precheck"] >= 2 and snap["invalid"] >= 2

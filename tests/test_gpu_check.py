@@ -49,6 +49,10 @@ def test_prepared_data_has_what_the_gpu_host_needs(data):
     assert len(external) == manifest["external_vectors"]
     hashes = json.loads((data / "hashes.json").read_text())
     assert len(hashes["messages"]) == 301 and set(hashes["xof"]) == {"shake128", "shake256"}
+    bench = [json.loads(line) for line in (data / "bench.jsonl").read_text().splitlines()]
+    assert manifest["bench_items"] == len(bench) == 3 * 64
+    assert sorted({len(r["message"]) // 2 for r in bench}) == [32, 64, 256]  # hex
+    assert {r["scheme"] for r in bench} == {"ed25519"} and all(r["expected"] for r in bench)
 
 
 def test_dry_run_checks_and_times_without_web_stack_or_signing_libraries(data, tmp_path):
@@ -65,6 +69,11 @@ def test_dry_run_checks_and_times_without_web_stack_or_signing_libraries(data, t
     assert set(result["timings"]["sha256 64 B"]) == {"256", "512", "1024"}
     assert result["timings"]["merkle leaves+root (ed25519 items, 64 B msgs)"]["1024"]["items_per_second"] > 0
     assert (out / report.name.replace(".json", ".md")).read_text().startswith("# GPU check")
+    for size in (32, 64, 256):  # Ed25519 at fixed message sizes; no pynacl here, so no CPU row
+        assert result["timings"][f"verify ed25519 {size} B msgs (kernel)"]["1024"]["items_per_second"] > 0
+        [cpu_row] = [r for name, r in result["timings"].items() if name.startswith(f"verify ed25519 {size} B msgs (cpu")]
+        assert all("unavailable" in cell for cell in cpu_row.values())
+    assert result["gpu_cpu_ratio"] == {f"verify ed25519 {s} B msgs": {} for s in (32, 64, 256)}
 
 
 def test_a_wrong_answer_fails_the_run(data, tmp_path):

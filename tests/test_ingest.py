@@ -492,7 +492,7 @@ def test_shutdown_answers_every_frame_taken_in_and_closes_the_ports(engine_p, ca
             catalogue[i].check(result)
         st = stats[t]
         # Every frame taken in was verified and answered; every answer reached its client and has a receipt.
-        assert st["frames_accepted"] == st["frames_verified"] == st["replies_sent"] >= 100, (t, st)
+        assert st["frames_queued"] == st["frames_verified"] == st["replies_sent"] >= 100, (t, st)
         assert len(received[t]) == st["replies_sent"] == by_source[t], (t, st, by_source)
     assert engine_p.pool.stats()["buffers_in_use"] == 0
     with pytest.raises(OSError):
@@ -508,6 +508,21 @@ def test_a_port_in_use_is_a_config_error_naming_the_setting(engine_p):
         with pytest.raises(ConfigError) as e:
             ing.start()
     assert e.value.field == "ingest_tcp_port" and not ing.listeners
+
+
+def test_workers_can_share_the_ports_with_reuse_port(engine_p, catalogue):
+    with running(engine_p, reuse_port=True) as first:
+        ports = first.ports
+        with running(engine_p, reuse_port=True, tcp_port=ports["tcp"], udp_port=ports["udp"],
+                     quic_port=ports["quic"]) as second:
+            assert second.ports == ports
+            async def main():
+                return await asyncio.gather(*(drive(t, ports[t], catalogue, [0, 5, 9] * 10) for t in TRANSPORTS))
+
+            results = run(main())
+    for per_client in results:
+        for i, result in per_client:
+            catalogue[i].check(result)
 
 
 def test_frames_before_the_engine_is_ready_are_answered_not_ready(catalogue):

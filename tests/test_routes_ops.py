@@ -43,8 +43,9 @@ def test_status_shows_host_pick_and_pool(client, pool_engine):
 
 def test_dashboard_has_host_and_pool_sections(client):
     html = client.get("/").text
-    for marker in ('<h2>Host &amp; transport</h2>', 'id="pick"', '<h2>UMA pool</h2>', 'id="poolclasses"',
-                   '<h2>Host probe</h2>', "renderHost(s)"):
+    # The page renders these from the snapshot (tests/system/test_dashboard_browser.py drives it).
+    for marker in ('<h2>Host &amp; transport', 'id="host-class"', 'id="transport"', 'id="allocator"',
+                   '<h2>UMA pool', 'id="pool"', 'id="probe"', "renderHost(s)", "renderPool(s)", "/v1/ws/stats"):
         assert marker in html
 
 
@@ -82,6 +83,53 @@ def test_status_reports_ingest_ports_and_counters(pool_engine):
     assert t["tcp"]["bytes_received"] == len(frame) and t["tcp"]["dropped"]["bad_magic"] == 0
     assert {"ring_depth", "ring_high_water", "dropped_total"} <= set(t["udp"])
     assert t["quic"]["alpn"] == "zap/1" and len(t["quic"]["certificate_sha256"]) == 64
+
+
+def test_ingest_frames_reach_metrics_and_the_dashboard_feed(pool_engine, tmp_path):
+    """Each frame's outcome goes to zapverify_ingest_frames_total and to the stats the
+    dashboard reads (``stats.ingest``), next to the listener's own counters (``ingest``)."""
+    import asyncio
+    import socket
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from app.engine import kat, zap
+    from app.ingest_client import connect
+
+    tcp = free_port()
+    settings = Settings(receipts=False, ingest_tcp_port=tcp, data_dir=tmp_path)
+    items = kat.sign_items("ed25519", 2, seed=5)
+    frame = bytes(zap.encode_items("ed25519", [i.public_key for i in items], [i.message for i in items],
+                                   [i.signature for i in items]))
+
+    def samples(c) -> dict[str, float]:
+        fams = text_string_to_metric_families(c.get("/metrics").text)
+        return {s.labels["outcome"]: s.value for f in fams if f.name == "zapverify_ingest_frames"
+                for s in f.samples if s.name.endswith("_total") and s.labels.get("transport") == "tcp"}
+
+    with TestClient(create_app(settings, engine=pool_engine)) as c:
+        before = samples(c)
+
+        async def send():
+            async with connect("tcp", "127.0.0.1", tcp) as s:
+                return [await f for f in [await s.submit(frame) for _ in range(3)]]
+
+        assert [r.valid for r in asyncio.run(asyncio.wait_for(send(), 30))] == [2, 2, 2]
+        with socket.create_connection(("127.0.0.1", tcp), timeout=10) as raw:
+            raw.sendall(b"HTTP/1.1 GET /\r\n\r\n")
+            while raw.recv(4096):  # the error frame, then the server closes
+                pass
+        after = samples(c)
+        status = c.get("/v1/status").json()
+    assert after.get("accepted", 0) - before.get("accepted", 0) == 3
+    assert after.get("bad_magic", 0) - before.get("bad_magic", 0) == 1
+    assert status["stats"]["ingest"]["tcp"]["accepted"] >= 3 and status["stats"]["ingest"]["tcp"]["bad_magic"] >= 1
+    assert status["ingest"]["transports"]["tcp"]["dropped"]["bad_magic"] == 1
+
+
+def test_dashboard_shows_the_ingest_listeners(client):
+    html = client.get("/").text
+    assert "s.ingest.transports" in html and "ring_high_water" in html and "replies_sent" in html
 
 
 def test_ingest_is_off_by_default_and_settings_reach_it(client, monkeypatch):

@@ -37,5 +37,6 @@ async def verify(req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES), en
     result = await run_in_threadpool(engine.verify_items, items)
     batch_id = new_batch_id()
     await record(store, batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves, root=result.root,
-                 schemes=[it.scheme for it in items], backends=result.backends, started=t0, source="http")
+                 schemes=[it.scheme for it in items], backends=result.backends, started=t0, source="http",
+                 stats=engine.stats)
     return verify_response(result, batch_id, time.perf_counter() - t0)

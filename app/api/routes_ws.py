@@ -165,10 +165,12 @@ class Connection:
                 scheme = frame.batch.scheme.id
                 await record(self.store, batch_id=new_batch_id(), verdicts=result.verdicts, leaves=result.leaves,
                              root=result.root, schemes=[scheme], backends={scheme: result.backend}, started=t0,
-                             source="ws")
+                             source="ws", stats=self.engine.stats)
+            self.engine.stats.record_frame("ws", "accepted")
             return bytes(zap.encode_response(frame.request_id, result.verdicts, result.root))
         except ZapVerifyError as exc:
             self.stats.errors_total += 1
+            self.engine.stats.record_frame("ws", exc.code.lower())
             return bytes(zap.error_frame(exc, request_id))
 
     async def _json(self, text: str) -> str:
@@ -192,7 +194,7 @@ class Connection:
             batch_id = new_batch_id()
             await record(self.store, batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves,
                          root=result.root, schemes=[it.scheme for it in items], backends=result.backends,
-                         started=t0, source="ws")
+                         started=t0, source="ws", stats=self.engine.stats)
             body = verify_response(result, batch_id, time.perf_counter() - t0).model_dump()
             return json.dumps({"request_id": req.request_id, **body})
         except ZapVerifyError as exc:

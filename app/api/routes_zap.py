@@ -76,10 +76,12 @@ async def verify_zap(request: Request) -> Response:
             scheme = frame.batch.scheme.id
             await record(get_store(request), batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves,
                          root=result.root, schemes=[scheme], backends={scheme: result.backend}, started=t0,
-                         source="http")
+                         source="http", stats=engine.stats)
             body = zap.encode_response(frame.request_id, result.verdicts, result.root)
+        engine.stats.record_frame("http", "accepted")
         return Response(bytes(body), media_type=zap.CONTENT_TYPE, headers={"X-Zapverify-Batch-Id": batch_id})
     except ZapVerifyError as exc:
+        engine.stats.record_frame("http", exc.code.lower())  # the dashboard's and /metrics' ingest counters
         # Once the header has been read the reply is addressed to its request_id.
         header = reader.header if reader is not None else None
         return error_response(exc, header.request_id if header is not None else 0)

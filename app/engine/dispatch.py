@@ -25,17 +25,16 @@ This module imports no web framework.
 from __future__ import annotations
 
 import logging
-import math
-import statistics
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.engine import kat, merkle
+from app.engine import calibrate, kat, merkle
 from app.engine.backends.base import Backend
 from app.engine.backends.cpu import CpuBackend
 from app.engine.batch import Batch
@@ -82,24 +81,21 @@ class EngineConfig:
 
 
 @dataclass
-class BatchResult:
-    """What :meth:`Engine.verify` returns for one batch.
+class Committed:
+    """Verdicts committed to a Merkle tree (DESIGN.md section 5).
 
     Attributes:
         verdicts: ``bool[N]`` in item order.
-        leaves: ``uint8[N, 32]`` Merkle leaf hashes (DESIGN.md section 5).
+        leaves: ``uint8[N, 32]`` Merkle leaf hashes.
         root: the 32-byte RFC 6962 root of ``leaves``.
-        backend: the name of the backend whose verdicts these are.
         verify_seconds / merkle_seconds: wall time of each phase, seconds.
     """
 
     verdicts: np.ndarray
     leaves: np.ndarray
     root: bytes
-    backend: str
     verify_seconds: float
     merkle_seconds: float
-    merkle_backend: str = "cpu"
 
     @property
     def valid(self) -> int:
@@ -107,19 +103,20 @@ class BatchResult:
 
 
 @dataclass
-class ItemsResult:
-    """What :meth:`Engine.verify_items` returns: verdicts of a mixed request in input order."""
+class BatchResult(Committed):
+    """What :meth:`Engine.verify` returns for one batch; ``backend`` made the verdicts,
+    ``merkle_backend`` the tree."""
 
-    verdicts: np.ndarray
-    leaves: np.ndarray
-    root: bytes
-    backends: dict[str, str]
-    verify_seconds: float
-    merkle_seconds: float
+    backend: str = "cpu"
+    merkle_backend: str = "cpu"
 
-    @property
-    def valid(self) -> int:
-        return int(np.count_nonzero(self.verdicts))
+
+@dataclass
+class ItemsResult(Committed):
+    """What :meth:`Engine.verify_items` returns: verdicts of a mixed request in input order,
+    and the backend that verified each scheme."""
+
+    backends: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -146,8 +143,10 @@ class _Run:
     merkle_backend: str = "cpu"
 
 
-#: A crossover that is never reached.
-NEVER = 1 << 62
+#: Backend name under which items refused before any backend (wrong key, signature or
+#: context length) are counted: they are ``False`` verdicts all the same.
+PRECHECK = "precheck"
+
 
 
 class Engine:
@@ -291,16 +290,16 @@ class Engine:
             for scheme_id, route in self.routes.items():
                 if not route.selftest.get(backend.name):
                     continue
-                tiled = _tiler([ka.item for ka in answers[scheme_id] if ka.expected])
+                tiled = calibrate.tiler([ka.item for ka in answers[scheme_id] if ka.expected])
                 try:
-                    fixed_b, per_b = _measure(backend, tiled, budget)
+                    fixed_b, per_b = calibrate.measure(backend, tiled, budget)
                     if scheme_id not in cpu_costs:
-                        cpu_costs[scheme_id] = _measure(self.cpu, tiled, budget)
+                        cpu_costs[scheme_id] = calibrate.measure(self.cpu, tiled, budget)
                 except Exception as exc:
                     log.warning("calibration of %s on %s failed (%s)", scheme_id, backend.name, exc)
                     continue
                 fixed_c, per_c = cpu_costs[scheme_id]
-                route.crossover[backend.name] = _crossover(fixed_b, per_b, fixed_c, per_c)
+                route.crossover[backend.name] = calibrate.crossover(fixed_b, per_b, fixed_c, per_c)
                 route.rates[backend.name] = 1.0 / per_b
                 route.rates[self.cpu.name] = 1.0 / per_c
                 log.info("%s on %s: %.3g items/s vs cpu %.3g, crossover %s", scheme_id, backend.name,
@@ -312,7 +311,7 @@ class Engine:
         if scheme.id in self.config.crossover:
             return self.config.crossover[scheme.id]
         measured = self.routes[scheme.id].crossover.get(backend.name, 1)
-        return NEVER if measured is None else measured
+        return calibrate.NEVER if measured is None else measured
 
     # ------------------------------------------------------------------ routing
     def backend_for(self, scheme: Scheme, n: int) -> Backend:
@@ -347,7 +346,8 @@ class Engine:
             root = merkle.root(leaves)
             merkle_backend = self.cpu.name
         t_merkle = time.perf_counter() - t0
-        return BatchResult(run.verdicts, leaves, root, run.backend, run.seconds, t_merkle, merkle_backend)
+        return BatchResult(run.verdicts, leaves, root, run.seconds, t_merkle, backend=run.backend,
+                           merkle_backend=merkle_backend)
 
     def _fail(self, backend: Backend, scheme: Scheme, exc: BaseException) -> None:
         log.error("%s failed on %s (%s); re-running on cpu", backend.name, scheme.id, exc)
@@ -457,6 +457,9 @@ class Engine:
         for group, idx in group_items(items).items():
             if group is None:  # items false as given: their leaves hash exactly what was sent
                 tree_on.add(self.cpu.name)
+                # Counted like any verdict, so the dashboard and metrics see every item.
+                for scheme_id, count in Counter(items[i].scheme for i in idx).items():
+                    self.stats.record(scheme_id, PRECHECK, count, 0, 0.0)
                 continue
             batch = batch_of(group, [items[i] for i in idx])
             run = self._run(batch)
@@ -482,14 +485,14 @@ class Engine:
                 log.error("Merkle root on %s failed (%s); built on cpu", name, exc)
         if root is None:
             root = merkle.root(leaves)
-        return ItemsResult(verdicts, leaves, root, backends, t_verify, time.perf_counter() - t0)
+        return ItemsResult(verdicts, leaves, root, t_verify, time.perf_counter() - t0, backends=backends)
 
     def status(self) -> dict:
         """Routing table, self-test outcome, crossover and rates per scheme, and what each
         accelerated backend offers, for /v1/status (a scheme whose accelerated self-test
         failed is listed under ``degraded`` and routed to the CPU)."""
         def shown(route: SchemeRoute) -> dict:
-            return {b: (None if c is None or c >= NEVER else c) for b, c in route.crossover.items()}
+            return {b: (None if c is None or c >= calibrate.NEVER else c) for b, c in route.crossover.items()}
 
         return {
             "ready": self.ready,
@@ -544,47 +547,3 @@ def _checked(verdicts, n: int) -> np.ndarray:
     if v.shape != (n,):
         raise RuntimeError(f"returned shape {v.shape}, expected ({n},)")
     return v
-
-
-def _tiler(items: list[Item]):
-    """A function n -> Batch of n items cycling through ``items`` (one batch key group)."""
-    groups = group_items(items)
-    key, idx = next((k, v) for k, v in groups.items() if k is not None)
-    base = [items[i] for i in idx]
-
-    def tiled(n: int) -> Batch:
-        return batch_of(key, [base[i % len(base)] for i in range(n)])
-
-    return tiled
-
-
-def _measure(backend: Backend, tiled, budget: float, max_items: int = 1 << 16) -> tuple[float, float]:
-    """(fixed seconds, seconds per item) of ``backend``: the median of three one-item
-    batches, then batches growing fourfold from 64 items until one takes a quarter of
-    ``budget`` seconds (or ``max_items``)."""
-    one = tiled(1)
-    backend.verify(one)  # warm-up: builds, pools, caches
-    times = []
-    for _ in range(3):
-        t = time.perf_counter()
-        backend.verify(one)
-        times.append(time.perf_counter() - t)
-    t1 = statistics.median(times)
-    n, tn = 64, 0.0
-    while True:
-        batch = tiled(n)
-        t = time.perf_counter()
-        backend.verify(batch)
-        tn = time.perf_counter() - t
-        if tn >= budget / 4 or n >= max_items:
-            break
-        n *= 4
-    per_item = max((tn - t1) / (n - 1), tn / n / 100, 1e-12)
-    return max(t1 - per_item, 0.0), per_item
-
-
-def _crossover(fixed_b: float, per_b: float, fixed_c: float, per_c: float) -> int | None:
-    """Smallest n with fixed_b + n·per_b ≤ fixed_c + n·per_c (None: no such n)."""
-    if per_b >= per_c:
-        return 1 if fixed_b <= fixed_c and per_b == per_c else None
-    return max(1, math.ceil((fixed_b - fixed_c) / (per_c - per_b)))

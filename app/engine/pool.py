@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import math
 import mmap
 import os
 import resource

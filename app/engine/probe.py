@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import platform
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 

@@ -66,6 +66,8 @@ class IngestConfig:
         workers: verify worker threads.
         quic_cert, quic_key: PEM files; None: a self-signed certificate made at start.
         shutdown_seconds: how long :meth:`Ingest.stop` waits for replies to go out.
+        reuse_port: bind with ``SO_REUSEPORT``, so that several worker processes share the
+            ports (the kernel spreads TCP connections, and UDP/QUIC peers by address, over them).
         limits: the ZAP decoder's bounds.
     """
 
@@ -83,6 +85,7 @@ class IngestConfig:
     quic_key: str | None = None
     shutdown_seconds: float = 10.0
     pool_wait_seconds: float = 1.0
+    reuse_port: bool = False
     limits: zap.Limits = field(default_factory=zap.Limits)
 
     def port(self, transport: str) -> int | None:
@@ -165,14 +168,16 @@ class Ingest:
         if transport == "tcp":
             from app.engine.ingest.tcp import TcpListener
 
-            return TcpListener(cfg.host, port, ctx, max_in_flight=cfg.max_in_flight, sndbuf=cfg.tcp_sndbuf)
+            return TcpListener(cfg.host, port, ctx, max_in_flight=cfg.max_in_flight, sndbuf=cfg.tcp_sndbuf,
+                               reuse_port=cfg.reuse_port)
         if transport == "udp":
             from app.engine.ingest.udp import UdpListener
 
-            return UdpListener(cfg.host, port, ctx)
+            return UdpListener(cfg.host, port, ctx, reuse_port=cfg.reuse_port)
         from app.engine.ingest.quic import QuicListener
 
-        return QuicListener(cfg.host, port, ctx, cert_path=cfg.quic_cert, key_path=cfg.quic_key)
+        return QuicListener(cfg.host, port, ctx, cert_path=cfg.quic_cert, key_path=cfg.quic_key,
+                            reuse_port=cfg.reuse_port)
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop taking frames, answer every frame taken in, then close (see the module doc).

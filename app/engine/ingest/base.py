@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,22 @@ class ListenerContext:
     limits: zap.Limits
     counters: TransportCounters
     pool_wait_seconds: float = 1.0
+
+
+def datagram_socket(host: str, port: int, *, reuse_port: bool = False, rcvbuf: int = 4 << 20) -> socket.socket:
+    """A bound UDP socket (IPv6 when ``host`` has a colon), receive buffer asked for
+    ``rcvbuf`` bytes (the kernel caps it at net.core.rmem_max).  Raises :class:`OSError`."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
 
 
 class Listener:

@@ -1,12 +1,12 @@
 """Counters of one ingest transport, for /v1/status, the dashboard and Prometheus.
 
 Every frame a listener starts to receive ends in exactly one outcome, told once to the
-observer (``zapverify_ingest_frames_total{transport,outcome}``): ``verified`` (answered
-with verdicts) or one of :data:`DROP_REASONS`.  A frame is dropped either at receive time
+observer (``zapverify_ingest_frames_total{transport,outcome}``): ``accepted`` (answered
+with verdicts, as the HTTP and WebSocket endpoints count theirs) or one of :data:`DROP_REASONS`.  A frame is dropped either at receive time
 (:meth:`TransportCounters.rejected`: bad magic, truncated, ...) or after it was put in the
-ring (:meth:`TransportCounters.accepted`, then :meth:`TransportCounters.finished`: a body
-that breaks ZAP v1, the engine not ready, ...).  So ``frames_received`` = ``verified`` +
-``dropped_total`` + the frames still being verified.
+ring (:meth:`TransportCounters.queued`, then :meth:`TransportCounters.finished`: a body
+that breaks ZAP v1, the engine not ready, ...).  So ``frames_received`` =
+``frames_verified`` + ``dropped_total`` + the frames still being verified.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-#: Why a frame got no verdicts; each is an ``outcome`` label value, as is ``verified``.
+#: Why a frame got no verdicts; each is an ``outcome`` label value, as is ``accepted``.
 DROP_REASONS = (
     "bad_magic",       # the first 4 bytes are not ZAP\0 (TCP: error frame, then the connection closes)
     "bad_header",      # version, type, flags or a size that is not a multiple of 8
@@ -29,7 +29,7 @@ DROP_REASONS = (
     "shutdown",        # received but not accepted when the listener stopped
     "internal",        # the service failed on it (answered with INTERNAL)
 )
-OUTCOMES = ("verified",) + DROP_REASONS
+OUTCOMES = ("accepted",) + DROP_REASONS
 
 
 class TransportCounters:
@@ -42,7 +42,7 @@ class TransportCounters:
         self._lock = threading.Lock()
         self.frames_received = 0
         self.bytes_received = 0
-        self.accepted_total = 0
+        self.queued_total = 0
         self.verified = 0
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
         self.replies_sent = 0
@@ -64,16 +64,16 @@ class TransportCounters:
             self.dropped[reason] += 1
         self._tell(reason)
 
-    def accepted(self) -> None:
+    def queued(self) -> None:
         """A whole frame put in the ring for a verify worker."""
         with self._lock:
             self.frames_received += 1
-            self.accepted_total += 1
+            self.queued_total += 1
 
     def finished(self, outcome: str) -> None:
-        """An accepted frame's end: ``verified`` or a drop reason."""
+        """A queued frame's end: ``accepted`` (answered with verdicts) or a drop reason."""
         with self._lock:
-            if outcome == "verified":
+            if outcome == "accepted":
                 self.verified += 1
             else:
                 self.dropped[outcome] += 1
@@ -109,7 +109,7 @@ class TransportCounters:
     def snapshot(self) -> dict:
         with self._lock:
             return {"frames_received": self.frames_received, "bytes_received": self.bytes_received,
-                    "frames_accepted": self.accepted_total, "frames_verified": self.verified,
+                    "frames_queued": self.queued_total, "frames_verified": self.verified,
                     "dropped": dict(self.dropped), "dropped_total": sum(self.dropped.values()),
                     "replies_sent": self.replies_sent, "error_replies_sent": self.error_replies_sent,
                     "replies_lost": self.replies_lost, "connections": self.connections,

@@ -42,7 +42,7 @@ from aioquic.quic.configuration import QuicConfiguration
 
 from app.engine import zap
 from app.engine.ingest import tls
-from app.engine.ingest.base import Listener, ListenerContext
+from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
 from app.engine.pool import land
 from app.engine.ring import Entry
 from app.errors import (BadMagic, BadSize, BufferTooLarge, FrameTooLarge, NotReady, PoolExhausted, WireError)
@@ -169,6 +169,8 @@ class QuicListener(Listener):
         ctx: ring, pool, limits, counters.
         cert_path, key_path: a PEM certificate and key; both None: self-signed at start.
         linger: seconds to wait at shutdown for replies to be acknowledged.
+        reuse_port: bind with ``SO_REUSEPORT`` (several processes on one port; the kernel keeps a
+            peer address on one of them, which holds as long as the set of processes does).
 
     Raises :class:`OSError` when the address cannot be bound, :class:`app.errors.ConfigError`
     for a certificate or key that cannot be read.
@@ -177,7 +179,7 @@ class QuicListener(Listener):
     transport = "quic"
 
     def __init__(self, host: str, port: int, ctx: ListenerContext, *, cert_path: str | None = None,
-                 key_path: str | None = None, linger: float = 1.0):
+                 key_path: str | None = None, linger: float = 1.0, reuse_port: bool = False):
         super().__init__(ctx)
         if cert_path or key_path:
             cert, key = tls.load(cert_path or "", key_path or "")
@@ -189,14 +191,7 @@ class QuicListener(Listener):
         self.configuration = QuicConfiguration(is_client=False, alpn_protocols=[ALPN])
         self.configuration.certificate, self.configuration.private_key = cert, key
         self.linger = linger
-        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-            self.sock.bind((host, port))
-        except OSError:
-            self.sock.close()
-            raise
-        self.sock.setblocking(False)
+        self.sock = datagram_socket(host, port, reuse_port=reuse_port)
         self.port = self.sock.getsockname()[1]
         self.loop = asyncio.new_event_loop()
         self._server: QuicServer | None = None
@@ -289,14 +284,14 @@ class QuicListener(Listener):
             if not self.ctx.ring.try_put(self._parked[0]):
                 return
             self._parked.popleft()
-            self.ctx.counters.accepted()
+            self.ctx.counters.queued()
         if self._transport is not None:
             self._transport.resume_reading()
 
     def _deliver(self, entry: Entry) -> None:
         entry.route.proto.in_flight += 1
         if not self._parked and self.ctx.ring.try_put(entry):
-            self.ctx.counters.accepted()
+            self.ctx.counters.queued()
             return
         self._parked.append(entry)
         self.ctx.counters.stalled()

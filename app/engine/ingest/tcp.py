@@ -113,6 +113,7 @@ class TcpListener(Listener):
         max_in_flight: frames per connection between read and reply written.
         sndbuf: kernel send buffer per connection, bytes (None: the kernel's, autotuned);
             with ``max_in_flight`` it bounds what a peer that does not read can make us hold.
+        reuse_port: bind with ``SO_REUSEPORT`` (several processes on one port).
 
     Raises :class:`OSError` when the address cannot be bound.
     """
@@ -120,11 +121,11 @@ class TcpListener(Listener):
     transport = "tcp"
 
     def __init__(self, host: str, port: int, ctx: ListenerContext, *, max_in_flight: int = 64,
-                 sndbuf: int | None = None):
+                 sndbuf: int | None = None, reuse_port: bool = False):
         super().__init__(ctx)
         self.max_in_flight = max_in_flight
         self.sndbuf = sndbuf
-        self.sock = socket.create_server((host, port), family=_family(host), backlog=512)
+        self.sock = socket.create_server((host, port), family=_family(host), backlog=512, reuse_port=reuse_port)
         self.sock.setblocking(False)
         self.port = self.sock.getsockname()[1]
         self._sel = selectors.DefaultSelector()
@@ -234,7 +235,7 @@ class TcpListener(Listener):
                     continue
                 if not self.ctx.ring.try_put(conn.parked):
                     break
-                self.ctx.counters.accepted()
+                self.ctx.counters.queued()
                 conn.parked = None
                 self._parked.popleft()
                 self._update(conn)
@@ -468,7 +469,7 @@ class TcpListener(Listener):
         c.buf, c.header, c.head_n, c.filled = None, None, 0, 0
         c.in_flight += 1
         if self.ctx.ring.try_put(entry):
-            self.ctx.counters.accepted()
+            self.ctx.counters.queued()
         else:
             c.parked = entry
             self._parked.append(c)

@@ -25,7 +25,7 @@ import threading
 from dataclasses import replace
 
 from app.engine import zap
-from app.engine.ingest.base import Listener, ListenerContext
+from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
 from app.engine.pool import land
 from app.engine.ring import Entry
 from app.errors import BufferTooLarge, FrameTooLarge, PoolExhausted, WireError
@@ -68,17 +68,10 @@ class UdpListener(Listener):
 
     transport = "udp"
 
-    def __init__(self, host: str, port: int, ctx: ListenerContext):
+    def __init__(self, host: str, port: int, ctx: ListenerContext, *, reuse_port: bool = False):
         super().__init__(replace(ctx, limits=replace(ctx.limits, max_frame_bytes=min(ctx.limits.max_frame_bytes,
                                                                                       MAX_DATAGRAM))))
-        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RCVBUF)
-            self.sock.bind((host, port))
-        except OSError:
-            self.sock.close()
-            raise
-        self.sock.setblocking(False)
+        self.sock = datagram_socket(host, port, reuse_port=reuse_port, rcvbuf=_RCVBUF)
         self.port = self.sock.getsockname()[1]
         self.closed = False
         self._draining = False
@@ -185,7 +178,7 @@ class UdpListener(Listener):
             return self._drop("truncated" if n < header.size else "too_large", discard=False)
         entry = Entry(buf, n, _Route(self, addr), self.transport)
         if self.ctx.ring.try_put(entry):
-            counters.accepted()
+            counters.queued()
         else:
             buf.release()
             counters.rejected("ring_full")

@@ -186,7 +186,7 @@ class VerifyWorker:
                    for job, (v, _, root) in zip(chunk, pieces)]
         for job, reply in zip(chunk, replies):
             job.answered = True
-            job.entry.route.send(reply, partial(self._finish, job.entry, "verified"))
+            job.entry.route.send(reply, partial(self._finish, job.entry, "accepted"))
 
     # ------------------------------------------------------------------ answers
     def _answer_error(self, job: _Job, exc: ZapVerifyError, reason: str) -> None:
@@ -200,5 +200,5 @@ class VerifyWorker:
         """The reply of ``entry`` was written (``sent``) or cannot be: release its buffer, count."""
         entry.buffer.release()
         counters = self.counters[entry.transport]
-        counters.replied(sent, error=outcome != "verified")
+        counters.replied(sent, error=outcome != "accepted")
         counters.finished(outcome if sent else "disconnected")

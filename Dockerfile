@@ -1,0 +1,36 @@
+# syntax=docker/dockerfile:1
+# zapverify, CPU image: verifies on every core through the reference libraries.
+#   docker build -t zapverify:cpu .
+# The CUDA image is Dockerfile.cuda.  Every dependency ships as a wheel, so no compiler is
+# needed, and none is in the final stage.
+ARG PYTHON_IMAGE=python:3.12-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY app ./app
+RUN python -m venv /opt/zapverify \
+ && /opt/zapverify/bin/pip install --only-binary=:all: ".[postgres]"
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="zapverify" \
+      org.opencontainers.image.description="Batch signature verification service (CPU)"
+RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/zapverify --create-home zapverify \
+ && install -d -o zapverify -g zapverify /var/lib/zapverify/data /var/lib/zapverify/kat
+COPY --from=build /opt/zapverify /opt/zapverify
+ENV PATH=/opt/zapverify/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    ZAPVERIFY_DATA_DIR=/var/lib/zapverify/data \
+    ZAPVERIFY_KAT_CACHE=/var/lib/zapverify/kat \
+    ZAPVERIFY_BACKEND=cpu
+USER zapverify
+WORKDIR /var/lib/zapverify
+# Generate the known answers of the start-up self-test now, so a container is ready in
+# seconds; this also fails the build if a library gives a wrong verdict.
+RUN zapverify selftest --backend cpu
+EXPOSE 8000
+# Healthy = ready: the self-test passed (compose puts a replica in rotation on this).
+HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
+  CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/readyz', timeout=2).status != 200)"]
+CMD ["zapverify", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,144 @@
+"""What the uvicorn workers of one server tell each other, so the dashboard and /v1/status
+show the whole server rather than the one worker a connection happened to reach.
+
+Every second each worker writes its :meth:`app.engine.stats.Stats.export` and its UMA pool
+statistics to ``<dir>/<pid>.json`` (write to a temporary name, then rename: a reader never
+sees half a file) and reads the files of the others.  A file is used only while its worker
+is alive and the file is younger than :data:`STALE_SECONDS`.  ``<dir>`` is
+``$PROMETHEUS_MULTIPROC_DIR/zapverify-workers``: the directory ``zapverify serve`` prepares
+for several workers; with one worker there is nothing to exchange.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("zapverify.workers")
+
+#: A worker's file older than this (seconds) is ignored: that worker is stuck or gone.
+STALE_SECONDS = 5.0
+SUBDIR = "zapverify-workers"
+
+
+def exchange_dir(multiprocess_dir: str | None) -> Path | None:
+    """The exchange directory under ``multiprocess_dir``, or None in single-process mode."""
+    return Path(multiprocess_dir) / SUBDIR if multiprocess_dir else None
+
+
+def clear(multiprocess_dir: str) -> None:
+    """Remove the files of an earlier server (called by ``zapverify serve`` before the workers start)."""
+    shutil.rmtree(Path(multiprocess_dir) / SUBDIR, ignore_errors=True)
+
+
+def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` exists (signal 0 probes without signalling)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class WorkerExchange:
+    """One worker's side of the exchange.
+
+    Args:
+        path: the exchange directory (created if absent).
+        engine: this worker's :class:`app.engine.dispatch.Engine`.
+        pid: this worker's process id.
+    """
+
+    def __init__(self, path: Path, engine: Any, pid: int | None = None):
+        self.path = Path(path)
+        self.engine = engine
+        self.pid = pid or os.getpid()
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def _pool_stats(self) -> dict | None:
+        pool = getattr(self.engine, "pool", None)
+        return pool.stats() if pool is not None else None
+
+    def publish(self) -> None:
+        """Write this worker's stats and pool (OSError is logged, never raised)."""
+        data = {"pid": self.pid, "time": time.time(), "stats": self.engine.stats.export(),
+                "pool": self._pool_stats()}
+        tmp = self.path / f".{self.pid}.tmp"
+        try:
+            tmp.write_text(json.dumps(data))
+            tmp.replace(self.path / f"{self.pid}.json")
+        except OSError as exc:
+            log.warning("cannot publish worker stats to %s: %s", self.path, exc)
+
+    async def publish_forever(self, interval: float = 1.0) -> None:
+        while True:
+            await asyncio.to_thread(self.publish)
+            await asyncio.sleep(interval)
+
+    def withdraw(self) -> None:
+        """Remove this worker's file (at shutdown)."""
+        (self.path / f"{self.pid}.json").unlink(missing_ok=True)
+
+    def peers(self) -> list[dict]:
+        """The latest files of the other live workers: ``[{"pid", "time", "stats", "pool"}]``."""
+        out = []
+        now = time.time()
+        for f in self.path.glob("*.json"):
+            try:
+                pid = int(f.stem)
+            except ValueError:
+                continue
+            if pid == self.pid or not pid_alive(pid):
+                continue
+            try:
+                data = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue  # being replaced, or gone
+            if now - data.get("time", 0) <= STALE_SECONDS:
+                out.append(data)
+        return out
+
+    def peer_stats(self) -> list[dict]:
+        """:meth:`peers`' stats exports, for :meth:`app.engine.stats.Stats.set_peers`."""
+        return [p["stats"] for p in self.peers()]
+
+
+_SUMMED = ("requested_bytes", "capacity_bytes", "in_use_bytes", "reserved_bytes", "free_chunk_bytes",
+           "high_water_bytes", "buffers_in_use", "acquired_total", "released_total", "waits_total", "waiting",
+           "exhaustions_total", "misuse_total")
+
+
+def merge_pools(pools: list[dict | None]) -> dict | None:
+    """The pools of several workers as one: byte and event counts added, per class and
+    ``large`` added, ``workers`` = how many pools; None when no worker has a pool.
+    (High water is the sum of each worker's high water: an upper bound of the server's.)"""
+    pools = [p for p in pools if p]
+    if not pools:
+        return None
+    if len(pools) == 1:
+        return {**pools[0], "workers": 1}
+    out = dict(pools[0])
+    for key in _SUMMED:
+        if all(isinstance(p.get(key), (int, float)) for p in pools):
+            out[key] = sum(p[key] for p in pools)
+    out["clamped_by"] = sorted({c for p in pools for c in p.get("clamped_by", [])})
+    classes = {}
+    for p in pools:
+        for c in p.get("classes", []):
+            acc = classes.setdefault(c["size_bytes"], {k: 0 for k in c} | {"size_bytes": c["size_bytes"]})
+            for k, v in c.items():
+                if k != "size_bytes" and isinstance(v, (int, float)):
+                    acc[k] += v
+    out["classes"] = [classes[k] for k in sorted(classes)]
+    if all("large" in p for p in pools):
+        out["large"] = {k: sum(p["large"].get(k, 0) for p in pools) for k in pools[0]["large"]}
+    out["workers"] = len(pools)
+    return out

@@ -1,0 +1,208 @@
+"""The compose deployment on loopback: spread, WebSocket, shared receipts, metrics, body
+limit, a replica killed, readiness gating rotation.  The last two change the cluster and
+run last."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.system.cluster import DEPLOY, load_env_file
+from tests.system.conftest import ARTIFACTS
+from tests.system.requests_util import verify_body
+
+INSTANCE = "X-Zapverify-Instance"
+
+
+def post_verify(base: str, *schemes: str, client: httpx.Client | None = None) -> httpx.Response:
+    body, want = verify_body(*schemes)
+    r = (client or httpx).post(base + "/v1/verify", json=body, timeout=60)
+    if r.status_code == 200:
+        assert r.json()["verdicts"] == want
+    return r
+
+
+def test_load_is_spread_over_both_replicas(cluster):
+    def one(_):
+        with httpx.Client() as c:
+            r = post_verify(cluster.url, "ed25519", "secp256k1", client=c)
+        assert r.status_code == 200, r.text
+        return r.headers[INSTANCE]
+
+    with ThreadPoolExecutor(6) as pool:
+        seen = Counter(pool.map(one, range(60)))
+    assert set(seen) == {"replica-a", "replica-b"}, seen
+    assert min(seen.values()) >= 12, f"least_conn should spread 60 requests over both: {seen}"
+
+
+def test_websocket_stats_feed_through_nginx(cluster):
+    from websockets.sync.client import connect
+
+    with connect(cluster.url.replace("http://", "ws://") + "/v1/ws/stats", open_timeout=10) as ws:
+        first = json.loads(ws.recv(timeout=10))
+        second = json.loads(ws.recv(timeout=10))
+    assert first["instance"] in ("replica-a", "replica-b")
+    assert second["instance"] == first["instance"]  # one connection, one replica
+    assert second["time"] > first["time"]
+    assert {"engine", "stats", "host", "limits"} <= set(first)
+    assert first["engine"]["ready"] is True and first["receipts"] is True
+
+
+def test_receipt_written_through_one_replica_is_read_through_the_other(cluster):
+    a, b = cluster.replicas["a"], cluster.replicas["b"]
+    r = post_verify(a.url, "ed25519", "bls12-381")
+    assert r.status_code == 200 and r.headers[INSTANCE] == "replica-a"
+    batch = r.json()
+    got = httpx.get(f"{b.url}/v1/receipts/{batch['batch_id']}", timeout=10)
+    assert got.status_code == 200 and got.headers[INSTANCE] == "replica-b"
+    receipt = got.json()
+    assert receipt["merkle_root"] == batch["merkle_root"] and receipt["count"] == batch["count"]
+    proof = httpx.get(f"{b.url}/v1/receipts/{batch['batch_id']}/proof/1", timeout=10)
+    assert proof.status_code == 200, proof.text
+    # and through the balancer, whichever replica answers
+    for _ in range(6):
+        assert httpx.get(f"{cluster.url}/v1/receipts/{batch['batch_id']}", timeout=10).status_code == 200
+
+
+def _scrape(url: str) -> dict[tuple, float]:
+    text = httpx.get(url + "/metrics", timeout=10).text
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def _signatures(samples: dict) -> float:
+    return sum(v for (name, _), v in samples.items() if name == "zapverify_signatures_total")
+
+
+def test_metrics_add_up_over_the_workers_of_a_replica(cluster):
+    """Two uvicorn workers per replica (deploy/verifier.env): whichever worker answers the
+    scrape, /metrics counts the signatures both verified."""
+    a = cluster.replicas["a"]
+    metrics_dir = Path(a.env["PROMETHEUS_MULTIPROC_DIR"])
+    before = _signatures(_scrape(a.url))
+
+    def one(_):
+        with httpx.Client(headers={"Connection": "close"}) as c:  # new connection: any worker may take it
+            assert post_verify(a.url, "ed25519", client=c).status_code == 200
+
+    sent = 0
+    with ThreadPoolExecutor(4) as pool:
+        while sent < 400:
+            list(pool.map(one, range(20)))
+            sent += 20
+            pids = {p.name.rsplit("_", 1)[1] for p in metrics_dir.glob("counter_*.db")}
+            if len(pids) >= 2 and sent >= 40:
+                break
+    assert len(pids) >= 2, f"every request went to one worker: {sorted(metrics_dir.iterdir())}"
+    per_request = len(verify_body("ed25519")[1])
+    for _ in range(6):  # several scrapes, answered by either worker, all see the same total
+        assert _signatures(_scrape(a.url)) == before + sent * per_request
+    text = httpx.get(a.url + "/metrics", timeout=10).text
+    (ARTIFACTS / "metrics-replica-a.txt").write_text(text)
+    names = {f.name for f in text_string_to_metric_families(text)}
+    assert {"zapverify_signatures", "zapverify_batch_duration_seconds", "zapverify_batch_size",
+            "zapverify_backend_available", "zapverify_http_requests", "zapverify_http_request_duration_seconds",
+            } <= names
+    if shutil.which("promtool"):
+        check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_body_limit_of_nginx_matches_the_app(cluster):
+    limit = int(load_env_file(DEPLOY / "verifier.env")["ZAPVERIFY_MAX_BODY_BYTES"])
+    with socket.create_connection(("127.0.0.1", cluster.nginx_port), timeout=10) as s:
+        s.sendall(f"POST /v1/verify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {limit + 1}\r\n\r\n".encode())
+        head = s.recv(4096).decode("latin-1")
+    assert head.startswith("HTTP/1.1 413"), head
+    # exactly the limit passes nginx and reaches the app, which reads it (and finds no JSON)
+    r = httpx.post(cluster.url + "/v1/verify", content=b" " * limit, headers={"content-type": "application/json"},
+                   timeout=60)
+    assert r.status_code == 422 and INSTANCE in r.headers, r.text[:200]
+
+
+def test_killing_a_replica_keeps_requests_succeeding(cluster):
+    a, b = cluster.replicas["a"], cluster.replicas["b"]
+    stop = threading.Event()
+    results: list[tuple[str, float, float, int, str]] = []  # kind, start, end, status, instance
+    lock = threading.Lock()
+
+    def run(kind: str):
+        with httpx.Client() as c:
+            while not stop.is_set():
+                t0 = time.monotonic()
+                try:
+                    r = post_verify(cluster.url, client=c) if kind == "POST" else \
+                        c.get(cluster.url + "/v1/status", timeout=30)
+                    status, inst = r.status_code, r.headers.get(INSTANCE, "")
+                except httpx.TransportError as exc:
+                    status, inst = 0, type(exc).__name__
+                with lock:
+                    results.append((kind, t0, time.monotonic(), status, inst))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in ("GET", "GET", "GET", "POST", "POST")]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    killed_at = time.monotonic()
+    b.kill()
+    time.sleep(3.0)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    gets = [r for r in results if r[0] == "GET"]
+    posts = [r for r in results if r[0] == "POST"]
+    assert len(gets) > 30 and len(posts) > 10
+    assert all(r[3] == 200 for r in gets), Counter(r[3] for r in gets)
+    # nginx never resends a POST it may already have delivered to the dead replica: only
+    # those in flight when it died (or sent on a connection it had just lost) may fail.
+    failed = [r for r in posts if r[3] != 200]
+    assert all(r[1] <= killed_at + 0.5 <= r[2] + 0.5 and r[3] == 502 for r in failed), failed
+    after = [r for r in results if r[1] > killed_at + 0.5]
+    assert after and all(r[3] == 200 and r[4] == "replica-a" for r in after)
+    for _ in range(10):
+        r = post_verify(cluster.url)
+        assert r.status_code == 200 and r.headers[INSTANCE] == "replica-a"
+    assert a.proc.poll() is None
+
+
+def test_readiness_gates_rotation(cluster):
+    """A restarted replica takes no request before its self-test passed (it does not even
+    accept connections), and rejoins the rotation once /readyz is 200."""
+    b = cluster.replicas["b"]
+    assert b.proc.poll() is not None, "runs after the kill test"
+    b.start()
+    starting = []
+    ready_seen: list[list[int]] = []
+    waiter = threading.Thread(target=lambda: ready_seen.append(b.wait_ready()))
+    waiter.start()
+    while waiter.is_alive():
+        r = post_verify(cluster.url)
+        assert r.status_code == 200, r.text
+        starting.append(r.headers[INSTANCE])
+        time.sleep(0.05)
+    waiter.join()
+    assert ready_seen == [[]], f"replica b answered before it was ready: {ready_seen}"
+    assert starting and set(starting) == {"replica-a"}, Counter(starting)
+    deadline = time.monotonic() + 30
+    seen = Counter()
+    while time.monotonic() < deadline and seen["replica-b"] < 3:
+        with ThreadPoolExecutor(4) as pool:
+            for r in pool.map(lambda _: post_verify(cluster.url), range(8)):
+                assert r.status_code == 200
+                seen[r.headers[INSTANCE]] += 1
+        time.sleep(0.5)
+    assert seen["replica-b"] >= 3, f"replica b never rejoined the rotation: {seen}"

@@ -1,0 +1,54 @@
+"""WebSocket /v1/ws/stats: a snapshot at once and then every second, as /v1/status plus
+the recent batches with their receipt links."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.api import routes_stats
+from app.config import Settings
+from app.engine import kat
+from app.main import create_app
+
+
+@pytest.fixture(scope="module")
+def client(engine, tmp_path_factory):
+    settings = Settings(instance="ws-1", data_dir=tmp_path_factory.mktemp("data"))
+    with TestClient(create_app(settings, engine=engine)) as c:
+        yield c
+
+
+def test_feed_pushes_status_snapshots_with_recent_batches(client, monkeypatch):
+    monkeypatch.setattr(routes_stats, "PUSH_SECONDS", 0.05)  # keep the test quick; the cadence is not under test
+    kas = kat.known_answers()["bls12-381"]
+    items = [{"scheme": "bls12-381", "public_key": k.item.public_key.hex(), "message": k.item.message.hex(),
+              "signature": k.item.signature.hex()} for k in kas]
+    r = client.post("/v1/verify", json={"items": items})
+    assert r.status_code == 200, r.text
+    batch = r.json()
+    status = client.get("/v1/status").json()
+    with client.websocket_connect("/v1/ws/stats") as ws:
+        first, second = ws.receive_json(), ws.receive_json()
+    assert set(status) <= set(first) and first["receipts"] is True
+    assert second["time"] > first["time"]
+    assert first["instance"] == "ws-1" and first["engine"]["schemes"] == status["engine"]["schemes"]
+    newest = first["stats"]["recent"][0]
+    assert newest["batch_id"] == batch["batch_id"] and newest["receipt"] == f"/v1/receipts/{batch['batch_id']}"
+    assert newest["count"] == len(items) and newest["valid"] == batch["valid"]
+    assert newest["schemes"] == {"bls12-381": len(items)} and newest["source"] == "http"
+    assert client.get(newest["receipt"]).status_code == 200
+
+
+def test_batches_without_receipts_have_no_link(engine, tmp_path):
+    settings = Settings(instance="ws-2", data_dir=tmp_path, receipts=False)
+    ka = kat.known_answers()["ed25519"][0]
+    with TestClient(create_app(settings, engine=engine)) as c:
+        body = {"items": [{"scheme": "ed25519", "public_key": ka.item.public_key.hex(),
+                           "message": ka.item.message.hex(), "signature": ka.item.signature.hex()}]}
+        batch_id = c.post("/v1/verify", json=body).json()["batch_id"]
+        with c.websocket_connect("/v1/ws/stats") as ws:
+            snap = ws.receive_json()
+    assert snap["receipts"] is False
+    mine = [r for r in snap["stats"]["recent"] if r["batch_id"] == batch_id]
+    assert mine and mine[0]["receipt"] is None
