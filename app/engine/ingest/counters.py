@@ -2,7 +2,8 @@
 
 Every frame a listener starts to receive ends in exactly one outcome, told once to the
 observer (``zapverify_ingest_frames_total{transport,outcome}``): ``accepted`` (answered
-with verdicts, as the HTTP and WebSocket endpoints count theirs) or one of :data:`DROP_REASONS`.  A frame is dropped either at receive time
+with verdicts, as the HTTP and WebSocket endpoints count theirs) or one of
+:data:`DROP_REASONS`.  A frame is dropped either at receive time
 (:meth:`TransportCounters.rejected`: bad magic, truncated, ...) or after it was put in the
 ring (:meth:`TransportCounters.queued`, then :meth:`TransportCounters.finished`: a body
 that breaks ZAP v1, the engine not ready, ...).  So ``frames_received`` =

@@ -198,6 +198,7 @@ class QuicListener(Listener):
         self._transport: _SocketTransport | None = None
         self._parked: deque[Entry] = deque()
         self._draining = False
+        self._pending = 0  # frames of live connections accepted or parked, reply not yet handed to QUIC
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="zv-ingest-quic", daemon=True)
         ctx.ring.on_space(self._on_space)
@@ -231,9 +232,7 @@ class QuicListener(Listener):
         return len(self._parked)
 
     def pending(self) -> int:
-        server = self._server
-        protos = set(server._protocols.values()) if server is not None else set()
-        return sum(p.in_flight for p in protos if p.alive)
+        return self._pending  # kept on the loop thread; an int is read whole from any thread
 
     def close(self, timeout: float = 5.0) -> None:
         if not self._thread.is_alive():
@@ -290,6 +289,7 @@ class QuicListener(Listener):
 
     def _deliver(self, entry: Entry) -> None:
         entry.route.proto.in_flight += 1
+        self._pending += 1
         if not self._parked and self.ctx.ring.try_put(entry):
             self.ctx.counters.queued()
             return
@@ -387,6 +387,7 @@ class QuicListener(Listener):
     def _on_terminated(self, proto: _Protocol) -> None:
         if proto.alive:
             proto.alive = False
+            self._pending -= proto.in_flight
             self._release_streams(proto, "disconnected")
             self.ctx.counters.connection(-1)
 
@@ -400,11 +401,12 @@ class QuicListener(Listener):
 
     def _reply(self, proto: _Protocol, sid: int, data: bytes, done) -> None:
         """On the loop: the reply of an accepted frame, on its stream."""
-        proto.in_flight -= 1
         proto.streams.pop(sid, None)
         if not proto.alive:
             done(False)
             return
+        proto.in_flight -= 1
+        self._pending -= 1
         try:
             proto._quic.send_stream_data(sid, data, end_stream=True)
         except Exception:  # the peer reset or stopped the stream meanwhile
