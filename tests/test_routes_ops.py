@@ -58,7 +58,15 @@ def test_settings_reach_the_engine_config(monkeypatch):
         32 * MIB, "heap", "auto", 2.5, False)
 
 
-def test_status_reports_ingest_ports_and_counters(pool_engine):
+@pytest.fixture
+def own_engine():
+    """An engine for one app: an app's lifespan closes its engine (and pool) when it ends."""
+    eng = Engine(EngineConfig(backend="cpu", pool_bytes=8 * MIB))
+    eng.start()
+    return eng
+
+
+def test_status_reports_ingest_ports_and_counters(own_engine):
     import asyncio
 
     from app.engine import kat, zap
@@ -69,7 +77,7 @@ def test_status_reports_ingest_ports_and_counters(pool_engine):
     items = kat.sign_items("ed25519", 3, seed=2)
     frame = bytes(zap.encode_items("ed25519", [i.public_key for i in items], [i.message for i in items],
                                    [i.signature for i in items]))
-    with TestClient(create_app(settings, engine=pool_engine)) as c:
+    with TestClient(create_app(settings, engine=own_engine)) as c:
         async def send():
             async with connect("tcp", "127.0.0.1", tcp) as s:
                 return await (await s.submit(frame))
@@ -85,7 +93,7 @@ def test_status_reports_ingest_ports_and_counters(pool_engine):
     assert t["quic"]["alpn"] == "zap/1" and len(t["quic"]["certificate_sha256"]) == 64
 
 
-def test_ingest_frames_reach_metrics_and_the_dashboard_feed(pool_engine, tmp_path):
+def test_ingest_frames_reach_metrics_and_the_dashboard_feed(own_engine, tmp_path):
     """Each frame's outcome goes to zapverify_ingest_frames_total and to the stats the
     dashboard reads (``stats.ingest``), next to the listener's own counters (``ingest``)."""
     import asyncio
@@ -107,7 +115,7 @@ def test_ingest_frames_reach_metrics_and_the_dashboard_feed(pool_engine, tmp_pat
         return {s.labels["outcome"]: s.value for f in fams if f.name == "zapverify_ingest_frames"
                 for s in f.samples if s.name.endswith("_total") and s.labels.get("transport") == "tcp"}
 
-    with TestClient(create_app(settings, engine=pool_engine)) as c:
+    with TestClient(create_app(settings, engine=own_engine)) as c:
         before = samples(c)
 
         async def send():

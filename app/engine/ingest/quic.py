@@ -45,7 +45,8 @@ from app.engine.ingest import tls
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
 from app.engine.pool import land
 from app.engine.ring import Entry
-from app.errors import (BadMagic, BadSize, BufferTooLarge, FrameTooLarge, NotReady, PoolExhausted, WireError)
+from app.errors import (BadMagic, BadSize, BufferTooLarge, FrameTooLarge, NotReady, PoolExhausted, WireError,
+                        ZapVerifyError)
 
 log = logging.getLogger("zapverify.ingest.quic")
 
@@ -136,6 +137,14 @@ class _Protocol(QuicConnectionProtocol):
         listener.ctx.counters.connection(+1)
 
     def quic_event_received(self, event: events.QuicEvent) -> None:
+        try:
+            self._dispatch(event)
+        except Exception:  # a bug must cost one connection, not the listener
+            log.exception("QUIC ingest: connection failed")
+            self.listener._on_terminated(self)
+            self.close()
+
+    def _dispatch(self, event: events.QuicEvent) -> None:
         if isinstance(event, events.StreamDataReceived):
             self.listener._on_data(self, event)
         elif isinstance(event, events.StreamReset):
@@ -335,6 +344,8 @@ class QuicListener(Listener):
                 return self._refuse(proto, sid, st, exc)
             except BufferTooLarge:
                 return self._drop(proto, sid, st, "too_large", FrameTooLarge.wire_code)
+            except ZapVerifyError as exc:  # the pool is closed: shutting down
+                return self._drop(proto, sid, st, "internal", exc.wire_code)
             st.buf.array[:zap.HEADER_SIZE] = np.frombuffer(st.head, dtype=np.uint8)
             st.filled = zap.HEADER_SIZE
         n = len(data)

@@ -194,14 +194,18 @@ class TcpListener(Listener):
                         self._drain_wakeups()
                     else:
                         conn = key.data
-                        if conn.linger_until is not None:
-                            self._discard(conn)
-                            continue
-                        if mask & _READ:
-                            self._read(conn)
-                        if mask & _WRITE and not conn.closed:
-                            self._flush(conn)
-                        self._update(conn)
+                        try:
+                            if conn.linger_until is not None:
+                                self._discard(conn)
+                                continue
+                            if mask & _READ:
+                                self._read(conn)
+                            if mask & _WRITE and not conn.closed:
+                                self._flush(conn)
+                            self._update(conn)
+                        except Exception:  # a bug must cost one connection, not the listener
+                            log.exception("TCP ingest: connection %s failed", conn.peer)
+                            self._close(conn, reset=True)
                 self._service()
         except Exception:
             log.exception("TCP ingest thread failed")
@@ -443,6 +447,9 @@ class TcpListener(Listener):
             return False
         except BufferTooLarge as exc:  # larger than the whole pool: answer it, keep the framing
             self._skip_frame(c, exc, "too_large")
+            return False
+        except ZapVerifyError as exc:  # the pool is closed: shutting down
+            self._skip_frame(c, exc, "internal")
             return False
         c.pool_deadline = None
         c.buf.array[:zap.HEADER_SIZE] = np.frombuffer(c.head, dtype=np.uint8)

@@ -28,7 +28,7 @@ from app.engine import zap
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
 from app.engine.pool import land
 from app.engine.ring import Entry
-from app.errors import BufferTooLarge, FrameTooLarge, PoolExhausted, WireError
+from app.errors import BufferTooLarge, FrameTooLarge, PoolExhausted, WireError, ZapVerifyError
 
 log = logging.getLogger("zapverify.ingest.udp")
 
@@ -168,6 +168,8 @@ class UdpListener(Listener):
             return self._drop("pool_exhausted")
         except BufferTooLarge:
             return self._drop("too_large")
+        except ZapVerifyError:  # the pool is closed: shutting down
+            return self._drop("internal")
         try:
             n, addr = self.sock.recvfrom_into(memoryview(buf.array), buf.array.shape[0])
         except OSError:
