@@ -149,3 +149,9 @@ def test_mutations_flip_exactly_one_bit():
                    for a, b in zip(getattr(item, f), getattr(m, f)))
         assert diff == 1 and not verify(m)
     assert hashlib  # noqa
+
+
+def test_secp256k1_mutations_never_stay_valid():
+    rng = random.Random(8)
+    item = kat.sign_items("secp256k1", 1, seed=6, compressed=False)[0]
+    assert all(not verify(kat.mutate(item, rng)) for _ in range(3000))

@@ -129,12 +129,15 @@ def mutate(item: Item, rng: random.Random) -> Item:
 
     The result is invalid for every scheme here (a changed message or signature breaks
     the signature; a changed key either fails to parse or is another key).  An empty
-    message is never chosen.
+    message is never chosen, nor the SEC 1 prefix byte of a secp256k1 key: flipping 0x04 to
+    0x06/0x07 makes a hybrid encoding of the *same* key, which stays valid when the parity
+    matches (prefixes are tested on their own).
     """
     fields = ["public_key", "signature"] + (["message"] if item.message else [])
     name = rng.choice(fields)
     data = bytearray(getattr(item, name))
-    bit = rng.randrange(len(data) * 8)
+    skip = 8 if name == "public_key" and item.scheme == "secp256k1" else 0
+    bit = skip + rng.randrange(len(data) * 8 - skip)
     data[bit // 8] ^= 1 << (bit % 8)
     return replace(item, **{name: bytes(data)})
 
