@@ -1,4 +1,4 @@
-"""Wycheproof (C2SP) vectors, read in place from ../shared/vectors, through the engine."""
+"""Project Wycheproof vectors (C2SP/wycheproof), read in place from ../shared/vectors, through the engine.
 
 import pytest
 
