@@ -1,4 +1,4 @@
-"""Project Wycheproof vectors (C2SP/wycheproof), read in place from ../shared/vectors, through the engine.
+"""Project Wycheproof vectors (C2SP/wycheproof), read in place from ../shared/vectors, through the engine."""
 
 import pytest
 
