@@ -1,0 +1,1 @@
+"""Independent pure-Python oracles the tests check the engine and its vectors against."""
