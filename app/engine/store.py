@@ -37,7 +37,7 @@ import numpy as np
 
 from app.engine import merkle
 from app.engine.ids import new_batch_id
-from app.errors import ConfigError, LeafIndexOutOfRange, RequestError, StoreSchemaTooNew
+from app.errors import ConfigError, LeafIndexOutOfRange, RequestError, StoreSchemaTooNew, StoreUnavailable
 
 log = logging.getLogger("zapverify.store")
 
@@ -267,20 +267,27 @@ class ReceiptStore(ABC):
     #: Rows deleted per statement while pruning (see :data:`PRUNE_CHUNK`).
     prune_chunk: int = PRUNE_CHUNK
 
-    @abstractmethod
     def put(self, receipt: Receipt) -> None:
         """Write ``receipt`` durably: when this returns, the commit is on stable storage.
 
         Raises :class:`StoreUnavailable` on any failure, a repeated id included.
         """
+        self.put_many([receipt])
 
     def put_many(self, receipts: Sequence[Receipt]) -> None:
-        """Write ``receipts`` durably, all or none (one transaction where the store has them).
+        """Write ``receipts`` durably, all or none, in one transaction (one fsync for a whole
+        coalesced batch of frames).
 
         Raises :class:`StoreUnavailable` on any failure, a repeated id included.
         """
-        for receipt in receipts:
-            self.put(receipt)
+        if any(r.leaves is None for r in receipts):
+            raise StoreUnavailable("a receipt is written with its leaf hashes")
+        self._insert([receipt_row(r) for r in receipts])
+
+    @abstractmethod
+    def _insert(self, rows: list[tuple]) -> None:
+        """Insert ``rows`` (:func:`receipt_row` tuples) in one committed transaction;
+        raises :class:`StoreUnavailable` on any failure."""
 
     @abstractmethod
     def get(self, receipt_id: str, *, leaves: bool = True) -> Receipt | None:

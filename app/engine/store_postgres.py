@@ -9,12 +9,11 @@ migrate once.  psycopg is imported here only, so the rest of zapverify runs with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
 from app.engine.store import (COLUMNS, MAX_PAGE, Receipt, ReceiptStore, check_limit,
-                              check_schema_version, receipt_from_row, receipt_row, to_micros)
+                              check_schema_version, receipt_from_row, to_micros)
 from app.errors import ConfigError, StoreUnavailable
 
 #: Schema migrations; version v is ``MIGRATIONS[v - 1]``, applied in one transaction each.
@@ -127,19 +126,10 @@ class PostgresStore(ReceiptStore):
         except self._errors as exc:
             raise StoreUnavailable(f"receipt store write failed: {exc}") from exc
 
-    def put(self, receipt: Receipt) -> None:
-        if receipt.leaves is None:
-            raise StoreUnavailable("a receipt is written with its leaf hashes")
-        self._write(f"INSERT INTO receipts ({_COLS}) VALUES ({', '.join(['%s'] * len(COLUMNS))})",
-                    receipt_row(receipt))
-
-    def put_many(self, receipts: Sequence[Receipt]) -> None:
-        if any(r.leaves is None for r in receipts):
-            raise StoreUnavailable("a receipt is written with its leaf hashes")
+    def _insert(self, rows: list[tuple]) -> None:
         try:
             with self._pool.connection() as conn, conn.cursor() as cur:  # one transaction
-                cur.executemany(f"INSERT INTO receipts ({_COLS}) VALUES ({', '.join(['%s'] * len(COLUMNS))})",
-                                [receipt_row(r) for r in receipts])
+                cur.executemany(f"INSERT INTO receipts ({_COLS}) VALUES ({', '.join(['%s'] * len(COLUMNS))})", rows)
         except self._errors as exc:
             raise StoreUnavailable(f"receipt store write failed: {exc}") from exc
 

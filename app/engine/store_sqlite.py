@@ -12,12 +12,11 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 from app.engine.store import (COLUMNS, MAX_PAGE, Receipt, ReceiptStore, check_limit,
-                              check_schema_version, receipt_from_row, receipt_row, to_micros)
+                              check_schema_version, receipt_from_row, to_micros)
 from app.errors import StoreUnavailable
 
 #: Schema migrations; version v is ``MIGRATIONS[v - 1]``, applied in one transaction each.
@@ -122,18 +121,8 @@ class SqliteStore(ReceiptStore):
             raise StoreUnavailable(f"receipt store write failed: {exc}") from exc
         return n
 
-    def put(self, receipt: Receipt) -> None:
-        if receipt.leaves is None:
-            raise StoreUnavailable("a receipt is written with its leaf hashes")
-        self._write(f"INSERT INTO receipts ({_COLS}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                    receipt_row(receipt))
-
-    def put_many(self, receipts: Sequence[Receipt]) -> None:
-        # One transaction, so one fsync for a whole coalesced batch of frames.
-        if any(r.leaves is None for r in receipts):
-            raise StoreUnavailable("a receipt is written with its leaf hashes")
-        self._write(f"INSERT INTO receipts ({_COLS}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                    [receipt_row(r) for r in receipts], many=True)
+    def _insert(self, rows: list[tuple]) -> None:
+        self._write(f"INSERT INTO receipts ({_COLS}) VALUES ({', '.join('?' * len(COLUMNS))})", rows, many=True)
 
     def get(self, receipt_id: str, *, leaves: bool = True) -> Receipt | None:
         cols = _COLS if leaves else _COLS_NO_LEAVES
