@@ -34,6 +34,7 @@ from starlette.concurrency import run_in_threadpool
 from app.api.deps import zap_limits
 from app.api.landing import landing
 from app.api.receipting import record
+from app.api.routes_zap import verify_frame
 from app.api.schemas import VerifyRequest, loc_to_field, to_items, verify_response
 from app.engine import zap
 from app.engine.ids import new_batch_id
@@ -159,15 +160,10 @@ class Connection:
             # The message is copied once, into pool memory the engine (and a GPU) reads in place.
             async with landing(self.engine, len(data)) as buf:
                 buf[:len(data)] = np.frombuffer(data, dtype=np.uint8)
-                frame = zap.decode_request(buf[:len(data)], self.limits)
-                self.engine.require_ready()
-                result = await run_in_threadpool(self.engine.verify, frame.batch)
-                scheme = frame.batch.scheme.id
-                await record(self.store, batch_id=new_batch_id(), verdicts=result.verdicts, leaves=result.leaves,
-                             root=result.root, schemes=[scheme], backends={scheme: result.backend}, started=t0,
-                             source="ws", stats=self.engine.stats)
+                _, reply = await verify_frame(self.engine, self.store, buf[:len(data)], self.limits, source="ws",
+                                              started=t0)
             self.engine.stats.record_frame("ws", "accepted")
-            return bytes(zap.encode_response(frame.request_id, result.verdicts, result.root))
+            return reply
         except ZapVerifyError as exc:
             self.stats.errors_total += 1
             self.engine.stats.record_frame("ws", exc.code.lower())

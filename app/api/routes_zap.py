@@ -38,6 +38,22 @@ def error_response(exc: ZapVerifyError, request_id: int = 0) -> Response:
     return Response(bytes(zap.error_frame(exc, request_id)), status_code=exc.status, media_type=zap.CONTENT_TYPE)
 
 
+async def verify_frame(engine, store, buf, limits: zap.Limits, *, source: str, started: float) -> tuple[str, bytes]:
+    """Decode the request frame in ``buf`` (pool memory, read in place), verify it, and write
+    its receipt; returns (batch id, response frame).  Raises the :class:`ZapVerifyError` of
+    a bad frame, a not-ready engine or a failed receipt write.  Shared by HTTP and WebSocket.
+    """
+    frame = zap.decode_request(buf, limits)
+    engine.require_ready()
+    result = await run_in_threadpool(engine.verify, frame.batch)
+    batch_id = new_batch_id()
+    scheme = frame.batch.scheme.id
+    await record(store, batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves, root=result.root,
+                 schemes=[scheme], backends={scheme: result.backend}, started=started, source=source,
+                 stats=engine.stats)
+    return batch_id, bytes(zap.encode_response(frame.request_id, result.verdicts, result.root))
+
+
 @router.post("/verify/zap", response_class=Response, responses=ZAP_RESPONSES, openapi_extra={
     "requestBody": {"required": True, "content": _FRAME}})
 async def verify_zap(request: Request) -> Response:
@@ -69,17 +85,10 @@ async def verify_zap(request: Request) -> Response:
                     reader.attach(await stack.enter_async_context(landing(engine, reader.header.size)))
                 reader.feed(chunk)
             _, buf = reader.finish()
-            frame = zap.decode_request(buf, reader.limits)
-            engine.require_ready()
-            result = await run_in_threadpool(engine.verify, frame.batch)
-            batch_id = new_batch_id()
-            scheme = frame.batch.scheme.id
-            await record(get_store(request), batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves,
-                         root=result.root, schemes=[scheme], backends={scheme: result.backend}, started=t0,
-                         source="http", stats=engine.stats)
-            body = zap.encode_response(frame.request_id, result.verdicts, result.root)
+            batch_id, body = await verify_frame(engine, get_store(request), buf, reader.limits, source="http",
+                                                started=t0)
         engine.stats.record_frame("http", "accepted")
-        return Response(bytes(body), media_type=zap.CONTENT_TYPE, headers={"X-Zapverify-Batch-Id": batch_id})
+        return Response(body, media_type=zap.CONTENT_TYPE, headers={"X-Zapverify-Batch-Id": batch_id})
     except ZapVerifyError as exc:
         engine.stats.record_frame("http", exc.code.lower())  # the dashboard's and /metrics' ingest counters
         # Once the header has been read the reply is addressed to its request_id.
