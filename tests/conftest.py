@@ -17,6 +17,7 @@ VECTORS = ROOT.parent / "shared" / "vectors"
 os.environ.setdefault("ZAPVERIFY_KAT_CACHE", str(ROOT / ".cache" / "kat"))
 os.environ.setdefault("ZAPVERIFY_KERNEL_CACHE", str(ROOT / ".cache" / "kernels"))
 os.environ.setdefault("ZAPVERIFY_DATA_DIR", str(ROOT / ".cache" / "data"))
+os.environ.setdefault("ZAPVERIFY_KERNEL_VERIFY", "1")  # kernels' ZV_CHECK bounds checks on (zv_port.cuh)
 
 #: A PostgreSQL server for the store tests (``scripts/pg_test_cluster start`` prints one).
 PG_URL = os.environ.get("ZAPVERIFY_TEST_POSTGRES_URL")

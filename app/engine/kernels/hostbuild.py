@@ -45,6 +45,20 @@ def compiler() -> str | None:
     return None
 
 
+def verify_checks() -> bool:
+    """Whether host builds compile the kernels' ZV_CHECK bounds checks (``-DZV_VERIFY``):
+    on when ``$ZAPVERIFY_KERNEL_VERIFY`` is ``1``, as the test suite sets it."""
+    return os.environ.get("ZAPVERIFY_KERNEL_VERIFY") == "1"
+
+
+def verify_failures(lib: ctypes.CDLL) -> int | None:
+    """How many ZV_CHECK bounds checks failed in ``lib`` so far (None: built without checks)."""
+    try:
+        return ctypes.c_uint64.in_dll(lib, "zv_verify_failures").value
+    except ValueError:
+        return None
+
+
 def _cache_dir() -> Path:
     return Path(os.environ.get("ZAPVERIFY_KERNEL_CACHE", Path.home() / ".cache" / "zapverify" / "kernels"))
 
@@ -78,7 +92,7 @@ def build_code(code: str, name: str, include_dirs: Sequence[Path] = ()) -> Path:
     if cxx is None:
         raise HostBuildError("no C++ compiler (set CXX or install g++)")
     dirs = _include_dirs(include_dirs)
-    cmd = [cxx, *CXXFLAGS, *(f"-I{d}" for d in dirs)]
+    cmd = [cxx, *CXXFLAGS, *(["-DZV_VERIFY"] if verify_checks() else []), *(f"-I{d}" for d in dirs)]
     key = hashlib.sha256("\0".join([code, sources_digest(*dirs), *cmd]).encode()).hexdigest()[:20]
     out = _cache_dir() / f"{name}-{key}.so"
     if out.is_file():

@@ -61,6 +61,20 @@ typedef signed long long zv_i64;
 #define ZV_SYNC() ((void)0)
 #define ZV_UNROLL _Pragma("GCC unroll 128")
 #endif
+/* Bounds checks (the analogue of libsecp256k1's VERIFY_CHECK).  Kernel headers state the
+ * bounds of their limbs and intermediate values in comments and check them with
+ * ZV_CHECK(cond).  In a host build with -DZV_VERIFY (hostbuild.py adds it when
+ * ZAPVERIFY_KERNEL_VERIFY=1, as the test suite sets) a failed check is counted in
+ * zv_verify_failures, which tests read after a run and require to be 0; in every other
+ * build ZV_CHECK compiles to nothing, so the checks cost no instruction on the GPU. */
+#if !ZV_DEVICE_BUILD && defined(ZV_VERIFY)
+extern "C" __attribute__((visibility("default"))) zv_u64 zv_verify_failures;
+zv_u64 zv_verify_failures = 0; /* one translation unit per host library */
+#define ZV_CHECK(cond) do { if (!(cond)) __atomic_fetch_add(&zv_verify_failures, 1, __ATOMIC_RELAXED); } while (0)
+#else
+#define ZV_CHECK(cond) ((void)0)
+#endif
+
 #define ZV_BLOCK_FOR(i, n) for (zv_u64 i = ZV_BLOCK_TID; i < (zv_u64)(n); i += ZV_BLOCK_NTHREADS)
 
 ZV_HD void zv_memcpy(zv_u8 *dst, const zv_u8 *src, zv_u64 n) {
