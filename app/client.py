@@ -88,7 +88,7 @@ class VerifyResult:
     request_id: int | str | None = None
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> "VerifyResult":
+    def from_json(cls, body: Mapping[str, Any]) -> VerifyResult:
         return cls(batch_id=body["batch_id"], count=body["count"], valid=body["valid"], invalid=body["invalid"],
                    verdicts=list(body["verdicts"]), merkle_root=bytes.fromhex(body["merkle_root"]),
                    backends=dict(body["backends"]), elapsed_ms=body["elapsed_ms"], verify_ms=body["verify_ms"],
@@ -117,7 +117,7 @@ class BatchVerdicts:
         return self.count - self.valid
 
     @classmethod
-    def from_frame(cls, frame: zap.Response) -> "BatchVerdicts":
+    def from_frame(cls, frame: zap.Response) -> BatchVerdicts:
         return cls(frame.request_id, frame.count, frame.valid, frame.verdicts.astype(bool), frame.merkle_root)
 
 
@@ -273,7 +273,7 @@ class Client:
         self.headers = dict(headers or {})
         self._http = httpx.Client(base_url=base_url, timeout=timeout, headers=self.headers, transport=transport)
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -397,7 +397,7 @@ class AsyncClient:
         self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=self.headers,
                                        transport=transport)
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -436,7 +436,7 @@ class AsyncClient:
         return _zap_result(r.content, r.status_code)
 
     @asynccontextmanager
-    async def stream(self, *, max_in_flight: int = 32) -> AsyncIterator["VerifyStream"]:
+    async def stream(self, *, max_in_flight: int = 32) -> AsyncIterator[VerifyStream]:
         """A :class:`VerifyStream` on ``WebSocket /v1/ws/verify``, closed on exit::
 
             async with client.stream(max_in_flight=64) as s:
@@ -553,5 +553,5 @@ class VerifyStream:
         await self.ws.close()
         try:
             await asyncio.wait_for(self._reader, timeout=5)
-        except (asyncio.TimeoutError, Exception):
+        except (TimeoutError, Exception):
             self._reader.cancel()

@@ -289,7 +289,7 @@ async def connect(transport: str, host: str, port: int, *, max_in_flight: int = 
     if transport == "tcp":
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise ConnectionFailed(f"tcp://{host}:{port}: {exc or 'timed out'}") from exc
         stream: Any = TcpStream(reader, writer, max_in_flight)
         try:
@@ -317,7 +317,7 @@ async def connect(transport: str, host: str, port: int, *, max_in_flight: int = 
                 protocol = await asyncio.wait_for(
                     stack.enter_async_context(quic_connect(host, port, configuration=config,
                                                            create_protocol=_quic_protocol_class())), timeout)
-            except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError, ConnectionError) as exc:
                 raise ConnectionFailed(f"quic://{host}:{port}: {exc or 'timed out'}") from exc
             stream = QuicStream(protocol, max_in_flight)
             try:

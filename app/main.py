@@ -5,22 +5,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from http import HTTPStatus
 import threading
 import time
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 
 from fastapi import FastAPI, Request
-from fastapi_offline import FastAPIOffline
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import (metrics, routes_dashboard, routes_metrics, routes_ops, routes_receipts, routes_stats,
-                     routes_verify, routes_ws, routes_zap, workers)
+from app.api import (
+    metrics,
+    routes_dashboard,
+    routes_metrics,
+    routes_ops,
+    routes_receipts,
+    routes_stats,
+    routes_verify,
+    routes_ws,
+    routes_zap,
+    workers,
+)
 from app.api.deps import zap_limits
 from app.api.schemas import loc_to_field
 from app.config import Settings, get_settings

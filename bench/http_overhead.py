@@ -25,14 +25,14 @@ import argparse
 import json
 import os
 import platform
+import signal
 import socket
 import statistics
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     met = {f"{m}/engine": ratios[f"{m}/engine"] >= t for m, t in TARGETS.items()}
     result = {
         "benchmark": "http_overhead",
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "zapverify": __version__,
         "host": {"machine": platform.machine(), "system": platform.system(), "cpus": os.cpu_count(),
                  "python": platform.python_version(), "loadavg_before": load_before, "loadavg_after": load_after},

@@ -32,7 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     tcp = ingest["transports"]["tcp"]
     result = {
         "benchmark": "ingest",
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "zapverify": __version__,
         "host": {"machine": platform.machine(), "system": platform.system(), "cpus": os.cpu_count(),
                  "python": platform.python_version(), "loadavg_before": load_before, "loadavg_after": load_after},

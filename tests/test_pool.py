@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 
 from app.engine import pool as pool_mod
-from app.engine.pool import (CHUNK_BYTES, POISON, PinLimits, UmaPool, clamp_capacity, host_array,
-                             selftest_cuda)
-from app.errors import (AllocatorUnavailable, BufferMisuse, BufferTooLarge, ConfigError, PoolExhausted)
+from app.engine.pool import CHUNK_BYTES, POISON, PinLimits, UmaPool, clamp_capacity, host_array, selftest_cuda
+from app.errors import AllocatorUnavailable, BufferMisuse, BufferTooLarge, ConfigError, PoolExhausted
 
 MIB = 1 << 20
 #: Limits that clamp nothing, so a test gets the capacity it asks for.

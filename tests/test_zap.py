@@ -13,9 +13,27 @@ from hypothesis import strategies as st
 from app.engine import zap
 from app.engine.batch import Batch
 from app.engine.schemes import SCHEMES
-from app.errors import (BadContext, BadKeyLength, BadMagic, BadOffsets, BadOptions, BadPadding, BadReserved,
-                        BadSignatureLength, BadSize, BadType, BadUtf8, BadVerdict, BadVersion, CountLimit,
-                        EmptyFrame, FrameTooLarge, MessageLimit, UnknownSchemeCode, WireError)
+from app.errors import (
+    BadContext,
+    BadKeyLength,
+    BadMagic,
+    BadOffsets,
+    BadOptions,
+    BadPadding,
+    BadReserved,
+    BadSignatureLength,
+    BadSize,
+    BadType,
+    BadUtf8,
+    BadVerdict,
+    BadVersion,
+    CountLimit,
+    EmptyFrame,
+    FrameTooLarge,
+    MessageLimit,
+    UnknownSchemeCode,
+    WireError,
+)
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -54,7 +54,7 @@ class Batch:
         """Message ``i`` as a zero-copy view."""
         return memoryview(self.msgs[int(self.offsets[i]):int(self.offsets[i + 1])])
 
-    def slice(self, lo: int, hi: int) -> "Batch":
+    def slice(self, lo: int, hi: int) -> Batch:
         """Items ``lo .. hi-1`` as a batch of their own: views of the key, signature and
         message columns, fresh offsets rebased to 0 (``uint64[hi - lo + 1]``)."""
         n = len(self)
@@ -85,7 +85,7 @@ class Batch:
 
     @classmethod
     def from_items(cls, scheme: Scheme, pks: list[bytes], msgs: list[bytes], sigs: list[bytes],
-                   **kw) -> "Batch":
+                   **kw) -> Batch:
         """Build a batch from Python byte strings (copies them into fresh columns).
 
         All ``pks`` must share one length of ``scheme.pk_lens`` and all ``sigs`` be

@@ -46,8 +46,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.probe import CAP_IPC_LOCK, parse_cap_bits
-from app.errors import (AllocatorUnavailable, BufferMisuse, BufferTooLarge, ConfigError,
-                        PoolExhausted)
+from app.errors import AllocatorUnavailable, BufferMisuse, BufferTooLarge, ConfigError, PoolExhausted
 
 log = logging.getLogger("zapverify.pool")
 

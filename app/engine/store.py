@@ -144,7 +144,7 @@ class Receipt:
     def build(cls, *, verdicts: np.ndarray | Sequence[bool], leaves: np.ndarray, merkle_root: bytes,
               schemes: Sequence[str], backends: Mapping[str, str] | None = None,
               duration_seconds: float = 0.0, source: str = "http", id: str | None = None,
-              created_at: datetime | None = None) -> "Receipt":
+              created_at: datetime | None = None) -> Receipt:
         """A receipt from an engine result.
 
         Args:
@@ -333,7 +333,7 @@ class ReceiptStore(ABC):
             deleted += self.delete_beyond_newest(max_rows)
         return deleted
 
-    def __enter__(self) -> "ReceiptStore":
+    def __enter__(self) -> ReceiptStore:
         return self
 
     def __exit__(self, *exc) -> None:

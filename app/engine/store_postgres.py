@@ -12,8 +12,16 @@ from __future__ import annotations
 from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
 
-from app.engine.store import (COLUMNS, MAX_PAGE, Receipt, ReceiptStore, check_limit,
-                              check_schema_version, receipt_from_row, to_micros)
+from app.engine.store import (
+    COLUMNS,
+    MAX_PAGE,
+    Receipt,
+    ReceiptStore,
+    check_limit,
+    check_schema_version,
+    receipt_from_row,
+    to_micros,
+)
 from app.errors import ConfigError, StoreUnavailable
 
 #: Schema migrations; version v is ``MIGRATIONS[v - 1]``, applied in one transaction each.

@@ -15,8 +15,16 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from app.engine.store import (COLUMNS, MAX_PAGE, Receipt, ReceiptStore, check_limit,
-                              check_schema_version, receipt_from_row, to_micros)
+from app.engine.store import (
+    COLUMNS,
+    MAX_PAGE,
+    Receipt,
+    ReceiptStore,
+    check_limit,
+    check_schema_version,
+    receipt_from_row,
+    to_micros,
+)
 from app.errors import StoreUnavailable
 
 #: Schema migrations; version v is ``MIGRATIONS[v - 1]``, applied in one transaction each.

@@ -22,10 +22,28 @@ import numpy as np
 
 from app.engine import schemes
 from app.engine.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED, Batch
-from app.errors import (BadContext, BadMagic, BadOffsets, BadOptions, BadPadding, BadKeyLength, BadReserved,
-                        BadSignatureLength, BadSize, BadType, BadUtf8, BadVerdict, BadVersion, CountLimit,
-                        EmptyFrame, FrameTooLarge, MessageLimit, UnknownScheme, UnknownSchemeCode,
-                        ZapVerifyError)
+from app.errors import (
+    BadContext,
+    BadKeyLength,
+    BadMagic,
+    BadOffsets,
+    BadOptions,
+    BadPadding,
+    BadReserved,
+    BadSignatureLength,
+    BadSize,
+    BadType,
+    BadUtf8,
+    BadVerdict,
+    BadVersion,
+    CountLimit,
+    EmptyFrame,
+    FrameTooLarge,
+    MessageLimit,
+    UnknownScheme,
+    UnknownSchemeCode,
+    ZapVerifyError,
+)
 
 MAGIC = b"ZAP\x00"
 VERSION = 1

@@ -45,8 +45,16 @@ from app.engine.ingest import tls
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
 from app.engine.pool import land
 from app.engine.ring import Entry
-from app.errors import (BadMagic, BadSize, BufferTooLarge, FrameTooLarge, NotReady, PoolExhausted, WireError,
-                        ZapVerifyError)
+from app.errors import (
+    BadMagic,
+    BadSize,
+    BufferTooLarge,
+    FrameTooLarge,
+    NotReady,
+    PoolExhausted,
+    WireError,
+    ZapVerifyError,
+)
 
 log = logging.getLogger("zapverify.ingest.quic")
 
