@@ -38,12 +38,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app import __version__  # noqa: E402
-from app.client import Client, json_body  # noqa: E402
-from app.engine import kat, zap  # noqa: E402
-from app.engine.batch import Batch  # noqa: E402
-from app.engine.dispatch import Engine, EngineConfig  # noqa: E402
-from app.engine.schemes import SCHEMES  # noqa: E402
+from app import __version__
+from app.client import Client, json_body
+from app.engine.verify import kat
+from app.engine.verify.batch import Batch
+from app.engine.verify.engine import Engine, EngineConfig
+from app.engine.verify.schemes import SCHEMES
+from app.wire import zap
 
 TARGETS = {"zap": 0.85, "json": 0.6}
 

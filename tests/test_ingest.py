@@ -16,13 +16,15 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from app.engine import kat, merkle, zap
-from app.engine.dispatch import Engine, EngineConfig
+from app.client.ingest import connect
+from app.engine.commit import merkle
 from app.engine.ingest import Ingest, IngestConfig
-from app.engine.schemes import SCHEMES
-from app.engine.store import open_store
+from app.engine.receipts.store import open_store
+from app.engine.verify import kat
+from app.engine.verify.engine import Engine, EngineConfig
+from app.engine.verify.schemes import SCHEMES
 from app.errors import ConfigError, RemoteError
-from app.ingest_client import connect
+from app.wire import zap
 
 LOCAL = "127.0.0.1"
 TRANSPORTS = ("tcp", "udp", "quic")
@@ -389,7 +391,7 @@ def test_no_buffer_is_reused_while_a_backend_holds_it(catalogue):
 def test_the_check_sees_memory_released_under_a_backend(catalogue):
     """The check above can fail: a buffer released (and taken again) while the backend holds
     its batch changes what the backend reads."""
-    from app.engine.pool import UmaPool
+    from app.engine.memory.pool import UmaPool
 
     frame, other = catalogue[3].frame, catalogue[4].frame[:len(catalogue[3].frame)]
     with UmaPool.create(4 << 20, "heap", debug=True) as pool:
