@@ -17,6 +17,7 @@ from app.client.http import (
     leaf_hash,
     verify_inclusion,
 )
+from app.wire.encoding import compact_to_der, der_to_compact
 
 __all__ = ["AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream", "json_body",
-           "leaf_hash", "verify_inclusion"]
+           "leaf_hash", "verify_inclusion", "compact_to_der", "der_to_compact"]

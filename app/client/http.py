@@ -48,7 +48,7 @@ import httpx
 import numpy as np
 
 from app.engine.commit.merkle import leaf_hash, verify_inclusion
-from app.engine.verify.kat import Item
+from app.engine.verify.batch import Item
 from app.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
 from app.wire import zap
 
@@ -153,7 +153,7 @@ def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | No
               allow_high_s: bool | None = None, signature_format: str = "raw") -> dict:
     """The JSON body of a verify request for ``items`` (base64 fields).
 
-    ``items`` are :class:`app.engine.verify.kat.Item` or mappings with ``scheme``, ``public_key``,
+    ``items`` are :class:`app.engine.verify.batch.Item` or mappings with ``scheme``, ``public_key``,
     ``message``, ``signature`` (bytes) and optionally ``context``.  ``prehashed`` and
     ``allow_high_s`` apply to the request's secp256k1 items; None takes them from the
     items, which must then agree (else :class:`RequestError`).
