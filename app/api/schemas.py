@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.engine.verify import schemes
 from app.engine.verify.batch import Item
-from app.engine.verify.engine import ItemsResult
 from app.errors import LimitExceeded, RequestError, UnknownScheme
 from app.wire.encoding import compact_signature
 
@@ -95,16 +94,6 @@ ERROR_RESPONSES = {
     422: {"model": ErrorResponse, "description": "the request cannot be read; `field` names where"},
     503: {"model": ErrorResponse, "description": "not ready, or the service failed"},
 }
-
-
-def verify_response(result: ItemsResult, batch_id: str, elapsed_seconds: float) -> VerifyResponse:
-    """The JSON answer for an engine result (shared by POST /v1/verify and the WebSocket)."""
-    n = int(result.verdicts.shape[0])
-    return VerifyResponse(
-        batch_id=batch_id, count=n, valid=result.valid, invalid=n - result.valid,
-        verdicts=result.verdicts.tolist(), merkle_root=result.root.hex(), backends=result.backends,
-        elapsed_ms=round(elapsed_seconds * 1000, 3), verify_ms=round(result.verify_seconds * 1000, 3),
-        merkle_ms=round(result.merkle_seconds * 1000, 3))
 
 
 def loc_to_field(loc: tuple) -> str:
