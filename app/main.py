@@ -169,8 +169,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         eng.stats.add_listener(metrics.LISTENER)
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(eng.close)
-            # Receipts (DESIGN.md section 5): opened, and migrated, before the first request;
-            # a store that cannot be opened stops the start rather than serving unrecorded verdicts.
+            # Receipts (docs/architecture.md, "Merkle leaf and receipts"): opened, and migrated, before
+            # the first request; a store that cannot be opened stops the start rather than serving
+            # unrecorded verdicts.
             store = await open_store_waiting(settings) if settings.receipts else None
             app.state.store = store
             if store:

@@ -18,12 +18,14 @@ _EXAMPLE_ITEM = {
     "scheme": "ed25519",
     "public_key": "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
     "message": "",
-    "signature": "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+    "signature": ("e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555"
+                  "fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"),
 }
 
 
 VERIFY_EXAMPLES = {
-    "ed25519": {"summary": "one Ed25519 item (RFC 8032 TEST 1)", "value": {"encoding": "hex", "items": [_EXAMPLE_ITEM]}},
+    "ed25519": {"summary": "one Ed25519 item (RFC 8032 TEST 1)",
+                "value": {"encoding": "hex", "items": [_EXAMPLE_ITEM]}},
     "secp256k1-der": {"summary": "secp256k1, DER signature of \"hello\" by the secret key 0x2a", "value": {
         "signature_format": "der", "items": [{
             "scheme": "secp256k1",

@@ -6,7 +6,7 @@ items or 4,000, so the ingest verify worker joins the frames it has at hand that
 batch key (scheme, key length, context, options: what one :class:`Batch` carries) into
 one batch, verifies it once, and answers each frame with its own slice of the verdicts
 and the RFC 6962 root of its own leaves (a leaf depends only on its item, so the slice of
-the joined batch's leaves is exactly the frame's leaves; DESIGN.md section 5).
+the joined batch's leaves is exactly the frame's leaves; docs/architecture.md, "Merkle leaf and receipts").
 
 The joined columns are written into one buffer (a pool buffer when there is a pool, so a
 GPU reads them in place): ``pks`` ``uint8[N, pk_len]``, ``sigs`` ``uint8[N, sig_len]``,
