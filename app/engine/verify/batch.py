@@ -1,6 +1,6 @@
 """Items and batches: :class:`Item`, one signature in row form (the JSON API, the client and
 the vector files use it), and :class:`Batch`, the columnar batch every backend verifies
-(docs/architecture.md, "Batches")."""
+(docs/architecture.md, "Batches and routing")."""
 
 from __future__ import annotations
 
