@@ -10,6 +10,7 @@ import numpy as np
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
+from app.api.deps import media_type
 from app.api.schemas import VerifyRequest, VerifyResponse, to_items
 from app.config import Settings
 from app.engine.pipeline import verify_and_record
@@ -21,7 +22,7 @@ from app.wire import zap
 
 def is_zap(content_type: str | None) -> bool:
     """True when a Content-Type header names ``application/x-zap`` (parameters ignored)."""
-    return (content_type or "").split(";", 1)[0].strip().lower() == zap.CONTENT_TYPE
+    return media_type(content_type) == zap.CONTENT_TYPE
 
 
 def zap_error_response(exc: ZapVerifyError, request_id: int = 0) -> Response:
