@@ -5,6 +5,7 @@ never each other."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import numpy as np
 from fastapi.responses import Response
@@ -37,7 +38,8 @@ async def verify_frame(engine: Engine, store: ReceiptStore | None, buf: np.ndarr
     bad frame, a not-ready engine or a failed receipt write."""
     frame = zap.decode_request(buf, limits)
     rec = await run_in_threadpool(verify_and_record, engine, store, frame.batch, source=source, started=started)
-    return rec.batch_id, bytes(zap.encode_response(frame.request_id, rec.verdicts, rec.root))
+    batch_id = uuid.UUID(rec.batch_id).bytes if frame.want_batch_id else None
+    return rec.batch_id, bytes(zap.encode_response(frame.request_id, rec.verdicts, rec.root, batch_id))
 
 
 async def verify_json(engine: Engine, store: ReceiptStore | None, settings: Settings, req: VerifyRequest, *,
