@@ -1,10 +1,11 @@
-"""The ``zapverify`` command: serve | probe | check-vectors | selftest | bench."""
+"""The ``zapverify`` command: serve | probe | convert-vectors | check-vectors | selftest | bench."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -78,6 +79,22 @@ def _check_vectors(args: argparse.Namespace) -> int:
         return 1 if total_bad else 0
     finally:
         engine.close()
+
+
+def _convert_vectors(args: argparse.Namespace) -> int:
+    """Convert the external vectors (and optionally freshly signed ones) to JSONL files."""
+    from app.vectors import convert_all, generated, write_jsonl
+
+    if not args.root.is_dir():
+        print(f"zapverify: no vector folder at {args.root} (see --root)", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    n = write_jsonl(args.out / "external.jsonl", convert_all(args.root))
+    print(f"{n} external vectors -> {args.out / 'external.jsonl'}")
+    if args.generated:
+        m = write_jsonl(args.out / "generated.jsonl", generated(args.generated, args.generated))
+        print(f"{m} generated vectors -> {args.out / 'generated.jsonl'}")
+    return 0
 
 
 def _selftest(args: argparse.Namespace) -> int:
@@ -175,6 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--backend", default="cpu", choices=backends)
     c.add_argument("--chunk", type=int, default=4096, help="items per engine call")
     c.set_defaults(func=_check_vectors)
+
+    from app.vectors import DEFAULT_ROOT
+
+    cv = sub.add_parser("convert-vectors", help="convert ../shared/vectors to JSONL files for check-vectors")
+    cv.add_argument("out", type=Path, help="output folder (temporary or git-ignored: never commit external vectors)")
+    cv.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the vector folder (default %(default)s)")
+    cv.add_argument("--generated", type=int, default=0, metavar="N",
+                    help="also write N valid and N mutated items per scheme, signed now")
+    cv.set_defaults(func=_convert_vectors)
 
     t = sub.add_parser("selftest", help="run the known-answer self-test of every backend")
     t.add_argument("--backend", default="auto", choices=backends)
