@@ -97,6 +97,25 @@ def _convert_vectors(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build_kernels(args: argparse.Namespace) -> int:
+    """Compile every kernel source to a fatbin with nvcc (the CUDA image runs this at build time)."""
+    import time
+
+    from app.engine.kernels import prebuilt, registry
+
+    compiler = prebuilt.nvcc()
+    if compiler is None:
+        print("zapverify: no nvcc on the PATH: kernels will be compiled by NVRTC at first use", file=sys.stderr)
+        return 2
+    archs = tuple(a.strip() for a in args.arch.split(",") if a.strip())
+    out = args.out or prebuilt.shipped_dir() or prebuilt.cache_dir()
+    for path in registry.sources():
+        t0 = time.perf_counter()
+        fatbin = prebuilt.build(registry.KernelSource(path.stem), compiler=compiler, archs=archs, out_dir=out)
+        print(f"{path.name} -> {fatbin} ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
 def _selftest(args: argparse.Namespace) -> int:
     engine = _engine(args.backend)
     try:
@@ -202,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also write N valid and N mutated items per scheme, signed now")
     cv.set_defaults(func=_convert_vectors)
 
+    bk = sub.add_parser("build-kernels", help="compile the GPU kernels ahead of time with nvcc (fatbins)")
+    bk.add_argument("--out", type=Path, default=None,
+                    help="folder (default $ZAPVERIFY_KERNEL_PREBUILT, else the kernel cache)")
+    bk.add_argument("--arch", default=",".join(_KERNEL_ARCHS), help="SM versions (default %(default)s)")
+    bk.set_defaults(func=_build_kernels)
+
     t = sub.add_parser("selftest", help="run the known-answer self-test of every backend")
     t.add_argument("--backend", default="auto", choices=backends)
     t.set_defaults(func=_selftest)
@@ -228,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-progress", action="store_true", help="no live progress bar")
     b.set_defaults(func=_bench)
     return p
+
+
+_KERNEL_ARCHS = ("80", "90")  # app.engine.kernels.prebuilt.ARCHS, without importing the kernels here
 
 
 def _positive(text: str) -> int:
