@@ -111,6 +111,31 @@ class Settings(BaseSettings):
         0.0, ge=0, description="at start, keep retrying to open the receipt store for this long (a database "
                                "container that is still starting)")
 
+    # --- access (docs/operations.md, "Access control"); app/api/security.py
+    api_keys: list[str] = Field(default_factory=list, description=(
+        "API keys as '<sha256 hex of the key>:<scope>[+<scope>...][:<name>]', scopes verify, receipts, admin; "
+        "empty (with no api_keys_file) = no authentication"))
+    api_keys_file: Path | None = Field(None, description="a file of api_keys entries, one a line (# comments); "
+                                                         "a mounted secret")
+    rate_limit_per_second: float = Field(0.0, ge=0, description="requests per second per API key (token bucket); "
+                                                                "0 = no limit")
+    rate_limit_burst: int = Field(20, ge=1, description="requests a key may make at once before the rate applies")
+    allowed_hosts: list[str] = Field(default_factory=list, description=(
+        "Host header values accepted (TrustedHost: blocks DNS rebinding); empty = the loopback names when "
+        "bound to loopback, else any"))
+    allowed_origins: list[str] = Field(default_factory=list, description=(
+        "Origin values a browser WebSocket may come from (scheme://host[:port]); a same-origin page and "
+        "clients that send no Origin are always accepted"))
+
+    @property
+    def trusted_hosts(self) -> list[str]:
+        """``allowed_hosts``, or its default: loopback names on a loopback bind, else any host."""
+        if self.allowed_hosts:
+            return self.allowed_hosts
+        if self.host in ("127.0.0.1", "localhost", "::1"):
+            return ["127.0.0.1", "localhost", "::1", "[::1]"]
+        return ["*"]
+
     @property
     def receipts_database_url(self) -> str:
         """``database_url``, or the embedded default ``sqlite:///<data_dir>/receipts.sqlite3``."""

@@ -79,6 +79,34 @@ class NotReady(ZapVerifyError):
     wire_code = 0x0100
 
 
+class Unauthorized(ZapVerifyError):
+    """No API key, or one the server does not know (docs/operations.md, "Access control")."""
+
+    code = "UNAUTHORIZED"
+    status = 401
+    wire_code = 0x0020
+
+
+class Forbidden(Unauthorized):
+    """The API key is known but lacks the scope the endpoint needs."""
+
+    code = "FORBIDDEN"
+    status = 403
+    wire_code = 0x0021
+
+
+class RateLimited(ZapVerifyError):
+    """The API key spent its token bucket; ``retry_after`` seconds until the next token."""
+
+    code = "RATE_LIMITED"
+    status = 429
+    wire_code = 0x0022
+
+    def __init__(self, message: str, *, retry_after: float, field: str | None = None):
+        super().__init__(message, field=field)
+        self.retry_after = retry_after
+
+
 class KernelError(ZapVerifyError):
     """A kernel could not be built, loaded or launched: a failure of a backend, not of the
     input.  The engine answers it by running the batch on the CPU."""

@@ -13,13 +13,14 @@ from http import HTTPStatus
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import metrics, workers
+from app.api import metrics, security, workers
 from app.api.deps import zap_limits
 from app.api.routes import dashboard, ops, receipts, stats, verify, ws, zap
 from app.api.routes import metrics as metrics_routes
@@ -257,6 +258,13 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         return response
 
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
+    keys = security.load_keys(settings)
+    security.warn_if_open(settings, keys)
+    app.add_middleware(security.AccessControl, keys=security.KeyRing(keys) if keys else None,
+                       buckets=security.TokenBuckets(settings.rate_limit_per_second, settings.rate_limit_burst)
+                       if keys and settings.rate_limit_per_second > 0 else None,
+                       allowed_origins=settings.allowed_origins)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts)
     app.add_middleware(metrics.HttpMetrics)  # outermost: counts the 413s of BodyLimit too
     for module in (verify, zap, ws, receipts, ops, metrics_routes, stats, dashboard):
         app.include_router(module.router)
