@@ -552,6 +552,13 @@ class FrameReader:
                               field="size")
         return view[take:]
 
+    @property
+    def request_id(self) -> int:
+        """The frame's ``request_id`` once the header's 16 bytes are in and begin with the
+        magic (even if the header then failed its checks), else 0: what an error reply is
+        addressed to (docs/wire-format.md, section 5)."""
+        return self.header.request_id if self.header is not None else peek_request_id(self._head)
+
     def attach(self, buffer: Buffer) -> None:
         """Use ``buffer`` (at least ``header.size`` bytes, writable) for the frame."""
         if self.header is None or self.buffer is not None:
