@@ -34,6 +34,14 @@ def lib():
     return hostbuild.load("ed25519")
 
 
+@pytest.fixture(autouse=True)
+def _limb_bounds_hold(lib):
+    """Every test also checks fe25519.cuh's documented limb bounds (ZV_CHECK, counted in
+    the verify host build the suite runs): none may have failed after the test."""
+    yield
+    assert hostbuild.verify_failures(lib) == 0, "a ZV_CHECK limb bound failed in the Ed25519 kernel"
+
+
 def kernel_verdicts(lib, items: list[Item]) -> list[bool]:
     """Run zv_verify_ed25519 over ``items``, one call per (pk length, sig length) group."""
     out: list[bool | None] = [None] * len(items)

@@ -44,7 +44,7 @@ def _load_script(name: str):
 
 
 def _load_generator():
-    return _load_script("gen_secp256k1_tables.py")
+    return _load_script("gen_secp256k1_tables")
 
 
 gen = _load_generator()
@@ -76,13 +76,26 @@ def assert_agrees(items, *, prehashed=False, allow_high_s=False, names=None) -> 
 @pytest.fixture(scope="module")
 def unit(tmp_path_factory):
     out = tmp_path_factory.mktemp("k1unit") / "secp256k1_unit.so"
-    cmd = [hostbuild.compiler(), *hostbuild.CXXFLAGS, f"-I{hostbuild.KERNEL_DIR}", "-o", str(out), str(HARNESS)]
+    cmd = [hostbuild.compiler(), *hostbuild.CXXFLAGS, *(["-DZV_VERIFY"] if hostbuild.verify_checks() else []),
+           f"-I{hostbuild.KERNEL_DIR}", "-o", str(out), str(HARNESS)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     lib = ctypes.CDLL(str(out))
     for name in ("k1t_fe", "k1t_sc", "k1t_pubkey_parse"):
         getattr(lib, name).restype = ctypes.c_int
     return lib
+
+
+@pytest.fixture(autouse=True)
+def _limb_bounds_hold(request):
+    """Every test also checks the field's and scalar's documented bounds (ZV_CHECK, counted
+    in the verify host builds the suite runs) in the kernel and, where used, the unit harness."""
+    yield
+    libs = {"kernel": hostbuild.load("secp256k1")}
+    if "unit" in request.fixturenames:
+        libs["unit harness"] = request.getfixturevalue("unit")
+    for name, lib in libs.items():
+        assert hostbuild.verify_failures(lib) == 0, f"a ZV_CHECK bound failed in the secp256k1 {name}"
 
 
 def limbs(v: int, count: int = 8):
@@ -504,7 +517,7 @@ def test_decreasing_offsets_are_invalid_not_a_crash():
 
 # ------------------------------------------------------------------ generated tables
 def test_tables_header_is_what_the_generator_writes():
-    assert gen.OUT.read_text() == gen.render(), "run scripts/gen_secp256k1_tables.py"
+    assert gen.OUT.read_text() == gen.render(), "run scripts/gen_secp256k1_tables"
 
 
 # ------------------------------------------------------------------ the GPU build

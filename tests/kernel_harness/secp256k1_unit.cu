@@ -86,10 +86,10 @@ ZV_KERNEL void k1t_gej_double(const zv_u32 *a, zv_u32 *out) {
 }
 
 ZV_KERNEL void k1t_odd_multiples(const zv_u32 *q, zv_u32 *out) {
-    k1_ge g, t[K1_Q_TABLE_SIZE];
+    k1_ge g, t[ZV_SECP256K1_Q_TABLE_SIZE];
     load_ge(&g, q);
     k1_odd_multiples(t, &g);
-    for (int i = 0; i < K1_Q_TABLE_SIZE; i++) store_ge(out + 16 * i, &t[i]);
+    for (int i = 0; i < ZV_SECP256K1_Q_TABLE_SIZE; i++) store_ge(out + 16 * i, &t[i]);
 }
 
 ZV_KERNEL void k1t_ecmult(const zv_u32 *q, const zv_u32 *u1, const zv_u32 *u2, zv_u32 *out) {

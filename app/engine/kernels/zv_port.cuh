@@ -49,17 +49,22 @@ typedef signed long long zv_i64;
  * is empty — the phases still run in order, which is all the barrier guarantees.
  * ZV_UNROLL before a fixed-count loop lets both compilers unroll it, which turns ring and
  * lane indices (SHA-2's message schedule, Keccak's ρ/π walk) into constants: on the GPU
- * that keeps those arrays in registers instead of local memory. */
+ * that keeps those arrays in registers instead of local memory.  ZV_UNROLL is the only
+ * unroll spelling in kernel sources (no bare #pragma unroll), so both builds agree.
+ * ZV_NOINLINE keeps a large routine out of line on the GPU, where inlining every call
+ * site would multiply the code size (instruction-cache misses) for no register gain. */
 #if ZV_DEVICE_BUILD
 #define ZV_BLOCK_TID ((zv_u64)threadIdx.x)
 #define ZV_BLOCK_NTHREADS ((zv_u64)blockDim.x)
 #define ZV_SYNC() __syncthreads()
 #define ZV_UNROLL _Pragma("unroll")
+#define ZV_NOINLINE __host__ __device__ __noinline__
 #else
 #define ZV_BLOCK_TID ((zv_u64)0)
 #define ZV_BLOCK_NTHREADS ((zv_u64)1)
 #define ZV_SYNC() ((void)0)
 #define ZV_UNROLL _Pragma("GCC unroll 128")
+#define ZV_NOINLINE static
 #endif
 /* Bounds checks (the analogue of libsecp256k1's VERIFY_CHECK).  Kernel headers state the
  * bounds of their limbs and intermediate values in comments and check them with
