@@ -48,7 +48,8 @@ class Settings(BaseSettings):
     hybrid_min: int = Field(4096, ge=2, description="smallest batch that hybrid mode splits")
     cuda_device: int = Field(0, ge=0, description="the GPU ordinal the CUDA backend uses")
     cuda_transfer: Literal["auto", "zero-copy", "copy"] = Field(
-        "auto", description="how kernels read batch columns: in place from pinned memory, or copied to the GPU")
+        "copy", description=("how kernels read batch columns: copy (one transfer per batch into device "
+                             "memory), or in place from pinned memory (zero-copy; auto: in place when pinned)"))
 
     # --- host and UMA pool (DESIGN.md sections 7 and 8)
     transport: Literal["auto", "gpudirect", "dpdk", "uma", "heap"] = Field(

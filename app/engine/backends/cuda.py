@@ -24,7 +24,7 @@ class CudaBackend(KernelBackend):
     Args:
         cupy: the CuPy module; imported on first use when None (tests pass a stand-in).
         device_id: the GPU ordinal.
-        transfer: ``auto`` | ``zero-copy`` | ``copy`` (see :mod:`app.engine.kernels.cudadev`).
+        transfer: ``copy`` (default) | ``auto`` | ``zero-copy`` (see :mod:`app.engine.kernels.cudadev`).
         kernels: the verify-kernel table (default: the registry's).
 
     ``available()`` is False (never an exception) where CuPy or a GPU is missing.
@@ -33,7 +33,7 @@ class CudaBackend(KernelBackend):
     name = "cuda"
     calibrate_at_start = True
 
-    def __init__(self, *, cupy: Any = None, device_id: int = 0, transfer: Transfer = "auto",
+    def __init__(self, *, cupy: Any = None, device_id: int = 0, transfer: Transfer = "copy",
                  kernels: Mapping[str, VerifyKernel] | None = None):
         super().__init__(kernels)
         self._cupy = cupy

@@ -15,7 +15,7 @@ from app.engine.backends.base import Backend
 log = logging.getLogger("zapverify.engine")
 
 
-def accelerated_backends(backend: str = "auto", *, cuda_device: int = 0, cuda_transfer: str = "auto") -> list[Backend]:
+def accelerated_backends(backend: str = "auto", *, cuda_device: int = 0, cuda_transfer: str = "copy") -> list[Backend]:
     """Backends to pass to :class:`app.engine.dispatch.Engine` (the CPU is added by it)."""
     out: list[Backend] = []
     if backend in ("auto", "cuda"):

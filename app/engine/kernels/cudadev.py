@@ -9,15 +9,22 @@ CuPy keys that cache on the source text and options only, not on included header
 the text handed to NVRTC starts with a digest of every kernel source: editing a header
 rebuilds every module that might include it.
 
-Transfers (DESIGN.md section 7), by ``transfer``:
+Transfers (docs/architecture.md, memory per phase), by ``transfer``:
+  ``"copy"``       (default) the columns of a batch (keys, signatures, message offsets,
+                   message bytes, context) are packed into one page-locked staging buffer,
+                   each at a 256-byte boundary, and copied to device memory in one
+                   asynchronous transfer (:meth:`CupyDevice.put_columns`); the kernels then
+                   read device memory with vector-width loads.  Staging buffers are a ring of
+                   two, reused once the copy out of them is complete (an event per buffer), so
+                   packing batch k+1 overlaps the copy of batch k;
   ``"auto"``       a host array in page-locked memory (the UMA pool) is read by the kernels
                    in place through its device alias (zero-copy); any other array is staged
                    in page-locked memory and copied to the device asynchronously;
-  ``"zero-copy"``  every array is read in place (pageable ones after staging);
-  ``"copy"``       every array is copied to device memory asynchronously on the stream
-                   (pool memory straight from where it lies).
-Which is faster depends on how often the kernels read each byte; ``scripts/gpu_check``
-times both from pinned memory.
+  ``"zero-copy"``  every array is read in place (pageable ones after staging).
+Reading in place crosses PCIe on every load the kernels make (an Ed25519 verify reads its
+key and R several times); a copy crosses it once per byte, so copy is the default and
+zero-copy is kept for memory a batch cannot be copied out of fast enough.
+``scripts/gpu_check`` times the modes side by side from pinned memory.
 
 Errors: a failed compile raises :class:`app.errors.KernelBuildError`; a launch refused by
 the driver, or an error of queued work seen at the next :meth:`CupyDevice.get` /
@@ -48,6 +55,21 @@ _DEVICE_READABLE = {1, 2, 3}  # host (page-locked), device, managed
 NVRTC_OPTIONS = ("-std=c++17",)
 #: Blocks per multiprocessor a grid-stride launch asks for at most.
 BLOCKS_PER_SM = 32
+#: Alignment of each column in a staging buffer and on the device: keeps every column
+#: 16-byte aligned for the kernels' vector loads (zv_load_item) and sector-aligned.
+COLUMN_ALIGN = 256
+#: Staging buffers in the ring (double buffering).
+STAGING_BUFFERS = 2
+
+
+def column_layout(sizes: list[int]) -> tuple[list[int], int]:
+    """Offsets of columns of ``sizes`` bytes packed at :data:`COLUMN_ALIGN` boundaries, and
+    the total bytes (at least one)."""
+    offsets, pos = [], 0
+    for n in sizes:
+        offsets.append(pos)
+        pos += -(-max(1, n) // COLUMN_ALIGN) * COLUMN_ALIGN
+    return offsets, max(1, pos)
 
 
 def import_cupy():
@@ -78,7 +100,7 @@ class CupyDevice:
 
     name = "cuda"
 
-    def __init__(self, cupy: Any = None, device_id: int = 0, transfer: Transfer = "auto"):
+    def __init__(self, cupy: Any = None, device_id: int = 0, transfer: Transfer = "copy"):
         if transfer not in ("auto", "zero-copy", "copy"):
             raise ValueError(f"transfer must be auto, zero-copy or copy, not {transfer!r}")
         self.cp = cupy if cupy is not None else import_cupy()
@@ -98,6 +120,9 @@ class CupyDevice:
         self._functions: dict[tuple[KernelSource, str], Any] = {}
         self._pending: list[Any] = []   # host buffers queued copies still read
         self._digest: str | None = None
+        # ring of page-locked staging buffers, each with the event of the last copy out of it
+        self._staging: list[tuple[np.ndarray, Any]] = []
+        self._staging_next = 0
 
     # ------------------------------------------------------------------ compilation
     def code(self, source: KernelSource) -> str:
@@ -202,6 +227,55 @@ class CupyDevice:
             raise
         except Exception as exc:
             raise KernelLaunchError(f"host-to-device transfer of {flat.nbytes} bytes failed: {exc}") from exc
+
+    def _staging_buffer(self, nbytes: int) -> np.ndarray:
+        """The next staging buffer of the ring, at least ``nbytes`` long, once the copy that
+        last read it is complete (grown by doubling when too small)."""
+        k = self._staging_next
+        self._staging_next = (k + 1) % STAGING_BUFFERS
+        if k < len(self._staging):
+            buf, done = self._staging[k]
+            if done is not None:
+                done.synchronize()
+            if buf.nbytes >= nbytes:
+                return buf
+        buf = self._pinned(max(nbytes, 2 * (self._staging[k][0].nbytes if k < len(self._staging) else 0)))
+        if k < len(self._staging):
+            self._staging[k] = (buf, None)
+        else:
+            self._staging.append((buf, None))
+        return buf
+
+    def put_columns(self, arrays: list[np.ndarray]) -> list[Any]:
+        """Device buffers holding the bytes of each C-contiguous array of ``arrays``.
+
+        In ``copy`` mode the arrays are packed into one staging buffer (see the module doc)
+        and cross PCIe in one asynchronous copy; each returned buffer is a view of one
+        device allocation, starting at a :data:`COLUMN_ALIGN` boundary.  Otherwise each
+        array goes through :meth:`put`.  Raises :class:`KernelLaunchError` when the
+        allocation or the copy fails.
+        """
+        flats = [np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in arrays]
+        if self.transfer != "copy":
+            return [self.put(f) for f in flats]
+        offsets, total = column_layout([f.nbytes for f in flats])
+        try:
+            with self._device:
+                stage = self._staging_buffer(total)
+                for off, f in zip(offsets, flats):
+                    stage[off:off + f.nbytes] = f
+                with self.stream:
+                    dev = self.cp.empty(total, dtype=np.uint8)
+                    dev.set(stage[:total], stream=self.stream)
+                    done = self.cp.cuda.Event()
+                    done.record(self.stream)
+                k = (self._staging_next - 1) % STAGING_BUFFERS
+                self._staging[k] = (self._staging[k][0], done)
+                return [dev[off:off + max(1, f.nbytes)] for off, f in zip(offsets, flats)]
+        except KernelLaunchError:
+            raise
+        except Exception as exc:
+            raise KernelLaunchError(f"host-to-device copy of {total} bytes of columns failed: {exc}") from exc
 
     def alloc(self, nbytes: int) -> Any:
         try:

@@ -88,6 +88,7 @@ ZV_HD void ed_fe_fold(ed_fe *h, zv_u32 t[8], zv_u32 c) {
 
 /* h = f + g.  Output < 2^255 + 57. */
 ZV_HD void ed_fe_add(ed_fe *h, const ed_fe *f, const ed_fe *g) {
+    ZV_COUNT(ZV_OP_FE25519_ADD);
     zv_u32 t[8];
     zv_u64 c = 0;
     ZV_UNROLL for (int i = 0; i < 8; i++) {
@@ -103,6 +104,7 @@ ZV_HD void ed_fe_add(ed_fe *h, const ed_fe *f, const ed_fe *g) {
  * t - 2^256 = t - 38 (mod p), and t - 38 may borrow once more (only when t < 38, and then
  * the second subtraction of 38 cannot borrow). */
 ZV_HD void ed_fe_sub(ed_fe *h, const ed_fe *f, const ed_fe *g) {
+    ZV_COUNT(ZV_OP_FE25519_SUB);
     zv_u32 t[8];
     zv_u64 b = 0;
     ZV_UNROLL for (int i = 0; i < 8; i++) {
@@ -142,6 +144,7 @@ ZV_HD void ed_fe_reduce512(ed_fe *h, const zv_u32 t[16]) {
 
 /* h = f * g: operand-scanning schoolbook; each step is one 32x32+64 multiply-add. */
 ZV_HD void ed_fe_mul(ed_fe *h, const ed_fe *f, const ed_fe *g) {
+    ZV_COUNT(ZV_OP_FE25519_MUL);
     zv_u32 t[16];
     zv_u64 c = 0;
     ZV_UNROLL for (int j = 0; j < 8; j++) {
@@ -164,6 +167,7 @@ ZV_HD void ed_fe_mul(ed_fe *h, const ed_fe *f, const ed_fe *g) {
 
 /* h = f^2: the 28 cross products once, doubled by a shift, plus the 8 squares. */
 ZV_HD void ed_fe_sq(ed_fe *h, const ed_fe *f) {
+    ZV_COUNT(ZV_OP_FE25519_SQ);
     zv_u32 t[16];
     ZV_UNROLL for (int i = 0; i < 16; i++) t[i] = 0;
     ZV_UNROLL for (int i = 0; i < 7; i++) {
@@ -294,6 +298,13 @@ ZV_HD void ed_fe_pow22523(ed_fe *h, const ed_fe *z) {
     ed_fe_pow_2_250_1(&t, &z11, z);
     ed_fe_sqn(&t, &t, 2);        /* 2^252 - 4 */
     ed_fe_mul(h, &t, z);         /* 2^252 - 3 */
+}
+
+/* Batched inversion over a block chunk (zv_port.cuh's Montgomery's trick): the Ed25519
+ * kernel inverts every chunk item's Z at once, one inversion per block instead of one per
+ * warp.  Values must be nonzero mod p. */
+ZV_HD void ed_fe_block_batch_invert(ed_fe *z, ed_fe *prefix, int count, ed_fe *tops, ed_fe *tops_prefix) {
+    zv_block_batch_invert<ed_fe, ed_fe_mul, ed_fe_invert>(z, prefix, count, tops, tops_prefix);
 }
 
 /* Swap f and g when bit is 1 (bit is 0 or 1). */

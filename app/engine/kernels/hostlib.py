@@ -70,6 +70,9 @@ class HostDevice:
     def put(self, a: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(a)
 
+    def put_columns(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        return [self.put(a) for a in arrays]
+
     def alloc(self, nbytes: int) -> np.ndarray:
         return np.empty(max(1, int(nbytes)), dtype=np.uint8)
 

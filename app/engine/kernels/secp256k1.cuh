@@ -26,7 +26,7 @@
  *     multiples 1..15 of Q are built once per signature (k1_odd_multiples, one inversion);
  *     λ's table is the same with x multiplied by β at lookup.
  *   - u1·G as u1 = lo + hi·2^128 with constant tables of the odd multiples 1..255 of G and
- *     of 2^128·G (secp256k1_tables.cuh, ZV_CONSTANT), so it also runs over 128 bits.
+ *     of 2^128·G (secp256k1_tables.cuh, ZV_TABLE), so it also runs over 128 bits.
  *   - Shamir's trick: the four half-size products share one chain of 128 doublings.
  *   - Every scalar k is recoded in the regular signed-window form k = Σ d_i·2^(w·i) with
  *     every d_i odd and nonzero (|d_i| < 2^w): w = 4 for the Q halves, w = 8 for the G
@@ -42,10 +42,14 @@
  *     inversion.  Inversions and the square root are Fermat exponentiations with fixed
  *     addition chains or windows (field and scalar headers say why: branch-free, the same
  *     for every thread of a warp, no 62-bit arithmetic that a GPU would emulate).
- *   - The G tables (16 KiB) sit in constant memory as the kernel contract's ZV_CONSTANT.
- *     Threads of a warp read different entries, which constant memory serves one address
- *     at a time; that is ~34 serialized 64-byte reads per verify against ~3,000 field
- *     products, and keeps the tables in the module (no upload, NVRTC-friendly).
+ *   - The G tables (16 KiB) sit in read-only global memory (ZV_TABLE): threads of a warp
+ *     read different entries, which constant memory would serve one address at a time
+ *     (~34 reads per verify serialised up to 32 ways); from global memory a warp's reads
+ *     cost one request per distinct 32-byte sector, from L1/L2 (16 KiB stays resident).
+ *     They stay in the module (no upload, NVRTC-friendly).
+ *   - The scalar inversion is shared by a block (secp256k1.cu: k1_sc_block_batch_inv_mont over a
+ *     chunk of items) and the group operations are inlined, so the accumulator stays in
+ *     registers.
  */
 #ifndef ZV_SECP256K1_CUH
 #define ZV_SECP256K1_CUH
@@ -235,30 +239,40 @@ ZV_HD void k1_ecmult_double_base(k1_gej *acc, const k1_ge *q, const k1_sc *u1, c
     }
 }
 
-/* ECDSA verify of a 32-byte digest against parsed key q. */
-ZV_HD int k1_ecdsa_verify(const k1_ge *q, const zv_u8 *sig, const zv_u8 *digest, int allow_high_s) {
-    k1_sc r, s, z, w, u1, u2;
-    if (k1_sc_set_b32(&r, sig)) return 0;
-    if (k1_sc_set_b32(&s, sig + 32)) return 0;
-    if (k1_sc_is_zero(&r) || k1_sc_is_zero(&s)) return 0;
-    if (k1_sc_is_high(&s)) {
+/* parse_compact (and normalize when allow_high_s) of a 64-byte r ‖ s: returns 0 when the
+ * signature is invalid as such (r or s ≥ n, zero, or high s not allowed), else 1 with r and
+ * the s to invert. */
+ZV_HD int k1_sig_parse(k1_sc *r, k1_sc *s, const zv_u8 *sig, int allow_high_s) {
+    if (k1_sc_set_b32(r, sig)) return 0;
+    if (k1_sc_set_b32(s, sig + 32)) return 0;
+    if (k1_sc_is_zero(r) || k1_sc_is_zero(s)) return 0;
+    if (k1_sc_is_high(s)) {
         if (!allow_high_s) return 0;
-        k1_sc_neg(&s, &s);
+        k1_sc_neg(s, s);
     }
+    return 1;
+}
+
+/* ECDSA verify of a 32-byte digest against parsed key q, given w = s^−1·R mod n
+ * (k1_sc_inv_mont of the s k1_sig_parse gives, or the batched k1_sc_block_batch_inv_mont). */
+ZV_HD int k1_ecdsa_verify(const k1_ge *q, const zv_u8 *sig, const zv_u8 *digest, int allow_high_s,
+                          const k1_sc *w) {
+    k1_sc r, s, z, u1, u2;
+    if (!k1_sig_parse(&r, &s, sig, allow_high_s)) return 0;
     k1_sc_set_b32_reduce(&z, digest);
-    k1_sc_inv_mont(&w, &s);
-    k1_sc_mont_mul(&u1, z.v, w.v);
-    k1_sc_mont_mul(&u2, r.v, w.v);
+    k1_sc_mont_mul(&u1, z.v, w->v);
+    k1_sc_mont_mul(&u2, r.v, w->v);
     k1_gej R;
     k1_ecmult_double_base(&R, q, &u1, &u2);
     if (R.inf) return 0;
     return k1_gej_x_matches(&R, &r);
 }
 
-/* One item: the whole check of the header comment.  Never reads outside pk[0..pk_len),
- * sig[0..sig_len), msg[0..msg_len). */
-ZV_HD int k1_verify_one(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
-                        const zv_u8 *msg, zv_u64 msg_len, zv_u32 options) {
+/* The check of the header comment for one item, given w = s^−1·R of its signature's s (any
+ * value when the signature does not parse: it is then invalid before w is used).  Never
+ * reads outside pk[0..pk_len), sig[0..sig_len), msg[0..msg_len). */
+ZV_HD int k1_verify_with_w(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
+                           const zv_u8 *msg, zv_u64 msg_len, zv_u32 options, const k1_sc *w) {
     if (sig_len != 64) return 0;
     k1_ge q;
     if (!k1_pubkey_parse(&q, pk, pk_len)) return 0;
@@ -269,7 +283,16 @@ ZV_HD int k1_verify_one(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32
     } else {
         zv_sha256(msg, msg_len, digest);
     }
-    return k1_ecdsa_verify(&q, sig, digest, (options & ZV_SECP256K1_OPT_ALLOW_HIGH_S) != 0);
+    return k1_ecdsa_verify(&q, sig, digest, (options & ZV_SECP256K1_OPT_ALLOW_HIGH_S) != 0, w);
+}
+
+/* One item on its own (its own scalar inversion): the verdict of the header comment. */
+ZV_HD int k1_verify_one(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
+                        const zv_u8 *msg, zv_u64 msg_len, zv_u32 options) {
+    k1_sc r, s, w;
+    if (sig_len != 64 || !k1_sig_parse(&r, &s, sig, (options & ZV_SECP256K1_OPT_ALLOW_HIGH_S) != 0)) return 0;
+    k1_sc_inv_mont(&w, &s);
+    return k1_verify_with_w(pk, pk_len, sig, sig_len, msg, msg_len, options, &w);
 }
 
 #endif /* ZV_SECP256K1_CUH */

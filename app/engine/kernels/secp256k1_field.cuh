@@ -75,6 +75,7 @@ ZV_HD void k1_fe_fold(zv_u32 r[8], zv_u64 top) {
 }
 
 ZV_HD void k1_fe_add(k1_fe *r, const k1_fe *a, const k1_fe *b) {
+    ZV_COUNT(ZV_OP_K1_FE_ADD);
     zv_u64 c = 0;
     for (int i = 0; i < 8; i++) { c += (zv_u64)a->v[i] + b->v[i]; r->v[i] = (zv_u32)c; c >>= 32; }
     k1_fe_fold(r->v, c);
@@ -84,6 +85,7 @@ ZV_HD void k1_fe_add(k1_fe *r, const k1_fe *a, const k1_fe *b) {
  * that; a second borrow (only when the limbs were below 2^32 + 977) is undone the same way
  * and leaves a value near 2^256 that cannot borrow again. */
 ZV_HD void k1_fe_sub(k1_fe *r, const k1_fe *a, const k1_fe *b) {
+    ZV_COUNT(ZV_OP_K1_FE_SUB);
     zv_i64 c = 0;
     for (int i = 0; i < 8; i++) {
         c += (zv_i64)a->v[i] - (zv_i64)b->v[i];
@@ -108,6 +110,7 @@ ZV_HD void k1_fe_neg(k1_fe *r, const k1_fe *a) {
 
 /* a · k for a small constant k < 2^32. */
 ZV_HD void k1_fe_mul_int(k1_fe *r, const k1_fe *a, zv_u32 k) {
+    ZV_COUNT(ZV_OP_K1_FE_MUL_INT);
     zv_u64 c = 0;
     for (int i = 0; i < 8; i++) { c += (zv_u64)a->v[i] * k; r->v[i] = (zv_u32)c; c >>= 32; }
     k1_fe_fold(r->v, c);
@@ -126,6 +129,7 @@ ZV_UNROLL
 }
 
 ZV_HD void k1_fe_mul(k1_fe *r, const k1_fe *a, const k1_fe *b) {
+    ZV_COUNT(ZV_OP_K1_FE_MUL);
     zv_u32 t[16];
     for (int i = 0; i < 16; i++) t[i] = 0;
 ZV_UNROLL
@@ -142,6 +146,7 @@ ZV_UNROLL
 
 /* Squaring: the 28 cross products once, doubled by a shift, plus the 8 squares. */
 ZV_HD void k1_fe_sqr(k1_fe *r, const k1_fe *a) {
+    ZV_COUNT(ZV_OP_K1_FE_SQR);
     zv_u32 t[16];
     for (int i = 0; i < 16; i++) t[i] = 0;
 ZV_UNROLL

@@ -45,7 +45,7 @@ ZV_HD int k1_ge_on_curve(const k1_ge *a) {
 
 /* r = 2a: with S = 4·X·Y^2 and M = 3·X^2 (a = 0): X' = M^2 − 2S, Y' = M·(S − X') − 8·Y^4,
  * Z' = 2·Y·Z.  3M + 4S.  secp256k1 has no point of order 2, so Y ≠ 0 for finite a. */
-ZV_NOINLINE void k1_gej_double(k1_gej *r, const k1_gej *a) {
+ZV_HD void k1_gej_double(k1_gej *r, const k1_gej *a) {
     k1_fe x2, y2, y4, s, m, t;
     r->inf = a->inf;
     k1_fe_mul(&r->z, &a->y, &a->z);
@@ -65,10 +65,15 @@ ZV_NOINLINE void k1_gej_double(k1_gej *r, const k1_gej *a) {
     k1_fe_sub(&r->y, &t, &y4);
 }
 
+/* The doubling as an out-of-line call, for the rare a = b case of the addition: the hot
+ * paths inline both operations (their points then stay in registers; a call passes them
+ * through local memory), and this keeps a second inlined doubling out of every addition. */
+ZV_NOINLINE void k1_gej_double_call(k1_gej *r, const k1_gej *a) { k1_gej_double(r, a); }
+
 /* r = a + b, b affine (mixed addition).  U2 = x_b·Z^2, S2 = y_b·Z^3, H = U2 − X, R = S2 − Y;
  * X' = R^2 − H^3 − 2·X·H^2, Y' = R·(X·H^2 − X') − Y·H^3, Z' = Z·H.  8M + 3S.
  * r may alias a. */
-ZV_NOINLINE void k1_gej_add_ge(k1_gej *r, const k1_gej *a, const k1_ge *b) {
+ZV_HD void k1_gej_add_ge(k1_gej *r, const k1_gej *a, const k1_ge *b) {
     if (a->inf) {
         k1_gej_set_ge(r, b);
         return;
@@ -82,7 +87,7 @@ ZV_NOINLINE void k1_gej_add_ge(k1_gej *r, const k1_gej *a, const k1_ge *b) {
     k1_fe_sub(&rr, &s2, &a->y);
     if (k1_fe_is_zero(&h)) {
         if (k1_fe_is_zero(&rr)) {  /* b = a */
-            k1_gej_double(r, a);
+            k1_gej_double_call(r, a);
         } else {                   /* b = −a */
             r->inf = 1;
         }

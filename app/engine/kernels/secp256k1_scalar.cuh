@@ -106,6 +106,7 @@ ZV_HD int k1_sc_is_high(const k1_sc *a) {
 /* Montgomery product r = a·b·2^−256 mod n for a < 2^256 and b < n (CIOS: interleave one
  * row of a·b with one reduction step, so the running sum stays 9 limbs + 1 bit < 2n). */
 ZV_HD void k1_sc_mont_mul(k1_sc *r, const zv_u32 a[8], const zv_u32 b[8]) {
+    ZV_COUNT(ZV_OP_K1_SC_MONT_MUL);
     ZV_CHECK(k1_u256_gt(ZV_SECP256K1_N, b));
     zv_u32 t[10];
     for (int i = 0; i < 10; i++) t[i] = 0;
@@ -149,6 +150,24 @@ ZV_HD void k1_sc_inv_mont(k1_sc *r, const k1_sc *a) {
         if (idx >= 0) k1_sc_mont_mul(&acc, acc.v, pw[idx].v);
     }
     *r = acc;
+}
+
+/* Montgomery-domain product and inverse of k1_sc values, in the shape zv_port.cuh's
+ * batched inversion takes: for x = a·R, k1_sc_inv_of_mont gives a^−1·R. */
+ZV_HD void k1_sc_mul_mont(k1_sc *r, const k1_sc *a, const k1_sc *b) { k1_sc_mont_mul(r, a->v, b->v); }
+
+ZV_HD void k1_sc_inv_of_mont(k1_sc *r, const k1_sc *x) {
+    k1_sc plain, one;
+    for (int i = 0; i < 8; i++) one.v[i] = (zv_u32)(i == 0);
+    k1_sc_mont_mul(&plain, x->v, one.v);  /* a */
+    k1_sc_inv_mont(r, &plain);            /* a^−1·R */
+}
+
+/* Batched scalar inversion over a block chunk: m[i] = s_i·R in (each thread converts its own
+ * s with k1_sc_mont_mul(·, s, ZV_SECP256K1_N_R2)), s_i^−1·R out — what k1_sc_inv_mont gives
+ * for s_i.  Every s_i in [1, n) (callers substitute 1 for an invalid signature's s). */
+ZV_HD void k1_sc_block_batch_inv_mont(k1_sc *m, k1_sc *prefix, int count, k1_sc *tops, k1_sc *tops_prefix) {
+    zv_block_batch_invert<k1_sc, k1_sc_mul_mont, k1_sc_inv_of_mont>(m, prefix, count, tops, tops_prefix);
 }
 
 #endif /* ZV_SECP256K1_SCALAR_CUH */
