@@ -51,7 +51,7 @@ class Settings(BaseSettings):
         "copy", description=("how kernels read batch columns: copy (one transfer per batch into device "
                              "memory), or in place from pinned memory (zero-copy; auto: in place when pinned)"))
 
-    # --- host and UMA pool (DESIGN.md sections 7 and 8)
+    # --- host and UMA pool (docs/architecture.md, "Memory" and "Host classes")
     transport: Literal["auto", "gpudirect", "dpdk", "uma", "heap"] = Field(
         "auto", validation_alias=_alias("transport", "ZAP_TRANSPORT"),
         description="ingest transport; auto tries gpudirect, dpdk, uma, then heap")
@@ -99,7 +99,7 @@ class Settings(BaseSettings):
     ingest_shutdown_seconds: float = Field(10.0, ge=0, description="how long shutdown waits for the replies of "
                                                                   "frames already taken in")
 
-    # --- receipts (DESIGN.md section 5; app/engine/store.py)
+    # --- receipts (docs/architecture.md, "Merkle leaf and receipts"; docs/operations.md)
     database_url: str | None = Field(
         None, description="sqlite:///relative/path, sqlite:////absolute/path or postgresql://user:pw@host/db; "
                           "unset = sqlite under data_dir")

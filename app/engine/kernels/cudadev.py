@@ -9,7 +9,7 @@ CuPy keys that cache on the source text and options only, not on included header
 the text handed to NVRTC starts with a digest of every kernel source: editing a header
 rebuilds every module that might include it.
 
-Transfers (docs/architecture.md, memory per phase), by ``transfer``:
+Transfers (docs/architecture.md, "Memory"), by ``transfer``:
   ``"copy"``       (default) the columns of a batch (keys, signatures, message offsets,
                    message bytes, context) are packed into one page-locked staging buffer,
                    each at a 256-byte boundary, and copied to device memory in one
