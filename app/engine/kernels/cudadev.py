@@ -123,6 +123,7 @@ class CupyDevice:
         # ring of page-locked staging buffers, each with the event of the last copy out of it
         self._staging: list[tuple[np.ndarray, Any]] = []
         self._staging_next = 0
+        self._streams: list[Any] = [self.stream]  # for pipelined work (:meth:`streams`)
 
     # ------------------------------------------------------------------ compilation
     def code(self, source: KernelSource) -> str:
@@ -294,7 +295,8 @@ class CupyDevice:
         except Exception as exc:
             raise KernelLaunchError(f"device work failed (seen copying {nbytes} bytes back): {exc}") from exc
         finally:
-            self._pending.clear()
+            if len(self._streams) == 1:  # other streams may still read staged sources
+                self._pending.clear()
         return out[:nbytes]
 
     # ------------------------------------------------------------------ launches
@@ -318,11 +320,58 @@ class CupyDevice:
     def sync(self) -> None:
         try:
             with self._device:
-                self.stream.synchronize()
+                for s in self._streams:
+                    s.synchronize()
         except Exception as exc:
             raise KernelLaunchError(f"device work failed: {exc}") from exc
         finally:
             self._pending.clear()
+
+    # ------------------------------------------------------------------ streams (pipelining)
+    def streams(self, count: int) -> list[Any]:
+        """``count`` streams of this device (the first is the default :attr:`stream`),
+        created once and reused; :meth:`sync` waits for all of them."""
+        with self._device:
+            while len(self._streams) < count:
+                self._streams.append(self.cp.cuda.Stream(non_blocking=True))
+        return self._streams[:count]
+
+    @contextlib.contextmanager
+    def on(self, stream: Any) -> Iterator[None]:
+        """Queue the work of the ``with`` block (copies, launches, allocations) on ``stream``."""
+        saved, self.stream = self.stream, stream
+        try:
+            yield
+        finally:
+            self.stream = saved
+
+    def record(self) -> Any:
+        """An event recorded on the current stream (marks the work queued so far)."""
+        with self._device:
+            ev = self.cp.cuda.Event()
+            ev.record(self.stream)
+            return ev
+
+    def wait(self, event: Any) -> None:
+        """Make the current stream wait for ``event`` (work of another stream) on the GPU."""
+        with self._device:
+            self.stream.wait_event(event)
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        """A page-locked host ``uint8`` buffer of ``nbytes`` (destination of :meth:`get_async`)."""
+        return self._pinned(nbytes)[:nbytes]
+
+    def get_async(self, buf: Any, nbytes: int, out: np.ndarray) -> None:
+        """Queue the copy of the first ``nbytes`` of ``buf`` into page-locked ``out`` on the
+        current stream; the bytes are there after :meth:`sync`.  Raises
+        :class:`KernelLaunchError` when the copy cannot be queued."""
+        if not nbytes:
+            return
+        try:
+            with self._device:
+                buf[:nbytes].get(stream=self.stream, out=out[:nbytes])
+        except Exception as exc:
+            raise KernelLaunchError(f"queueing a device-to-host copy of {nbytes} bytes failed: {exc}") from exc
 
     @contextlib.contextmanager
     def timer(self) -> Iterator[dict[str, float]]:

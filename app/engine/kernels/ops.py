@@ -111,10 +111,12 @@ def verify(dev: Device, kernel: VerifyKernel, db: DeviceBatch) -> Any:
     return out
 
 
-def merkle_leaves(dev: Device, db: DeviceBatch, verdicts: Any) -> Any:
+def merkle_leaves(dev: Device, db: DeviceBatch, verdicts: Any, out: Any = None) -> Any:
     """Leaf hashes (docs/architecture.md, "Merkle leaf and receipts") of every item of ``db`` with device ``verdicts``
-    (``uint8[n]``); returns a device buffer of ``n`` 32-byte leaves."""
-    out = dev.alloc(32 * db.n)
+    (``uint8[n]``); returns a device buffer of ``n`` 32-byte leaves (``out`` when given: a
+    device buffer of at least 32 n bytes, such as a chunk's slice of a whole batch's leaves)."""
+    if out is None:
+        out = dev.alloc(32 * db.n)
     dev.launch(MERKLE, "zv_merkle_leaves", db.n,
                (np.uint32(db.code), db.pks, np.uint32(db.pk_len), db.sigs, np.uint32(db.sig_len),
                 db.msgs, db.offsets, verdicts, np.uint64(db.n), out))
