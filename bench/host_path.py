@@ -11,8 +11,8 @@ when it commits on the device — so only the host path is timed:
            views of the buffer;
   verify   ``verify_and_record`` (app/engine/pipeline.py) through the real Engine: routing,
            the backend call, result checks, per-scheme stats, the recent-batches entry,
-           and the receipt (``--receipts sqlite``: one SQLite transaction per batch;
-           ``none``: receipts off);
+           and the receipt: ``none`` (receipts off), ``sqlite`` (one SQLite transaction per
+           batch) and, with ``--postgres URL``, ``postgresql`` (one COPY per batch);
   respond  ``zap.encode_response`` of the verdicts and root.
 
 Every frame is ``--batch`` Ed25519 items with ``--msg-bytes``-byte messages.  The stages
@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--msg-bytes", type=int, default=32)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--postgres", default=os.environ.get("ZAPVERIFY_TEST_POSTGRES_URL"),
+                    help="a PostgreSQL URL for the postgresql receipts row (scripts/pg_test_cluster start)")
     args = ap.parse_args(argv)
 
     frames = make_frames(args.frames, args.batch, args.msg_bytes)
@@ -169,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         stores = {"none": None, "sqlite": open_store(f"sqlite:///{tmp}/receipts.db")}
+        if args.postgres:
+            stores["postgresql"] = open_store(args.postgres)
         for name, store in stores.items():
             one_round(engine, store, frames[:1], limits)  # warm
             rounds = [one_round(engine, store, frames, limits) for _ in range(args.rounds)]
