@@ -75,6 +75,10 @@ class CommitsOnDevice(Protocol):
         ...
 
 
+class CommittingBackend(Backend, CommitsOnDevice, Protocol):
+    """A backend that commits on its device (what the engine narrows to before using it)."""
+
+
 @runtime_checkable
 class SizesBatches(Protocol):
     """A backend that runs best on batches of a certain size (a GPU: whole waves), which
