@@ -40,7 +40,7 @@ class Settings(BaseSettings):
     backend: Literal["auto", "cpu", "kernel-host", "cuda"] = Field(
         "auto", description="force one backend for every scheme; auto picks per scheme")
     cpu_workers: int = Field(0, ge=0, description="CPU verify workers; 0 = every core")
-    cpu_chunk: int = Field(256, ge=1, description="items per CPU work unit")
+    cpu_chunk: int = Field(0, ge=0, description="items per CPU work unit; 0 = sized per scheme from the measured cost")
     crossover: dict[str, int] = Field(default_factory=dict, description=(
         "fixed smallest batch per scheme id that goes to the GPU, as JSON ({\"ed25519\": 512}); "
         "measured at start where absent"))

@@ -1,9 +1,18 @@
 """The CPU backend: the reference libraries, spread over every core.
 
-A batch is cut into chunks of ``chunk`` items.  Libraries that release the GIL
-(:data:`app.engine.verify.reference.RELEASES_GIL`) run their chunks on a thread pool; the others
+A batch is cut into chunks.  Ed25519 and secp256k1 chunks run in the native loops of
+:mod:`app.engine.backends.native` (the libraries' own C entry points over whole columns,
+leaf hashes in the same pass, GIL released), so they run on a thread pool and the columns
+are passed without a copy.  Other libraries run the Python loop over
+:mod:`app.engine.verify.reference`: on threads where the library releases the GIL
+(:data:`app.engine.verify.reference.RELEASES_GIL`, measured by ``bench/cpu_engine.py``), else
 on a pool of worker processes (started with ``spawn``, so a threaded server is never
 forked), to which a chunk travels as a few byte strings rather than Python objects.
+
+Chunk size per scheme is measured, not fixed: every batch the backend runs (the start-up
+self-test first) updates the scheme's per-item cost, and a chunk is sized to about
+``CHUNK_SECONDS`` of work — large enough that the per-chunk dispatch is noise, small
+enough that a core slowed by a neighbour does not hold up the batch.
 """
 
 from __future__ import annotations
@@ -11,11 +20,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Literal
 
 import numpy as np
 
+from app.engine.backends import native
 from app.engine.commit import merkle
 from app.engine.verify import reference
 from app.engine.verify.batch import Batch
@@ -23,16 +34,28 @@ from app.engine.verify.schemes import SCHEMES, Scheme
 
 Parallelism = Literal["auto", "thread", "process"]
 
+#: Seconds of single-core work per chunk, once the scheme's per-item cost is measured.
+CHUNK_SECONDS = 0.004
+#: Items per chunk before a scheme has been measured.
+DEFAULT_CHUNK = 64
+
 
 def _verify_range(scheme_id: str, pk_len: int, pks: bytes, sigs: bytes, msgs: bytes,
-                  offsets: list[int], ctx: bytes, prehashed: bool, allow_high_s: bool) -> tuple[bytes, bytes]:
-    """Verify a chunk given as flat bytes.
+                  offsets: list[int], ctx: bytes, prehashed: bool, allow_high_s: bool,
+                  use_native: bool = False) -> tuple[bytes, bytes]:
+    """Verify a chunk given as flat bytes (in the native loop where ``use_native`` and it builds).
 
     Returns (one verdict byte per item, the 32-byte Merkle leaf hash of each item): the
     leaves are hashed here so that they too are spread over the cores.  Runs in a worker
     process or thread; ``offsets`` are relative to ``msgs``.
     """
     scheme = SCHEMES[scheme_id]
+    loops = native.loops() if use_native and scheme.family in native.FAMILIES else None
+    if loops is not None:
+        u8 = np.uint8
+        return loops.run(scheme.family, scheme.code, np.frombuffer(pks, u8).reshape(-1, pk_len),
+                         np.frombuffer(sigs, u8).reshape(-1, scheme.sig_len), np.frombuffer(msgs, u8),
+                         np.asarray(offsets, np.uint64), prehashed, allow_high_s)
     fn = reference.verifier(scheme)
     sig_len, code = scheme.sig_len, scheme.code
     n = len(offsets) - 1
@@ -52,12 +75,22 @@ def _verify_range(scheme_id: str, pk_len: int, pks: bytes, sigs: bytes, msgs: by
     return bytes(out), b"".join(leaves)
 
 
-def _chunk_args(batch: Batch, lo: int, hi: int) -> tuple:
+def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool) -> tuple:
     off = batch.offsets[lo:hi + 1].astype(np.int64)
     base = int(off[0])
     return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
             batch.msgs[base:int(off[-1])].tobytes(), (off - base).tolist(), batch.ctx, batch.prehashed,
-            batch.allow_high_s)
+            batch.allow_high_s, use_native)
+
+
+def _native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
+    """Verify items [lo, hi) of ``batch`` in the native loop, on the batch's own columns."""
+    loops = native.loops()
+    assert loops is not None  # callers check native_family first
+    off = batch.offsets[lo:hi + 1].astype(np.uint64)
+    base = int(off[0])
+    return loops.run(batch.scheme.family, batch.scheme.code, batch.pks[lo:hi], batch.sigs[lo:hi],
+                     batch.msgs[base:int(off[-1])], off - base, batch.prehashed, batch.allow_high_s)
 
 
 def _warm(_: int) -> int:
@@ -72,17 +105,25 @@ class CpuBackend:
 
     Args:
         workers: cores to use; 0 means ``os.cpu_count()``.
-        chunk: items per work unit (smaller spreads better, larger costs less overhead).
-        parallelism: ``auto`` follows :data:`reference.RELEASES_GIL`; ``thread`` or
-            ``process`` forces one kind of pool for every scheme (used by the benchmark).
+        chunk: items per work unit; 0 (the default) sizes chunks per scheme from the
+            measured per-item cost (see the module docstring).
+        parallelism: ``auto`` uses threads for the native loops and follows
+            :data:`reference.RELEASES_GIL` for the rest; ``thread`` or ``process`` forces one
+            kind of pool for every scheme (used by the benchmark).
+        use_native: run Ed25519 and secp256k1 in the native loops where they build (False:
+            the Python loop everywhere, which the benchmark and tests compare against).
     """
 
     name = "cpu"
 
-    def __init__(self, workers: int = 0, chunk: int = 256, parallelism: Parallelism = "auto"):
+    def __init__(self, workers: int = 0, chunk: int = 0, parallelism: Parallelism = "auto",
+                 use_native: bool = True):
         self.workers = workers or os.cpu_count() or 1
-        self.chunk = max(1, chunk)
+        self.chunk = max(0, chunk)
         self.parallelism = parallelism
+        self.use_native = use_native
+        #: Measured single-core seconds per item, per scheme id (moving average).
+        self.item_seconds: dict[str, float] = {}
         self._threads: ThreadPoolExecutor | None = None
         self._procs: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -93,10 +134,32 @@ class CpuBackend:
     def schemes(self) -> frozenset[str]:
         return frozenset(SCHEMES)
 
+    def native_family(self, scheme: Scheme) -> bool:
+        """Whether ``scheme`` runs in a native loop here (built, and not turned off)."""
+        return self.use_native and scheme.family in native.FAMILIES and native.loops() is not None
+
     def uses_processes(self, scheme: Scheme) -> bool:
         if self.parallelism != "auto":
             return self.parallelism == "process"
+        if self.native_family(scheme):
+            return False  # the ctypes call releases the GIL for the whole chunk
         return not reference.RELEASES_GIL[scheme.family]
+
+    def chunk_items(self, scheme: Scheme) -> int:
+        """Items per chunk for ``scheme``: fixed when configured, else ``CHUNK_SECONDS`` of the
+        measured per-item cost (``DEFAULT_CHUNK`` before the first measurement)."""
+        if self.chunk:
+            return self.chunk
+        cost = self.item_seconds.get(scheme.id)
+        if cost is None:
+            return DEFAULT_CHUNK
+        return max(1, min(4096, int(CHUNK_SECONDS / max(cost, 1e-9))))
+
+    def _measured(self, scheme: Scheme, n: int, seconds: float, parallel: int) -> None:
+        # Wall time over items, times the cores that shared the work: single-core cost.
+        cost = seconds * parallel / n
+        old = self.item_seconds.get(scheme.id)
+        self.item_seconds[scheme.id] = cost if old is None else 0.7 * old + 0.3 * cost
 
     def _executor(self, processes: bool) -> Executor:
         with self._lock:
@@ -111,7 +174,9 @@ class CpuBackend:
             return self._threads
 
     def warm_up(self) -> None:
-        """Start the pools the registry will need, so the first batch pays no start-up."""
+        """Build the native loops and start the pools the registry will need, so the first
+        batch pays no start-up."""
+        native.loops()
         for procs in {self.uses_processes(s) for s in SCHEMES.values()}:
             self._executor(procs)
 
@@ -128,15 +193,25 @@ class CpuBackend:
         n = len(batch)
         if n == 0:
             return np.zeros(0, dtype=bool), np.zeros((0, 32), dtype=np.uint8)
-        # Enough chunks to keep every worker busy, none larger than self.chunk.
-        size = max(1, min(self.chunk, -(-n // self.workers)))
+        # Enough chunks to keep every worker busy, none larger than the measured chunk.
+        size = max(1, min(self.chunk_items(batch.scheme), -(-n // self.workers)))
         bounds = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
+        use_native = self.native_family(batch.scheme)
+        t0 = time.perf_counter()
         if len(bounds) == 1 or self.workers == 1:
-            parts = [_verify_range(*_chunk_args(batch, lo, hi)) for lo, hi in bounds]
+            parallel = 1
+            parts = [_native_range(batch, lo, hi) if use_native else _verify_range(*_chunk_args(batch, lo, hi, False))
+                     for lo, hi in bounds]
         else:
-            ex = self._executor(self.uses_processes(batch.scheme))
-            futures = [ex.submit(_verify_range, *_chunk_args(batch, lo, hi)) for lo, hi in bounds]
+            parallel = min(self.workers, len(bounds))
+            processes = self.uses_processes(batch.scheme)
+            ex = self._executor(processes)
+            if use_native and not processes:
+                futures = [ex.submit(_native_range, batch, lo, hi) for lo, hi in bounds]
+            else:
+                futures = [ex.submit(_verify_range, *_chunk_args(batch, lo, hi, use_native)) for lo, hi in bounds]
             parts = [f.result() for f in futures]
+        self._measured(batch.scheme, n, time.perf_counter() - t0, parallel)
         verdicts = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.uint8).astype(bool)
         leaves = np.frombuffer(b"".join(p[1] for p in parts), dtype=np.uint8).reshape(n, 32)
         return verdicts, leaves

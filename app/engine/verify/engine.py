@@ -57,7 +57,7 @@ class EngineConfig:
 
     backend: str = "auto"
     cpu_workers: int = 0
-    cpu_chunk: int = 256
+    cpu_chunk: int = 0
     cpu_parallelism: Literal["auto", "thread", "process"] = "auto"
     #: Fixed crossover batch size per scheme id (items), for every accelerated backend.
     crossover: dict[str, int] = field(default_factory=dict)
