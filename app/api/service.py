@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import media_type
-from app.api.schemas import VerifyRequest, VerifyResponse, to_items
+from app.api.schemas import VerifyRequest, VerifyResponse, to_work
 from app.config import Settings
 from app.engine.pipeline import verify_and_record
 from app.engine.receipts.store import ReceiptStore
@@ -48,8 +48,8 @@ async def verify_json(engine: Engine, store: ReceiptStore | None, settings: Sett
     :class:`ZapVerifyError` naming ``items[i].<field>`` for items that cannot be decoded or a
     limit exceeded, :class:`app.errors.NotReady` and :class:`app.errors.StoreUnavailable`."""
     engine.require_ready()
-    items = to_items(req, max_items=settings.max_items, max_message_bytes=settings.max_message_bytes)
-    rec = await run_in_threadpool(verify_and_record, engine, store, items, source=source, started=started)
+    work = to_work(req, max_items=settings.max_items, max_message_bytes=settings.max_message_bytes)
+    rec = await run_in_threadpool(verify_and_record, engine, store, work, source=source, started=started)
     n = int(rec.verdicts.shape[0])
     return VerifyResponse(
         batch_id=rec.batch_id, count=n, valid=rec.valid, invalid=n - rec.valid, verdicts=rec.verdicts.tolist(),
