@@ -89,6 +89,8 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=3, help="interleaved rounds per scheme (median reported)")
     p.add_argument("--min-seconds", type=float, default=0.5)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    p.add_argument("--update", action="store_true",
+                   help="replace only the measured schemes' rows of an existing cpu_engine.json, keep the rest")
     args = p.parse_args()
     cores = os.cpu_count() or 1
     engines = {kind: Engine(EngineConfig(backend="cpu", cpu_parallelism=kind)) for kind in ("thread", "process")}
@@ -110,6 +112,7 @@ def main() -> int:
                 gils.append(gil_speedup(scheme_id, items, args.min_seconds / 2))
                 for kind, eng in engines.items():
                     rates[kind].append(engine_rate(eng, batch, repeats))
+            load_row = os.getloadavg()
             ratios = {kind: [r / (cores * raw) for r, raw in zip(rs, raws)] for kind, rs in rates.items()}
             best = "thread" if statistics.median(rates["thread"]) >= statistics.median(rates["process"]) else "process"
             row = {"scheme": scheme_id, "raw_per_second": _spread(raws), "two_thread_speedup": _spread(gils),
@@ -117,7 +120,8 @@ def main() -> int:
                    "releases_gil": reference.RELEASES_GIL[scheme.family], "pool": picked,
                    "engine_per_second": _spread(rates[picked]),
                    "thread_per_second": _spread(rates["thread"]), "process_per_second": _spread(rates["process"]),
-                   "ratio": _spread(ratios[picked]), "best_ratio": _spread(ratios[best])}
+                   "ratio": _spread(ratios[picked]), "best_ratio": _spread(ratios[best]), "runs": args.runs,
+                   "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": load_row[0]}
             rows.append(row)
             print(json.dumps({k: (v["median"] if isinstance(v, dict) else v) for k, v in row.items()}), flush=True)
     finally:
@@ -127,14 +131,20 @@ def main() -> int:
             "python": platform.python_version(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "load_average_start": load_start, "load_average": os.getloadavg()}
     args.out.mkdir(parents=True, exist_ok=True)
+    old = args.out / "cpu_engine.json"
+    if args.update and old.is_file():
+        kept = {r["scheme"]: r for r in json.loads(old.read_text())["rows"] if "time" in r}
+        kept.update({r["scheme"]: r for r in rows})
+        rows = [kept[s] for s in SCHEMES if s in kept]
     (args.out / "cpu_engine.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     below = [r["scheme"] for r in rows if r["ratio"]["median"] < 0.9]
     lines = [
         "# CPU engine vs raw library loop",
         "",
         f"Written by `bench/cpu_engine.py` at {meta['time']} on {cores} cores ({meta['machine']}, Python "
-        f"{meta['python']}), batch {args.batch}, {args.runs} interleaved rounds per scheme; 1-minute load "
-        f"average {load_start[0]:.2f} at the start, {meta['load_average'][0]:.2f} at the end.",
+        f"{meta['python']}), batch {args.batch}, interleaved rounds per scheme (`runs`); `load` is the "
+        "1-minute load average when the scheme's row was measured (rows may come from separate runs, "
+        "`--update`; each row's rounds are interleaved among themselves).",
         "ratio = engine / (cores × raw) per round, median [min–max]; target ≥ 0.9. Rates are medians. "
         "`pool` is what the backend picks (threads for the native loops and where the library releases the GIL).",
         "`native` marks schemes verified in the native chunk loop (app/engine/backends/native_loops.cpp); "
@@ -146,8 +156,8 @@ def main() -> int:
         f"Below target: {', '.join(below) if below else 'none'}.",
         "",
         "| scheme | native | raw 1-thread /s | 2-thread speedup | engine /s | pool | threads /s | processes /s "
-        "| ratio [min–max] | best ratio |",
-        "|---|---|---:|---:|---:|---|---:|---:|---|---:|",
+        "| ratio [min–max] | best ratio | runs | measured (UTC) | load |",
+        "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---|---:|",
     ]
     for r in rows:
         q = r["ratio"]
@@ -156,7 +166,8 @@ def main() -> int:
                      f"{r['two_thread_speedup']['median']:.2f} | {r['engine_per_second']['median']:,.0f} | "
                      f"{r['pool']} | {r['thread_per_second']['median']:,.0f} | "
                      f"{r['process_per_second']['median']:,.0f} | {q['median']:.2f} [{q['min']:.2f}–{q['max']:.2f}] | "
-                     f"{r['best_ratio']['median']:.2f} |")
+                     f"{r['best_ratio']['median']:.2f} | {r['runs']} | {r['time'][11:16]} | "
+                     f"{r['load_average']:.1f} |")
     (args.out / "cpu_engine.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out / 'cpu_engine.md'}")
     return 0

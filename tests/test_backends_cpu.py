@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.engine.backends.cpu import CpuBackend
+from app.engine.backends.cpu import CHUNK_SECONDS, CpuBackend
 from app.engine.verify import kat
 from app.engine.verify.batch import Batch
 from app.engine.verify.schemes import SCHEMES
@@ -82,7 +82,7 @@ def test_chunk_is_sized_from_the_measured_cost():
         backend.verify(_batch("ed25519", items))
         cost = backend.item_seconds["ed25519"]
         assert 1e-6 < cost < 0.05
-        assert backend.chunk_items(scheme) == max(1, min(4096, int(0.004 / cost)))
+        assert backend.chunk_items(scheme) == max(1, min(4096, int(CHUNK_SECONDS[False] / cost)))
         assert CpuBackend(chunk=5).chunk_items(scheme) == 5  # a configured size wins
     finally:
         backend.close()

@@ -11,7 +11,7 @@ forked), to which a chunk travels as a few byte strings rather than Python objec
 
 Chunk size per scheme is measured, not fixed: every batch the backend runs (the start-up
 self-test first) updates the scheme's per-item cost, and a chunk is sized to about
-``CHUNK_SECONDS`` of work — large enough that the per-chunk dispatch is noise, small
+``CHUNK_SECONDS`` of work (by pool kind) — large enough that the per-chunk dispatch is noise, small
 enough that a core slowed by a neighbour does not hold up the batch.
 """
 
@@ -34,8 +34,9 @@ from app.engine.verify.schemes import SCHEMES, Scheme
 
 Parallelism = Literal["auto", "thread", "process"]
 
-#: Seconds of single-core work per chunk, once the scheme's per-item cost is measured.
-CHUNK_SECONDS = 0.004
+#: Seconds of single-core work per chunk, once the scheme's per-item cost is measured: a
+#: thread chunk costs tens of µs to dispatch, a process chunk a pickle each way, so more.
+CHUNK_SECONDS = {False: 0.004, True: 0.02}
 #: Items per chunk before a scheme has been measured.
 DEFAULT_CHUNK = 64
 
@@ -153,7 +154,7 @@ class CpuBackend:
         cost = self.item_seconds.get(scheme.id)
         if cost is None:
             return DEFAULT_CHUNK
-        return max(1, min(4096, int(CHUNK_SECONDS / max(cost, 1e-9))))
+        return max(1, min(4096, int(CHUNK_SECONDS[self.uses_processes(scheme)] / max(cost, 1e-9))))
 
     def _measured(self, scheme: Scheme, n: int, seconds: float, parallel: int) -> None:
         # Wall time over items, times the cores that shared the work: single-core cost.
