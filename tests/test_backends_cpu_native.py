@@ -85,3 +85,25 @@ def test_wrong_key_length_is_false_with_leaf():
     verdicts, leaves = LOOPS.run("ed25519", scheme.code, pks, sigs, msgs, np.array([0, 1, 3]))
     assert verdicts == b"\x00\x00"
     assert leaves[32:] == merkle.leaf_hash(scheme.code, False, bytes(31), b"bc", bytes(64))
+
+
+def test_a_host_without_a_compiler_loads_the_prebuilt_library(tmp_path, monkeypatch):
+    from app.engine.kernels import hostbuild
+
+    path = native.prebuild(tmp_path)
+    assert path == native.prebuilt_path(tmp_path) and path.is_file()
+    monkeypatch.setattr(hostbuild, "compiler", lambda: None)
+    monkeypatch.setenv("ZAPVERIFY_NATIVE_DIR", str(tmp_path))
+    assert native._library() == path
+    monkeypatch.setenv("ZAPVERIFY_NATIVE_DIR", str(tmp_path / "absent"))
+    with pytest.raises(hostbuild.HostBuildError):
+        native._library()
+
+
+def test_the_cpu_image_ships_the_prebuilt_loops():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "Dockerfile").read_text()
+    build, final = text.split("\nFROM ${PYTHON_IMAGE}\n")
+    assert "native.prebuild('/opt/zapverify/native')" in build
+    assert "ZAPVERIFY_NATIVE_DIR=/opt/zapverify/native" in final and "COPY --from=build /opt/zapverify" in final

@@ -15,7 +15,10 @@ functions under the same length and prehash rules); tests check it on every vect
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import logging
+import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -94,6 +97,34 @@ class NativeLoops:
         return verdicts.tobytes(), leaves.tobytes()
 
 
+def prebuilt_path(directory: str | Path) -> Path:
+    """Where a library prebuilt from this exact ``native_loops.cpp`` lies in ``directory``."""
+    return Path(directory) / f"native_loops-{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]}.so"
+
+
+def prebuild(directory: str | Path) -> Path:
+    """Build the native loops into ``directory`` for a host without a compiler (the CPU
+    image builds them in its build stage); returns the library's path.  Raises
+    :class:`app.errors.KernelBuildError` when the build fails."""
+    from app.engine.kernels import hostbuild
+
+    out = prebuilt_path(directory)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(hostbuild.build_code(SOURCE.read_text(), "native_loops"), out)
+    return out
+
+
+def _library() -> Path:
+    from app.engine.kernels import hostbuild
+
+    if hostbuild.compiler() is None:
+        # No compiler here: a library prebuilt from this source, under $ZAPVERIFY_NATIVE_DIR.
+        prebuilt = prebuilt_path(os.environ.get("ZAPVERIFY_NATIVE_DIR", "."))
+        if prebuilt.is_file():
+            return prebuilt
+    return hostbuild.build_code(SOURCE.read_text(), "native_loops")
+
+
 def _k1_path() -> str:
     import coincurve
 
@@ -106,16 +137,14 @@ _failed = False
 
 
 def loops() -> NativeLoops | None:
-    """The native loops, built and loaded once per process; None where they cannot be built
-    (no C++ compiler, a library without the exported symbols), and the Python loop is used."""
+    """The native loops, built (or found prebuilt, :func:`prebuild`) and loaded once per
+    process; None where neither works (no C++ compiler and no prebuilt library, a library
+    without the exported symbols), and the Python loop is used."""
     global _loops, _failed
     with _lock:
         if _loops is None and not _failed:
             try:
-                from app.engine.kernels import hostbuild
-
-                path = hostbuild.build_code(SOURCE.read_text(), "native_loops")
-                _loops = NativeLoops(ctypes.CDLL(str(path)))
+                _loops = NativeLoops(ctypes.CDLL(str(_library())))
             except (KernelBuildError, OSError, AttributeError, ImportError) as exc:
                 log.warning("native CPU loops unavailable, using the Python loop: %s", exc)
                 _failed = True
