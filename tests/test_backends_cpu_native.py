@@ -107,3 +107,16 @@ def test_the_cpu_image_ships_the_prebuilt_loops():
     build, final = text.split("\nFROM ${PYTHON_IMAGE}\n")
     assert "native.prebuild('/opt/zapverify/native')" in build
     assert "ZAPVERIFY_NATIVE_DIR=/opt/zapverify/native" in final and "COPY --from=build /opt/zapverify" in final
+
+
+def test_offsets_outside_the_messages_are_clamped_like_a_python_slice():
+    """Columns overwritten under the backend (a caller's bug) give verdicts, never a crash."""
+    scheme = SCHEMES["ed25519"]
+    pks, sigs = np.zeros((3, 32), dtype=np.uint8), np.zeros((3, 64), dtype=np.uint8)
+    msgs = np.frombuffer(b"abcdef", dtype=np.uint8)
+    verdicts, leaves = LOOPS.run("ed25519", scheme.code, pks, sigs, msgs, np.array([4, 2, 1 << 40, 1 << 62]))
+    assert verdicts == b"\x00\x00\x00"
+    for i, m in enumerate([b"abcdef"[4:2], b"abcdef"[2:1 << 40], b"abcdef"[1 << 40:1 << 62]]):
+        assert leaves[32 * i:32 * i + 32] == merkle.leaf_hash(scheme.code, False, bytes(32), m, bytes(64))
+    _, leaves = LOOPS.run("ed25519", scheme.code, pks[:1], sigs[:1], msgs, np.array([3, 1 << 40]))
+    assert leaves[:32] == merkle.leaf_hash(scheme.code, False, bytes(32), b"def", bytes(64))

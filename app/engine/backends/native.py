@@ -59,10 +59,10 @@ class NativeLoops:
         self._k1 = tuple(addr(k1, n) for n in ("secp256k1_ec_pubkey_parse", "secp256k1_ecdsa_signature_parse_compact",
                                                 "secp256k1_ecdsa_signature_normalize", "secp256k1_ecdsa_verify"))
         self._k1_ctx = int(k1_ffi.cast("uintptr_t", ctx))
-        lib.zv_cpu_ed25519.argtypes = [_P, _P, _U8, _P, _SZ, _P, _SZ, _P, _P, _SZ, _P, _P]
+        lib.zv_cpu_ed25519.argtypes = [_P, _P, _U8, _P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P, _P]
         lib.zv_cpu_ed25519.restype = None
         lib.zv_cpu_secp256k1.argtypes = [_P, _P, _P, _P, _P, _P, _U8, ctypes.c_int, ctypes.c_int,
-                                         _P, _SZ, _P, _SZ, _P, _P, _SZ, _P, _P]
+                                         _P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P, _P]
         lib.zv_cpu_secp256k1.restype = None
         self._lib = lib
 
@@ -85,8 +85,10 @@ class NativeLoops:
         n = len(off) - 1
         verdicts = np.zeros(n, dtype=np.uint8)
         leaves = np.empty((n, 32), dtype=np.uint8)
-        cols = (pks.ctypes.data, pks.shape[1], sigs.ctypes.data, sigs.shape[1], msgs.ctypes.data, off.ctypes.data,
-                n, verdicts.ctypes.data, leaves.ctypes.data)
+        if pks.shape[0] < n or sigs.shape[0] < n:
+            raise ValueError(f"{n} offsets' items but {pks.shape[0]} keys, {sigs.shape[0]} signatures")
+        cols = (pks.ctypes.data, pks.shape[1], sigs.ctypes.data, sigs.shape[1], msgs.ctypes.data, msgs.shape[0],
+                off.ctypes.data, n, verdicts.ctypes.data, leaves.ctypes.data)
         if family == "ed25519":
             self._lib.zv_cpu_ed25519(*self._ed, self._sha, code, *cols)
         elif family == "secp256k1":

@@ -17,7 +17,9 @@
 // with libsodium's crypto_hash_sha256.
 //
 // Column layout (all C-contiguous): pks uint8[n, pk_len], sigs uint8[n, sig_len], msgs uint8[...],
-// offsets uint64[n + 1] relative to msgs; out: verdicts uint8[n] (0/1), leaves uint8[n, 32].
+// offsets uint64[n + 1] relative to msgs (msgs_len bytes); out: verdicts uint8[n] (0/1),
+// leaves uint8[n, 32].  Offsets are clamped to [0, msgs_len] as a Python slice would be, so
+// columns overwritten under us (a caller's bug) give wrong verdicts, never a read outside msgs.
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +38,15 @@ typedef int (*zv_k1_verify_fn)(const void *ctx, const zv_k1_blob *sig, const uns
 
 #define ZV_LEAF_DATA_BYTES 99  // 0x00 prefix + the 98-byte leaf data
 
+// Message i as msgs[offsets[i]:offsets[i + 1]] with Python's slice clamping.
+static const unsigned char *zv_message(const unsigned char *msgs, size_t msgs_len, const uint64_t *offsets,
+                                       size_t i, size_t *len) {
+    const uint64_t lo = offsets[i] < msgs_len ? offsets[i] : msgs_len;
+    const uint64_t hi = offsets[i + 1] < msgs_len ? offsets[i + 1] : msgs_len;
+    *len = hi > lo ? (size_t)(hi - lo) : 0;
+    return msgs + lo;
+}
+
 static void zv_leaf(zv_sha256_fn sha256, unsigned char code, int ok, const unsigned char *pk, size_t pk_len,
                     const unsigned char *msg, size_t msg_len, const unsigned char *sig, size_t sig_len,
                     unsigned char *leaf) {
@@ -51,13 +62,14 @@ static void zv_leaf(zv_sha256_fn sha256, unsigned char code, int ok, const unsig
 
 extern "C" void zv_cpu_ed25519(zv_ed25519_verify_fn verify, zv_sha256_fn sha256, unsigned char code,
                                const unsigned char *pks, size_t pk_len, const unsigned char *sigs, size_t sig_len,
-                               const unsigned char *msgs, const uint64_t *offsets, size_t n,
+                               const unsigned char *msgs, size_t msgs_len, const uint64_t *offsets, size_t n,
                                unsigned char *verdicts, unsigned char *leaves) {
     // The reference rejects any other length before calling libsodium.
     const int sizes_ok = pk_len == 32 && sig_len == 64;
     for (size_t i = 0; i < n; i++) {
-        const unsigned char *pk = pks + i * pk_len, *sig = sigs + i * sig_len, *msg = msgs + offsets[i];
-        const size_t msg_len = (size_t)(offsets[i + 1] - offsets[i]);
+        const unsigned char *pk = pks + i * pk_len, *sig = sigs + i * sig_len;
+        size_t msg_len;
+        const unsigned char *msg = zv_message(msgs, msgs_len, offsets, i, &msg_len);
         const int ok = sizes_ok && verify(sig, msg, msg_len, pk) == 0;
         verdicts[i] = (unsigned char)ok;
         zv_leaf(sha256, code, ok, pk, pk_len, msg, msg_len, sig, sig_len, leaves + 32 * i);
@@ -69,12 +81,13 @@ extern "C" void zv_cpu_secp256k1(zv_k1_pubkey_parse_fn pubkey_parse, zv_k1_sig_p
                                  const void *ctx, zv_sha256_fn sha256, unsigned char code, int prehashed,
                                  int allow_high_s, const unsigned char *pks, size_t pk_len,
                                  const unsigned char *sigs, size_t sig_len, const unsigned char *msgs,
-                                 const uint64_t *offsets, size_t n, unsigned char *verdicts,
+                                 size_t msgs_len, const uint64_t *offsets, size_t n, unsigned char *verdicts,
                                  unsigned char *leaves) {
     const int sizes_ok = (pk_len == 33 || pk_len == 65) && sig_len == 64;
     for (size_t i = 0; i < n; i++) {
-        const unsigned char *pk = pks + i * pk_len, *sig = sigs + i * sig_len, *msg = msgs + offsets[i];
-        const size_t msg_len = (size_t)(offsets[i + 1] - offsets[i]);
+        const unsigned char *pk = pks + i * pk_len, *sig = sigs + i * sig_len;
+        size_t msg_len;
+        const unsigned char *msg = zv_message(msgs, msgs_len, offsets, i, &msg_len);
         int ok = sizes_ok && (!prehashed || msg_len == 32);
         if (ok) {
             unsigned char digest[32];
