@@ -82,6 +82,17 @@ def _spread(xs: list[float]) -> dict:
             "runs": [round(x, 3) for x in xs]}
 
 
+def _as_rounds(row: dict, meta: dict) -> dict:
+    """A row of an older result file (one round, plain numbers) in this file's form, stamped
+    with that file's time and load, so ``--update`` keeps it for what it is."""
+    if "time" in row:
+        return row
+    out = {k: ({"median": v, "min": v, "max": v, "runs": [v]} if isinstance(v, float) else v)
+           for k, v in row.items()}
+    load = meta.get("load_average", [0.0])
+    return {**out, "native_loop": False, "runs": 1, "time": meta["time"], "load_average": load[0]}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=4096)
@@ -133,7 +144,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     old = args.out / "cpu_engine.json"
     if args.update and old.is_file():
-        kept = {r["scheme"]: r for r in json.loads(old.read_text())["rows"] if "time" in r}
+        prior = json.loads(old.read_text())
+        kept = {r["scheme"]: _as_rounds(r, prior["meta"]) for r in prior["rows"]}
         kept.update({r["scheme"]: r for r in rows})
         rows = [kept[s] for s in SCHEMES if s in kept]
     (args.out / "cpu_engine.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
@@ -166,8 +178,11 @@ def main() -> int:
                      f"{r['two_thread_speedup']['median']:.2f} | {r['engine_per_second']['median']:,.0f} | "
                      f"{r['pool']} | {r['thread_per_second']['median']:,.0f} | "
                      f"{r['process_per_second']['median']:,.0f} | {q['median']:.2f} [{q['min']:.2f}–{q['max']:.2f}] | "
-                     f"{r['best_ratio']['median']:.2f} | {r['runs']} | {r['time'][11:16]} | "
+                     f"{r['best_ratio']['median']:.2f} | {r['runs']} | {r['time'][:16].replace('T', ' ')} | "
                      f"{r['load_average']:.1f} |")
+    if any(r["runs"] < 3 for r in rows):
+        lines += ["", "Rows with 1 run come from an earlier result file (one round per configuration, before "
+                  "this script interleaved rounds), kept by `--update` because there was no time to re-measure them."]
     (args.out / "cpu_engine.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out / 'cpu_engine.md'}")
     return 0
