@@ -163,3 +163,22 @@ def test_standins_override_keeps_the_services_and_ports_of_compose_yaml():
             return yaml.safe_load(out.stdout)
 
         assert service_ports(config(ROOT / "compose.yaml", OVERRIDE)) == service_ports(config(ROOT / "compose.yaml"))
+
+
+def test_container_figures_in_the_readme_are_the_scripts():
+    """scripts/container_test writes bench/results/containers.md and the same tables into
+    the README's marked block (tests/containers/report.py); the rest of the README stays."""
+    from tests.containers.report import IMAGES, render, splice
+
+    measured = {f"size_{k}": "123456789" for k, _, _ in IMAGES} | {f"build_s_{k}": "7" for k, _, _ in IMAGES}
+    measured |= {"ready_s_cuda_nogpu": "9.4", "ready_s_stack": "51", "tests_s": "100", "script_s": "900",
+                 "docker": "20.10", "compose": "1.29.2"}
+    report = render(measured, {"restart_ready_s": 48.0})
+    assert "| `zapverify:cuda` | " in report and "| 123 MB | 7 s |" in report and "| 9.4 |" in report
+    readme = (ROOT / "README.md").read_text()
+    spliced = splice(readme, report)
+    assert "| 48.0 |" in spliced and spliced.count("<!-- containers.md: begin") == 1
+    head, tail = readme.split("<!-- containers.md: begin")[0], readme.split("<!-- containers.md: end -->")[1]
+    assert spliced.startswith(head) and spliced.endswith(tail)
+    with pytest.raises(ValueError):
+        splice("no markers", report)

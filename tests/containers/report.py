@@ -1,6 +1,10 @@
 """bench/results/containers.md from what scripts/container_test measured.
 
-    python -m tests.containers.report MEASURED TIMINGS > bench/results/containers.md
+    python -m tests.containers.report MEASURED TIMINGS [README]  > bench/results/containers.md
+
+With README, the block between its ``<!-- containers.md: begin`` and ``<!-- containers.md:
+end -->`` lines is replaced by the report's tables too (so the README's figures are the
+script's, never typed).
 
 MEASURED: ``key=value`` lines written by the script (``size_<image>`` in bytes,
 ``build_s_<image>``, ``ready_s_*``, ``tests_s``, ``script_s``, ``docker``, ``compose``).
@@ -75,10 +79,31 @@ def render(m: dict[str, str], timings: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+BEGIN, END = "<!-- containers.md: begin", "<!-- containers.md: end -->"
+
+
+def splice(readme: str, report: str) -> str:
+    """``readme`` with the lines between its BEGIN and END markers replaced by the tables
+    and notes of ``report`` (its title and first paragraph dropped).  Raises ValueError
+    when a marker is missing."""
+    lines = readme.splitlines(keepends=True)
+    try:
+        b = next(i for i, line in enumerate(lines) if line.startswith(BEGIN))
+        e = next(i for i, line in enumerate(lines) if line.startswith(END) and i > b)
+    except StopIteration:
+        raise ValueError(f"README has no {BEGIN} … {END} block") from None
+    body = report.split("\n\n", 2)[2]  # after the title and the machine paragraph
+    return "".join(lines[: b + 1]) + body + "".join(lines[e:])
+
+
 def main(argv: list[str]) -> int:
     measured = read_measured(Path(argv[0]))
     timings = json.loads(Path(argv[1]).read_text()) if len(argv) > 1 and Path(argv[1]).exists() else {}
-    sys.stdout.write(render(measured, timings))
+    report = render(measured, timings)
+    sys.stdout.write(report)
+    if len(argv) > 2:
+        readme = Path(argv[2])
+        readme.write_text(splice(readme.read_text(), report))
     return 0
 
 
