@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from app.engine.batch import Batch
 from app.engine.kernels.registry import HASH, HASH_KERNELS, MERKLE, KernelSource, VerifyKernel
+from app.engine.verify.batch import Batch
 from app.errors import EmptyBatch, RequestError
 
 #: Levels at or below this many nodes are finished by one block (zv_merkle_tail).
@@ -107,7 +107,7 @@ def verify(dev: Device, kernel: VerifyKernel, db: DeviceBatch) -> Any:
 
 
 def merkle_leaves(dev: Device, db: DeviceBatch, verdicts: Any) -> Any:
-    """Leaf hashes (DESIGN.md section 5) of every item of ``db`` with device ``verdicts``
+    """Leaf hashes (docs/architecture.md, "Merkle leaf and receipts") of every item of ``db`` with device ``verdicts``
     (``uint8[n]``); returns a device buffer of ``n`` 32-byte leaves."""
     out = dev.alloc(32 * db.n)
     dev.launch(MERKLE, "zv_merkle_leaves", db.n,
@@ -192,7 +192,7 @@ def hash_messages(dev: Device, algo: str, msgs: Sequence[bytes], out_len: int | 
 
 def batch_leaves(dev: Device, batch: Batch, verdicts: np.ndarray) -> np.ndarray:
     """Leaf hashes of ``batch`` with host ``verdicts`` (bool or uint8 ``[N]``), computed on
-    ``dev``; returns ``uint8[N, 32]`` equal to :func:`app.engine.merkle.batch_leaves`."""
+    ``dev``; returns ``uint8[N, 32]`` equal to :func:`app.engine.commit.merkle.batch_leaves`."""
     n = len(batch)
     if n == 0:
         return np.zeros((0, 32), dtype=np.uint8)
