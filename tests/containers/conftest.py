@@ -12,6 +12,9 @@ import pytest
 
 from tests.containers.stack import Stack
 
+# The Chromium fixtures of the loopback system test, for the dashboard check here too.
+from tests.system.test_dashboard_browser import browser, page  # noqa: F401
+
 
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("ZAPVERIFY_CONTAINER_TEST") == "1":

@@ -54,7 +54,7 @@ class Stack:
     cuda_url: str = ""
 
     @classmethod
-    def from_env(cls) -> "Stack":
+    def from_env(cls) -> Stack:
         e = os.environ
         return cls(e["ZAPVERIFY_STACK_URL"], shlex.split(e["ZAPVERIFY_STACK_COMPOSE"]),
                    shlex.split(e.get("ZAPVERIFY_STACK_DOCKER", "docker")), e.get("ZAPVERIFY_STACK_CUDA_URL", ""))

@@ -20,7 +20,7 @@ from app.client import Client
 from tests.containers.stack import wait_ready
 from tests.system.conftest import ARTIFACTS
 from tests.system.requests_util import SCHEMES, items
-from tests.system.test_dashboard_browser import browser, number, page  # noqa: F401 (fixtures)
+from tests.system.test_dashboard_browser import number
 from tests.system.test_loadbalancer import INSTANCE, post_verify
 
 #: Every batch answered in these tests: (batch_id, merkle_root, count); the restart test
