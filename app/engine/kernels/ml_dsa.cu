@@ -1,0 +1,70 @@
+/* ml_dsa.cu — the ML-DSA-44/65/87 verify entry points (kernel contract: zv_verify_<family>,
+ * one per parameter set; registry.py maps scheme ids to them).  Semantics and the parallel
+ * layout: ml_dsa.cuh.  One thread per signature; keys, signatures and messages are read in
+ * place from the columnar batch (DESIGN.md section 3).  The batch's one context string is
+ * passed to every item's verification, which takes a context per call.  Batch options
+ * (prehashed, allow_high_s) do not apply to pure ML-DSA and are ignored, as the CPU
+ * reference ignores them. */
+#include "ml_dsa.cuh"
+
+template <int LEVEL>
+ZV_HD void mldsa_verify_batch(const zv_u8 *pks, zv_u32 pk_len, const zv_u8 *sigs, zv_u32 sig_len, const zv_u8 *msgs,
+                              const zv_u64 *offsets, const zv_u8 *ctx, zv_u32 ctx_len, zv_u64 n, zv_u8 *verdicts) {
+    ZV_FOR_EACH(i, n) {
+        zv_u64 lo = offsets[i], hi = offsets[i + 1];
+        verdicts[i] = (zv_u8)(hi >= lo && zv_mldsa_verify<LEVEL>(pks + i * pk_len, pk_len, sigs + i * sig_len, sig_len,
+                                                                   msgs + lo, hi - lo, ctx, ctx_len));
+    }
+}
+
+#define ZV_MLDSA_ENTRY(LEVEL)                                                                                    \
+    ZV_KERNEL void zv_verify_ml_dsa_##LEVEL(const zv_u8 *pks, zv_u32 pk_len, const zv_u8 *sigs, zv_u32 sig_len, \
+                                            const zv_u8 *msgs, const zv_u64 *offsets, const zv_u8 *ctx,         \
+                                            zv_u32 ctx_len, zv_u32 options, zv_u64 n, zv_u8 *verdicts) {       \
+        (void)options;                                                                                           \
+        mldsa_verify_batch<LEVEL>(pks, pk_len, sigs, sig_len, msgs, offsets, ctx, ctx_len, n, verdicts);        \
+    }
+
+ZV_MLDSA_ENTRY(44)
+ZV_MLDSA_ENTRY(65)
+ZV_MLDSA_ENTRY(87)
+
+#if !ZV_DEVICE_BUILD
+/* Host-build hooks for the unit tests (tests/test_kernel_ml_dsa.py): the ring arithmetic
+ * and SampleInBall checked against Python.  Not part of the GPU build. */
+
+/* out = a·b in Z_q[X]/(X^256 + 1) through NTT, pointwise Montgomery product and NTT^-1
+ * (the kernel's path for Â∘ẑ); a and b have |coefficient| < q, out is in [0, q). */
+ZV_KERNEL void zv_ml_dsa_hook_polymul(zv_i32 out[ZV_MLDSA_N], const zv_i32 a[ZV_MLDSA_N], const zv_i32 b[ZV_MLDSA_N]) {
+    zv_i32 x[ZV_MLDSA_N], y[ZV_MLDSA_N];
+    for (int j = 0; j < ZV_MLDSA_N; j++) {
+        x[j] = a[j];
+        y[j] = b[j];
+    }
+    mldsa_ntt(x);
+    mldsa_ntt(y);
+    for (int j = 0; j < ZV_MLDSA_N; j++) x[j] = mldsa_reduce32(mldsa_mont_mul(x[j], y[j]));
+    mldsa_invntt_tomont(x);
+    for (int j = 0; j < ZV_MLDSA_N; j++) out[j] = mldsa_caddq(x[j]);
+}
+
+/* out = SampleInBall(c̃) for the parameter set `level` (44, 65 or 87); 0 for another level. */
+ZV_KERNEL int zv_ml_dsa_hook_sample_in_ball(int level, zv_i32 out[ZV_MLDSA_N], const zv_u8 *ct) {
+    switch (level) {
+        case 44: mldsa_sample_in_ball<zv_mldsa_params<44>>(out, ct); return 1;
+        case 65: mldsa_sample_in_ball<zv_mldsa_params<65>>(out, ct); return 1;
+        case 87: mldsa_sample_in_ball<zv_mldsa_params<87>>(out, ct); return 1;
+        default: return 0;
+    }
+}
+
+/* UseHint (Alg. 40) of r in [0, q) for `level`; −1 for another level. */
+ZV_KERNEL zv_i32 zv_ml_dsa_hook_use_hint(int level, zv_i32 r, int hint) {
+    switch (level) {
+        case 44: return mldsa_use_hint<zv_mldsa_params<44>>(r, hint);
+        case 65: return mldsa_use_hint<zv_mldsa_params<65>>(r, hint);
+        case 87: return mldsa_use_hint<zv_mldsa_params<87>>(r, hint);
+        default: return -1;
+    }
+}
+#endif
