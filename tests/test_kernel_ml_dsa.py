@@ -29,6 +29,8 @@ from app.engine.batch import Batch
 from app.engine.kat import Item
 from app.engine.kernels import hostbuild
 from app.engine.kernels import ml_dsa_model as m
+from app.engine.kernels.ml_dsa_model import buf as _buf
+from app.engine.kernels.ml_dsa_model import kernel_verdicts, openssl_verdicts
 from app.engine.schemes import SCHEMES
 from tests.conftest import ROOT
 
@@ -50,39 +52,6 @@ def no_bound_failures(lib):
     before = hostbuild.verify_failures(lib)
     yield
     assert hostbuild.verify_failures(lib) == before
-
-
-def _buf(data: bytes) -> np.ndarray:
-    return np.frombuffer(data + b"\0", np.uint8)  # never empty: ctypes needs an address
-
-
-def kernel_verdicts(lib, items: list[Item]) -> list[bool]:
-    """zv_verify_ml_dsa_<level> over ``items``, one call per (scheme, lengths, context)."""
-    out: list[bool | None] = [None] * len(items)
-    groups: dict[tuple, list[int]] = {}
-    for i, it in enumerate(items):
-        groups.setdefault((it.scheme, len(it.public_key), len(it.signature), it.context), []).append(i)
-    for (scheme, pk_len, sig_len, ctx), idx in groups.items():
-        pks, sigs = _buf(b"".join(items[i].public_key for i in idx)), _buf(b"".join(items[i].signature for i in idx))
-        msgs, ctx_buf = _buf(b"".join(items[i].message for i in idx)), _buf(ctx)
-        offsets = np.zeros(len(idx) + 1, np.uint64)
-        offsets[1:] = np.cumsum([len(items[i].message) for i in idx])
-        verdicts = np.full(len(idx), 7, np.uint8)
-        getattr(lib, "zv_verify_" + scheme.replace("-", "_"))(
-            ctypes.c_void_p(pks.ctypes.data), ctypes.c_uint32(pk_len),
-            ctypes.c_void_p(sigs.ctypes.data), ctypes.c_uint32(sig_len),
-            ctypes.c_void_p(msgs.ctypes.data), ctypes.c_void_p(offsets.ctypes.data),
-            ctypes.c_void_p(ctx_buf.ctypes.data), ctypes.c_uint32(len(ctx)), ctypes.c_uint32(0),
-            ctypes.c_uint64(len(idx)), ctypes.c_void_p(verdicts.ctypes.data))
-        assert set(verdicts.tolist()) <= {0, 1}
-        for j, i in enumerate(idx):
-            out[i] = bool(verdicts[j])
-    return out  # type: ignore[return-value]
-
-
-def openssl_verdicts(items: list[Item]) -> list[bool]:
-    return [reference.verifier(SCHEMES[it.scheme])(it.public_key, it.message, it.signature, it.context)
-            for it in items]
 
 
 def assert_agrees(lib, items: list[Item]) -> list[bool]:

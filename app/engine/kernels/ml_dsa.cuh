@@ -55,6 +55,8 @@
 #define ZV_ML_DSA_CUH
 
 #include "zv_port.cuh"
+/* One out-of-line Keccak-f[1600] for the ~30 sponge calls of a verification (keccak.cuh). */
+#define ZV_KECCAK_OUTLINE 1
 #include "keccak.cuh"
 #include "ml_dsa_tables.cuh"
 
@@ -135,7 +137,9 @@ ZV_HD zv_i32 mldsa_caddq(zv_i32 a) {
 /* Alg. 41 NTT, in place.  Input |a| < q; output |a| < 9q (each layer adds < q). */
 ZV_HD void mldsa_ntt(zv_i32 a[ZV_MLDSA_N]) {
     int k = 0;
+    ZV_NO_UNROLL
     for (int len = 128; len >= 1; len >>= 1) {
+        ZV_NO_UNROLL
         for (int start = 0; start < ZV_MLDSA_N; start += 2 * len) {
             zv_i32 zeta = ZV_MLDSA_ZETAS[++k];
             for (int j = start; j < start + len; j++) {
@@ -151,7 +155,9 @@ ZV_HD void mldsa_ntt(zv_i32 a[ZV_MLDSA_N]) {
 /* Alg. 42 NTT^-1 times R (see the header): input |a| < q, output |a| < q. */
 ZV_HD void mldsa_invntt_tomont(zv_i32 a[ZV_MLDSA_N]) {
     int k = ZV_MLDSA_N;
+    ZV_NO_UNROLL
     for (int len = 1; len < ZV_MLDSA_N; len <<= 1) {
+        ZV_NO_UNROLL
         for (int start = 0; start < ZV_MLDSA_N; start += 2 * len) {
             zv_i32 zeta = -ZV_MLDSA_ZETAS[--k];
             for (int j = start; j < start + len; j++) {

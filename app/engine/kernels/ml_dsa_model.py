@@ -9,11 +9,16 @@ host build's hooks are checked against one by one.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import random
 from dataclasses import dataclass, replace
 
+import numpy as np
+
+from app.engine import reference
 from app.engine.kat import Item
+from app.engine.schemes import SCHEMES
 
 Q = 8380417  # FIPS 204 §4, Table 1
 D = 13
@@ -76,6 +81,45 @@ PARAMS: dict[int, Params] = {
 def params_of(scheme_id: str) -> Params:
     """The parameters of ``"ml-dsa-44"`` etc.; raises ``KeyError`` for another id."""
     return PARAMS[int(scheme_id.rsplit("-", 1)[1])]
+
+
+# ------------------------------------------------------------------ running the kernel
+def buf(data: bytes) -> np.ndarray:
+    """``data`` as a kernel buffer (one zero byte appended: never empty, ctypes needs an address)."""
+    return np.frombuffer(data + b"\0", np.uint8)
+
+
+def kernel_verdicts(lib, items: list[Item]) -> list[bool]:
+    """Verdicts of ``zv_verify_ml_dsa_<level>`` in the host library ``lib`` over ``items``
+    (ML-DSA items of any scheme, lengths and contexts): one call per (scheme, pk length,
+    sig length, context), the way the kernel contract passes a batch."""
+    out: list[bool | None] = [None] * len(items)
+    groups: dict[tuple, list[int]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault((it.scheme, len(it.public_key), len(it.signature), it.context), []).append(i)
+    for (scheme, pk_len, sig_len, ctx), idx in groups.items():
+        pks, sigs = buf(b"".join(items[i].public_key for i in idx)), buf(b"".join(items[i].signature for i in idx))
+        msgs, ctx_buf = buf(b"".join(items[i].message for i in idx)), buf(ctx)
+        offsets = np.zeros(len(idx) + 1, np.uint64)
+        offsets[1:] = np.cumsum([len(items[i].message) for i in idx])
+        verdicts = np.full(len(idx), 7, np.uint8)
+        getattr(lib, "zv_verify_" + scheme.replace("-", "_"))(
+            ctypes.c_void_p(pks.ctypes.data), ctypes.c_uint32(pk_len),
+            ctypes.c_void_p(sigs.ctypes.data), ctypes.c_uint32(sig_len),
+            ctypes.c_void_p(msgs.ctypes.data), ctypes.c_void_p(offsets.ctypes.data),
+            ctypes.c_void_p(ctx_buf.ctypes.data), ctypes.c_uint32(len(ctx)), ctypes.c_uint32(0),
+            ctypes.c_uint64(len(idx)), ctypes.c_void_p(verdicts.ctypes.data))
+        if not set(verdicts.tolist()) <= {0, 1}:
+            raise RuntimeError(f"{scheme}: the kernel wrote a verdict other than 0 or 1")
+        for j, i in enumerate(idx):
+            out[i] = bool(verdicts[j])
+    return out  # type: ignore[return-value]
+
+
+def openssl_verdicts(items: list[Item]) -> list[bool]:
+    """The CPU backend's reference verdicts (OpenSSL through ``cryptography``) for ``items``."""
+    return [reference.verifier(SCHEMES[it.scheme])(it.public_key, it.message, it.signature, it.context)
+            for it in items]
 
 
 # ------------------------------------------------------------------ FIPS 204 algorithms
