@@ -1,10 +1,10 @@
 """The ML-DSA kernel (app/engine/kernels/ml_dsa.cu), host build, against OpenSSL.
 
 Every verdict is compared with the CPU backend's reference,
-:func:`app.engine.reference.make_verify_mldsa` (OpenSSL through ``cryptography``), on every
+:func:`app.engine.verify.reference.make_verify_mldsa` (OpenSSL through ``cryptography``), on every
 Wycheproof ML-DSA vector (read in place from ../shared/vectors; skipped where absent) and on
 a CI-sized sample of generated valid items and adversarial mutations of them
-(app/engine/kernels/ml_dsa_model.py).  The ring arithmetic, SampleInBall and UseHint are
+(tests/oracles/ml_dsa_model.py).  The ring arithmetic, SampleInBall and UseHint are
 also checked one by one against Python.  Every run asserts that no ZV_CHECK bound failed.
 ``scripts/ml_dsa_agreement`` runs the same comparison on >= 100k valid and >= 100k mutated
 items per parameter set; the sm_90 build is checked by tests/test_kernels_nvcc.py.
@@ -23,16 +23,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine import kat, reference
 from app.engine.backends.kernel_host import KernelHostBackend
-from app.engine.batch import Batch
-from app.engine.kat import Item
 from app.engine.kernels import hostbuild
-from app.engine.kernels import ml_dsa_model as m
-from app.engine.kernels.ml_dsa_model import buf as _buf
-from app.engine.kernels.ml_dsa_model import kernel_verdicts, openssl_verdicts
-from app.engine.schemes import SCHEMES
+from app.engine.verify import kat
+from app.engine.verify.batch import Batch, Item
+from app.engine.verify.schemes import SCHEMES
 from tests.conftest import ROOT
+from tests.oracles import ml_dsa_model as m
+from tests.oracles.ml_dsa_model import buf as _buf
+from tests.oracles.ml_dsa_model import kernel_verdicts, openssl_verdicts
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
 
