@@ -7,6 +7,20 @@
  * reference ignores them. */
 #include "ml_dsa.cuh"
 
+/* Register cap for the GPU build (0: none).  Uncapped, ptxas uses ~255 registers (most of
+ * them for the scheduling freedom of the unrolled Keccak rounds) with no spills: 8 warps per
+ * SM.  A cap of 128 doubles the resident warps, which hide more of the local-memory latency
+ * of the polynomial arrays, at the price of spills; which wins needs a GPU to measure, so
+ * the build ships uncapped.  Numbers for 0, 168 and 128: bench/results/kernels_ptxas_ml_dsa.txt. */
+#ifndef ZV_MLDSA_MAX_REGISTERS
+#define ZV_MLDSA_MAX_REGISTERS 0
+#endif
+#if ZV_DEVICE_BUILD && ZV_MLDSA_MAX_REGISTERS > 0
+#define ZV_MLDSA_MAXNREG __maxnreg__(ZV_MLDSA_MAX_REGISTERS)
+#else
+#define ZV_MLDSA_MAXNREG
+#endif
+
 template <int LEVEL>
 ZV_HD void mldsa_verify_batch(const zv_u8 *pks, zv_u32 pk_len, const zv_u8 *sigs, zv_u32 sig_len, const zv_u8 *msgs,
                               const zv_u64 *offsets, const zv_u8 *ctx, zv_u32 ctx_len, zv_u64 n, zv_u8 *verdicts) {
@@ -18,9 +32,10 @@ ZV_HD void mldsa_verify_batch(const zv_u8 *pks, zv_u32 pk_len, const zv_u8 *sigs
 }
 
 #define ZV_MLDSA_ENTRY(LEVEL)                                                                                    \
-    ZV_KERNEL void zv_verify_ml_dsa_##LEVEL(const zv_u8 *pks, zv_u32 pk_len, const zv_u8 *sigs, zv_u32 sig_len, \
-                                            const zv_u8 *msgs, const zv_u64 *offsets, const zv_u8 *ctx,         \
-                                            zv_u32 ctx_len, zv_u32 options, zv_u64 n, zv_u8 *verdicts) {       \
+    ZV_KERNEL ZV_MLDSA_MAXNREG void zv_verify_ml_dsa_##LEVEL(const zv_u8 *pks, zv_u32 pk_len, const zv_u8 *sigs, zv_u32 sig_len, \
+                                                             const zv_u8 *msgs, const zv_u64 *offsets,            \
+                                                             const zv_u8 *ctx, zv_u32 ctx_len, zv_u32 options,    \
+                                                             zv_u64 n, zv_u8 *verdicts) {                         \
         (void)options;                                                                                           \
         mldsa_verify_batch<LEVEL>(pks, pk_len, sigs, sig_len, msgs, offsets, ctx, ctx_len, n, verdicts);        \
     }
