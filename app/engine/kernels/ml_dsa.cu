@@ -73,6 +73,12 @@ ZV_KERNEL int zv_ml_dsa_hook_sample_in_ball(int level, zv_i32 out[ZV_MLDSA_N], c
     }
 }
 
+/* n Keccak-f[1600] permutations of state, called as the sponge calls them: the per-permutation
+ * time of this very build, which scripts/ml_dsa_sass sets against a whole verification. */
+ZV_KERNEL void zv_ml_dsa_hook_keccak(zv_u64 n, zv_u64 state[25]) {
+    for (zv_u64 i = 0; i < n; i++) zv_keccak_permute(state);
+}
+
 /* UseHint (Alg. 40) of r in [0, q) for `level`; −1 for another level. */
 ZV_KERNEL zv_i32 zv_ml_dsa_hook_use_hint(int level, zv_i32 r, int hint) {
     switch (level) {
