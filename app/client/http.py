@@ -69,7 +69,7 @@ class VerifyResult:
         batch_id: UUIDv7 of the batch.
         count / valid / invalid: item counts.
         verdicts: one bool per item, in input order.
-        merkle_root: the 32-byte RFC 6962 root over every item (DESIGN.md section 5).
+        merkle_root: the 32-byte RFC 6962 root over every item (docs/architecture.md, "Merkle leaf and receipts").
         backends: scheme id -> backend that verified it.
         elapsed_ms / verify_ms / merkle_ms: server-side times, milliseconds.
         request_id: the WebSocket request id (None over HTTP).
@@ -103,7 +103,7 @@ class BatchVerdicts:
         request_id: the frame's ``request_id``, echoed.
         count / valid: item counts.
         verdicts: ``bool[count]`` in item order.
-        merkle_root: the 32-byte RFC 6962 root of the batch (DESIGN.md section 5).
+        merkle_root: the 32-byte RFC 6962 root of the batch (docs/architecture.md, "Merkle leaf and receipts").
     """
 
     request_id: int
@@ -354,6 +354,8 @@ class Client:
                         rid, result = _reply(ws.recv())
                     except (OSError, WebSocketException) as exc:
                         raise ConnectionFailed(f"stream closed with {len(pending)} replies pending: {exc}") from exc
+                    if isinstance(result, VerifyResult):  # a JSON reply on a stream of ZAP frames
+                        raise ConnectionFailed("the server answered a ZAP frame with JSON")
                     if rid in pending:
                         done[pending.pop(rid)] = result
                 result = done.pop(given)

@@ -1,4 +1,4 @@
-"""ZAP frame v1: encode and decode (DESIGN.md section 4; the full layout is docs/wire-format.md).
+"""ZAP frame v1: encode and decode (docs/wire-format.md).
 
 A frame is little-endian and every section starts at a multiple of 8 bytes from the frame
 start, so a frame received into memory the GPU can read (a pool slab) is verified where it
@@ -129,7 +129,7 @@ class Response:
         request_id: the request's id, echoed.
         count: items verified.
         valid: how many verdicts are 1.
-        merkle_root: the 32-byte RFC 6962 root of the batch (DESIGN.md section 5).
+        merkle_root: the 32-byte RFC 6962 root of the batch (docs/architecture.md, "Merkle leaf and receipts").
         verdicts: ``uint8[count]`` view into the frame, 1 valid / 0 invalid.
     """
 
@@ -552,6 +552,8 @@ class FrameReader:
             return
         if self.filled + n > self.header.size:
             raise BadSize(f"more than the {self.header.size} bytes the size field declares", field="size")
+        if self.buffer is None:
+            raise RuntimeError("attach() a buffer before feeding the body")
         self.buffer[self.filled:self.filled + n] = np.frombuffer(view, dtype=np.uint8)
         self.filled += n
 
@@ -562,6 +564,7 @@ class FrameReader:
                           field="size")
         if self.buffer is None:
             self.attach(self.alloc(self.header.size))
+        assert self.buffer is not None  # attach() set it
         if self.filled != self.header.size:
             raise BadSize(f"size field says {self.header.size} bytes, {self.filled} were received",
                           field="size")
