@@ -1,8 +1,9 @@
 /* ml_dsa.cu — the ML-DSA-44/65/87 verify entry points (kernel contract: zv_verify_<family>,
  * one per parameter set; registry.py maps scheme ids to them).  Semantics and the parallel
  * layout: ml_dsa.cuh.  One thread per signature; keys, signatures and messages are read in
- * place from the columnar batch (DESIGN.md section 3).  The batch's one context string is
- * passed to every item's verification, which takes a context per call.  Batch options
+ * place from the columnar batch (docs/architecture.md, "Batches and routing").  The batch's
+ * one context string is passed to every item's verification, which takes a context per
+ * call.  Batch options
  * (prehashed, allow_high_s) do not apply to pure ML-DSA and are ignored, as the CPU
  * reference ignores them. */
 #include "ml_dsa.cuh"
