@@ -34,10 +34,11 @@
  * Every bound above is checked with ZV_CHECK in host builds (zv_port.cuh).
  *
  * Parallel layout (GPU): one thread per signature, grid-stride over the batch (ZV_FOR_EACH).
- *   Why: the cost is dominated by Keccak-f[1600] (ML-DSA-65: 30 SHAKE128 streams of about 5
- *   permutations each for Â, plus ~15 for tr, μ, c and c̃', so ~170 permutations against
- *   ~6 k butterflies), and each SHAKE stream is inherently serial; one thread per item runs
- *   them with no synchronisation, no shared memory and no divergence between items (every
+ *   Why: about half the instructions are Keccak-f[1600] (ML-DSA-65: 30 SHAKE128 streams of 5
+ *   permutations each for Â, plus 24 for tr, μ, c and c̃′, so 174 permutations, next to 18
+ *   NTTs of 1024 butterflies; bench/results/ml_dsa_sass.md), and each SHAKE stream is
+ *   inherently serial; one thread per item runs them with no synchronisation, no shared
+ *   memory and no divergence between items (every
  *   item of a batch has the same parameter set and, apart from rejection sampling and the
  *   message length, the same control flow).  It also keeps one source for g++ and NVRTC
  *   with no block-level protocol to emulate on the host.  The cost: the per-item
