@@ -52,6 +52,9 @@ def _family(name: str, block: int = 128) -> VerifyKernel:
 VERIFY_KERNELS: dict[str, VerifyKernel] = {
     "ed25519": _family("ed25519"),
     "secp256k1": _family("secp256k1"),
+    # One entry point per FIPS 204 parameter set (sizes and loop bounds are compile-time).
+    **{f"ml-dsa-{level}": VerifyKernel(KernelSource("ml_dsa"), f"zv_verify_ml_dsa_{level}")
+       for level in (44, 65, 87)},
 }
 
 HASH = KernelSource("hash")

@@ -66,6 +66,15 @@ typedef signed long long zv_i64;
 #define ZV_UNROLL _Pragma("GCC unroll 128")
 #define ZV_NOINLINE static
 #endif
+/* ZV_NO_UNROLL before a loop keeps nvcc from unrolling it (which it does by default to a
+ * loop with a constant trip count).  For loops that walk per-thread arrays in local memory
+ * (ML-DSA's NTT layers) full unrolling buys no register-resident data, only code size and
+ * register pressure.  The host compiler is left to decide. */
+#if ZV_DEVICE_BUILD
+#define ZV_NO_UNROLL _Pragma("unroll 1")
+#else
+#define ZV_NO_UNROLL
+#endif
 /* Bounds checks (the analogue of libsecp256k1's VERIFY_CHECK).  Kernel headers state the
  * bounds of their limbs and intermediate values in comments and check them with
  * ZV_CHECK(cond).  In a host build with -DZV_VERIFY (hostbuild.py adds it when
