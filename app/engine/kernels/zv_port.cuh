@@ -77,6 +77,22 @@ zv_u64 zv_verify_failures = 0; /* one translation unit per host library */
 
 #define ZV_BLOCK_FOR(i, n) for (zv_u64 i = ZV_BLOCK_TID; i < (zv_u64)(n); i += ZV_BLOCK_NTHREADS)
 
+/* One block per item (a block shares one job, e.g. one SLH-DSA signature): the block walks
+ * items blockIdx.x, + gridDim.x, ...; on the host the one "block" visits 0..n-1.  Block
+ * state lives in ZV_SHARED variables (__shared__ on the GPU, a plain local on the host). */
+#if ZV_DEVICE_BUILD
+#define ZV_BLOCK_ID ((zv_u64)blockIdx.x)
+#define ZV_NBLOCKS ((zv_u64)gridDim.x)
+#define ZV_SHARED __shared__
+#define ZV_NOINLINE __device__ __noinline__
+#else
+#define ZV_BLOCK_ID ((zv_u64)0)
+#define ZV_NBLOCKS ((zv_u64)1)
+#define ZV_SHARED
+#define ZV_NOINLINE static __attribute__((noinline))
+#endif
+#define ZV_FOR_EACH_BLOCK(i, n) for (zv_u64 i = ZV_BLOCK_ID; i < (zv_u64)(n); i += ZV_NBLOCKS)
+
 ZV_HD void zv_memcpy(zv_u8 *dst, const zv_u8 *src, zv_u64 n) {
     for (zv_u64 i = 0; i < n; i++) dst[i] = src[i];
 }
