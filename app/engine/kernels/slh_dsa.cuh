@@ -24,7 +24,8 @@
  * Parallel layout (GPU): one block of ZV_SLH_LANES = 32 threads — one warp — per signature;
  * blocks walk the batch grid-stride (ZV_FOR_EACH_BLOCK).  Within a signature the lanes share
  * the independent work: the k FORS trees (one lane per tree: leaf F then a H's up the auth
- * path) and, in each of the d layers, the len WOTS+ chains (one lane per chain, up to 15 F's);
+ * path) and, in each of the d layers, the len WOTS+ chains (up to 15 F's each, taken from a
+ * queue longest first: zv_slh_wots_chains);
  * lane 0 alone does what is inherently serial (H_msg, each T_l, the h' H's of an XMSS path),
  * and layers follow each other, separated by ZV_SYNC.  Block state (midstates, digest, the
  * chain tops / FORS roots, the running root) is in shared memory: at most 2.3 KiB per block
@@ -33,9 +34,10 @@
  * registers and local memory and leaves most of the GPU idle below ~100 k items in flight
  * (128f verifies ~6,000 compressions serially); a warp per signature finishes one signature
  * 10–30× sooner, keeps the per-thread state to one chain value, and reads each signature's
- * chain values coalesced.  The cost is idle lanes: len = 35, 51, 67 chains on 32 lanes take
- * 2–3 rounds, and the serial T_l / auth-path steps run on one lane — scripts/slh_dsa_agreement
- * measures this "critical path" in the host build and the prediction uses it.  Occupancy:
+ * chain values coalesced.  The cost is idle lanes: a layer's chains keep the warp busy for
+ * about 15–17 F's however many lanes are done, k = 33 or 35 FORS trees take two rounds, and
+ * the serial T_l / auth-path steps run on one lane — scripts/slh_dsa_agreement measures this
+ * "critical path" in the host build and the prediction (scripts/slh_dsa_ptxas) uses it.  Occupancy:
  * one warp per block, and sm_90 runs at most 32 blocks per SM, so at most 32 of 64 warps; the
  * launch bound ZV_SLH_MIN_BLOCKS asks ptxas for registers that allow it (numbers in
  * bench/results/kernels_ptxas_slh_dsa.txt).
@@ -98,7 +100,8 @@ struct zv_slh_params {
  * Host builds with -DZV_SLH_STATS (scripts/slh_dsa_agreement) count compressions —
  * SHA-256 blocks, SHA-512 blocks, Keccak-f[1600] permutations — in zv_slh_stats[0..2], and
  * the same along the critical path of a 32-lane block in zv_slh_stats[3..5]: a cooperative
- * loop's index i runs on lane i mod 32, and at each barrier the phase costs its busiest lane.
+ * loop's index i runs on lane i mod 32, a queue's next job on the least loaded lane (list
+ * scheduling, as the GPU's queue runs), and at each barrier the phase costs its busiest lane.
  * Every other build compiles these to nothing. */
 #if !ZV_DEVICE_BUILD && defined(ZV_SLH_STATS)
 extern "C" __attribute__((visibility("default"))) zv_u64 zv_slh_stats[6];
@@ -115,11 +118,21 @@ static void zv_slh_phase_end() {
         zv_slh_stats[3 + kind] += most;
     }
 }
+/* A queue's next job goes to the lane that is free first: the least loaded one. */
+static void zv_slh_lane_next_free() {
+    zv_u64 best = ~0ull;
+    for (zv_u32 l = 0; l < ZV_SLH_LANES; l++) {
+        zv_u64 load = zv_slh_lane_cost[l][0] + zv_slh_lane_cost[l][1] + zv_slh_lane_cost[l][2];
+        if (load < best) best = load, zv_slh_lane = l;
+    }
+}
 #define ZV_SLH_LANE(i) (zv_slh_lane = (zv_u32)((i) % ZV_SLH_LANES))
+#define ZV_SLH_LANE_NEXT_FREE() zv_slh_lane_next_free()
 #define ZV_SLH_COUNT(kind, c) (zv_slh_stats[kind] += (c), zv_slh_lane_cost[zv_slh_lane][kind] += (c))
 #define ZV_SLH_SYNC() zv_slh_phase_end()
 #else
 #define ZV_SLH_LANE(i) ((void)0)
+#define ZV_SLH_LANE_NEXT_FREE() ((void)0)
 #define ZV_SLH_COUNT(kind, c) ((void)0)
 #define ZV_SLH_SYNC() ZV_SYNC()
 #endif
@@ -165,6 +178,124 @@ ZV_HD void zv_slh_adrs_compressed(zv_u8 out[22], const zv_slh_adrs *a) {
     zv_store_be32(out + 18, a->w3);
 }
 
+/* ------------------------------------------------------------------ compressions
+ * Every SHA-256 / SHA-512 compression and Keccak-f[1600] permutation of this kernel goes
+ * through these three out-of-line calls, so the unrolled primitives (sha2.cuh, keccak.cuh)
+ * exist once in the module however many parameter sets and call sites use them: that keeps
+ * the GPU code small enough for the instruction cache and the NVRTC / nvcc build short. */
+ZV_NOINLINE void zv_slh_sha256_compress(zv_u32 h[8], const zv_u8 blk[64]) {
+    zv_sha256_block(h, blk);
+    ZV_SLH_COUNT(ZV_SLH_SHA256, 1);
+}
+
+ZV_NOINLINE void zv_slh_sha512_compress(zv_u64 h[8], const zv_u8 blk[128]) {
+    zv_sha512_block(h, blk);
+    ZV_SLH_COUNT(ZV_SLH_SHA512, 1);
+}
+
+ZV_NOINLINE void zv_slh_keccak_permute(zv_u64 st[25]) {
+    zv_keccak_f1600(st);
+    ZV_SLH_COUNT(ZV_SLH_KECCAK, 1);
+}
+
+/* ------------------------------------------------------------------ multi-block hashing
+ * T_l, H_msg and MGF1 hash concatenations (R ‖ PK.seed ‖ PK.root ‖ 0 ‖ |ctx| ‖ ctx ‖ M,
+ * ADRSc ‖ chain tops …) of a few pieces read in place; each block is
+ * assembled byte by byte from the pieces and the padding (FIPS 180-4 §5.1, FIPS 202 §5.1). */
+typedef struct {
+    const zv_u8 *p;
+    zv_u64 len;
+} zv_slh_seg;
+
+typedef struct {
+    const zv_slh_seg *seg;
+    int si;
+    zv_u64 off;
+} zv_slh_cursor;
+
+/* The next byte of the concatenation; only called while bytes remain. */
+ZV_HD zv_u8 zv_slh_next(zv_slh_cursor *c) {
+    while (c->off == c->seg[c->si].len) {
+        c->si++;
+        c->off = 0;
+    }
+    return c->seg[c->si].p[c->off++];
+}
+
+ZV_HD zv_u64 zv_slh_total(const zv_slh_seg *seg, int ns) {
+    zv_u64 len = 0;
+    for (int i = 0; i < ns; i++) len += seg[i].len;
+    return len;
+}
+
+/* out (32 bytes) = SHA-256 of X ‖ seg[0] ‖ … ‖ seg[ns−1], where X is `pre` bytes (a multiple
+ * of 64) already compressed into the chaining value h (the IV when pre = 0). */
+ZV_NOINLINE void zv_slh_sha256_stream(const zv_u32 h_in[8], zv_u64 pre, const zv_slh_seg *seg, int ns, zv_u8 out[32]) {
+    zv_u64 len = zv_slh_total(seg, ns), bits = (pre + len) << 3;
+    zv_u64 blocks = (len + 9 + 63) / 64;  /* + 0x80 and the 64-bit length */
+    zv_u32 h[8];
+    for (int i = 0; i < 8; i++) h[i] = h_in[i];
+    zv_slh_cursor c = {seg, 0, 0};
+    for (zv_u64 b = 0; b < blocks; b++) {
+        zv_u8 blk[64];
+        for (int j = 0; j < 64; j++) {
+            zv_u64 pos = b * 64 + (zv_u64)j;
+            zv_u8 v = 0;
+            if (pos < len) v = zv_slh_next(&c);
+            else if (pos == len) v = 0x80;
+            else if (b + 1 == blocks && j >= 56) v = (zv_u8)(bits >> (8 * (63 - j)));
+            blk[j] = v;
+        }
+        zv_slh_sha256_compress(h, blk);
+    }
+    for (int i = 0; i < 8; i++) zv_store_be32(out + 4 * i, h[i]);
+}
+
+/* out (64 bytes) = SHA-512 likewise (pre a multiple of 128; lengths below 2^61 bytes, so the
+ * high half of the 128-bit length field is zero). */
+ZV_NOINLINE void zv_slh_sha512_stream(const zv_u64 h_in[8], zv_u64 pre, const zv_slh_seg *seg, int ns, zv_u8 out[64]) {
+    zv_u64 len = zv_slh_total(seg, ns), bits = (pre + len) << 3;
+    zv_u64 blocks = (len + 17 + 127) / 128;
+    zv_u64 h[8];
+    for (int i = 0; i < 8; i++) h[i] = h_in[i];
+    zv_slh_cursor c = {seg, 0, 0};
+    for (zv_u64 b = 0; b < blocks; b++) {
+        zv_u8 blk[128];
+        for (int j = 0; j < 128; j++) {
+            zv_u64 pos = b * 128 + (zv_u64)j;
+            zv_u8 v = 0;
+            if (pos < len) v = zv_slh_next(&c);
+            else if (pos == len) v = 0x80;
+            else if (b + 1 == blocks && j >= 120) v = (zv_u8)(bits >> (8 * (127 - j)));
+            blk[j] = v;
+        }
+        zv_slh_sha512_compress(h, blk);
+    }
+    for (int i = 0; i < 8; i++) zv_store_be64(out + 8 * i, h[i]);
+}
+
+/* out (outlen ≤ 136 bytes) = SHAKE256(seg[0] ‖ … ‖ seg[ns−1]): pad10*1 after the suffix
+ * 1111 (byte 0x1F, FIPS 202 §6.2 and Appendix B.2), one squeeze block. */
+ZV_NOINLINE void zv_slh_shake256_stream(const zv_slh_seg *seg, int ns, zv_u8 *out, zv_u32 outlen) {
+    zv_u64 len = zv_slh_total(seg, ns);
+    zv_u64 blocks = len / ZV_SHAKE256_RATE + 1;
+    zv_u64 st[25];
+    for (int i = 0; i < 25; i++) st[i] = 0;
+    zv_slh_cursor c = {seg, 0, 0};
+    ZV_CHECK(outlen <= ZV_SHAKE256_RATE);
+    for (zv_u64 b = 0; b < blocks; b++) {
+        for (zv_u32 j = 0; j < ZV_SHAKE256_RATE; j++) {
+            zv_u64 pos = b * ZV_SHAKE256_RATE + j;
+            zv_u8 v = pos < len ? zv_slh_next(&c) : 0;
+            if (pos == len) v ^= (zv_u8)ZV_KECCAK_DS_SHAKE;
+            if (b + 1 == blocks && j == ZV_SHAKE256_RATE - 1) v ^= 0x80;
+            st[j >> 3] ^= (zv_u64)v << (8 * (j & 7));
+        }
+        zv_slh_keccak_permute(st);
+    }
+    for (zv_u32 i = 0; i < outlen; i++) out[i] = (zv_u8)(st[i >> 3] >> (8 * (i & 7)));
+}
+
 /* ------------------------------------------------------------------ per-signature keys */
 typedef struct {
     const zv_u8 *pk_seed;  /* n bytes, in the batch */
@@ -180,12 +311,10 @@ ZV_HD void zv_slh_keys_init(zv_slh_keys *ks, const zv_u8 *pk_seed) {
     zv_memset(blk, 0, sizeof blk);
     zv_memcpy(blk, pk_seed, P::n);
     for (int i = 0; i < 8; i++) ks->mid256[i] = ZV_SHA256_IV[i];
-    zv_sha256_block(ks->mid256, blk);
-    ZV_SLH_COUNT(ZV_SLH_SHA256, 1);
+    zv_slh_sha256_compress(ks->mid256, blk);
     if (P::wide) {
         for (int i = 0; i < 8; i++) ks->mid512[i] = ZV_SHA512_IV[i];
-        zv_sha512_block(ks->mid512, blk);
-        ZV_SLH_COUNT(ZV_SLH_SHA512, 1);
+        zv_slh_sha512_compress(ks->mid512, blk);
     }
 }
 
@@ -212,8 +341,7 @@ ZV_NOINLINE void zv_slh_hash1(const zv_slh_keys *ks, const zv_slh_adrs *adrs, co
         ZV_CHECK(pos < ZV_SHAKE256_RATE);
         st[pos >> 3] ^= (zv_u64)ZV_KECCAK_DS_SHAKE << (8 * (pos & 7));
         st[(ZV_SHAKE256_RATE - 1) >> 3] ^= (zv_u64)0x80 << 56;
-        zv_keccak_f1600(st);
-        ZV_SLH_COUNT(ZV_SLH_KECCAK, 1);
+        zv_slh_keccak_permute(st);
         for (zv_u32 i = 0; i < (zv_u32)P::n; i++) out[i] = (zv_u8)(st[i >> 3] >> (8 * (i & 7)));
     } else if (!use_sha512) {
         zv_u8 blk[64];
@@ -227,8 +355,7 @@ ZV_NOINLINE void zv_slh_hash1(const zv_slh_keys *ks, const zv_slh_adrs *adrs, co
         zv_store_be64(blk + 56, (zv_u64)(64 + pos) << 3);
         zv_u32 st[8];
         ZV_UNROLL for (int i = 0; i < 8; i++) st[i] = ks->mid256[i];
-        zv_sha256_block(st, blk);
-        ZV_SLH_COUNT(ZV_SLH_SHA256, 1);
+        zv_slh_sha256_compress(st, blk);
         for (zv_u32 i = 0; i < (zv_u32)P::n; i++) out[i] = (zv_u8)(st[i >> 2] >> (24 - 8 * (i & 3)));
     } else {
         zv_u8 blk[128];
@@ -242,8 +369,7 @@ ZV_NOINLINE void zv_slh_hash1(const zv_slh_keys *ks, const zv_slh_adrs *adrs, co
         zv_store_be64(blk + 120, (zv_u64)(128 + pos) << 3);
         zv_u64 st[8];
         ZV_UNROLL for (int i = 0; i < 8; i++) st[i] = ks->mid512[i];
-        zv_sha512_block(st, blk);
-        ZV_SLH_COUNT(ZV_SLH_SHA512, 1);
+        zv_slh_sha512_compress(st, blk);
         for (zv_u32 i = 0; i < (zv_u32)P::n; i++) out[i] = (zv_u8)(st[i >> 3] >> (56 - 8 * (i & 7)));
     }
 }
@@ -259,43 +385,21 @@ ZV_HD void zv_slh_H(const zv_slh_keys *ks, const zv_slh_adrs *adrs, const zv_u8 
     zv_slh_hash1<P>(ks, adrs, left, P::n, right, P::n, P::wide, out);
 }
 
-/* T_l over l·n bytes (l = len WOTS+ chain tops or k FORS roots): several blocks, streamed
- * through sha2.cuh / keccak.cuh from the midstate. */
+/* T_l over l·n bytes (l = len WOTS+ chain tops or k FORS roots): several blocks. */
 template <class P>
-ZV_NOINLINE void zv_slh_T(const zv_slh_keys *ks, const zv_slh_adrs *adrs, const zv_u8 *in, zv_u32 inlen, zv_u8 *out) {
+ZV_HD void zv_slh_T(const zv_slh_keys *ks, const zv_slh_adrs *adrs, const zv_u8 *in, zv_u32 inlen, zv_u8 *out) {
+    zv_u8 ab[32], d[64];
     if (P::shake) {
-        zv_u8 ab[32];
         zv_slh_adrs_full(ab, adrs);
-        zv_keccak_ctx c;
-        zv_shake256_init(&c);
-        zv_keccak_absorb(&c, ks->pk_seed, P::n);
-        zv_keccak_absorb(&c, ab, 32);
-        zv_keccak_absorb(&c, in, inlen);
-        zv_keccak_squeeze(&c, out, P::n);
-        ZV_SLH_COUNT(ZV_SLH_KECCAK, (P::n + 32 + inlen) / ZV_SHAKE256_RATE + 1);
+        zv_slh_seg seg[3] = {{ks->pk_seed, (zv_u64)P::n}, {ab, 32}, {in, inlen}};
+        zv_slh_shake256_stream(seg, 3, out, P::n);
         return;
     }
-    zv_u8 ac[22];
-    zv_slh_adrs_compressed(ac, adrs);
-    if (P::wide) {
-        zv_sha512_ctx c;
-        zv_u8 d[64];
-        zv_sha512_resume(&c, ks->mid512, 128);
-        zv_sha512_update(&c, ac, 22);
-        zv_sha512_update(&c, in, inlen);
-        zv_sha512_final(&c, d);
-        zv_memcpy(out, d, P::n);
-        ZV_SLH_COUNT(ZV_SLH_SHA512, (22 + inlen + 17 + 127) / 128);
-    } else {
-        zv_sha256_ctx c;
-        zv_u8 d[32];
-        zv_sha256_resume(&c, ks->mid256, 64);
-        zv_sha256_update(&c, ac, 22);
-        zv_sha256_update(&c, in, inlen);
-        zv_sha256_final(&c, d);
-        zv_memcpy(out, d, P::n);
-        ZV_SLH_COUNT(ZV_SLH_SHA256, (22 + inlen + 9 + 63) / 64);
-    }
+    zv_slh_adrs_compressed(ab, adrs);
+    zv_slh_seg seg[2] = {{ab, 22}, {in, inlen}};
+    if (P::wide) zv_slh_sha512_stream(ks->mid512, 128, seg, 2, d);
+    else zv_slh_sha256_stream(ks->mid256, 64, seg, 2, d);
+    zv_memcpy(out, d, P::n);
 }
 
 /* ------------------------------------------------------------------ H_msg (§11) */
@@ -305,64 +409,26 @@ template <class P>
 ZV_HD void zv_slh_hmsg(zv_u8 *digest, const zv_u8 *R, const zv_u8 *pk, const zv_u8 *msg, zv_u64 mlen,
                        const zv_u8 *ctx, zv_u32 ctx_len, int internal) {
     zv_u8 pre[2] = {0, (zv_u8)ctx_len};
-    zv_u64 plen = internal ? 0 : 2 + (zv_u64)ctx_len;  /* bytes of M' before M */
-    zv_u64 total = 3 * (zv_u64)P::n + plen + mlen;     /* R ‖ PK.seed ‖ PK.root ‖ M' */
-    (void)total;  /* read only by the operation counts */
+    /* R ‖ PK.seed ‖ PK.root ‖ M' */
+    zv_slh_seg seg[5] = {{R, (zv_u64)P::n}, {pk, 2 * (zv_u64)P::n}, {pre, 2}, {ctx, ctx_len}, {msg, mlen}};
+    int ns = internal ? 2 : 4;
+    seg[ns].p = msg;
+    seg[ns].len = mlen;
+    ns++;
     if (P::shake) {
-        zv_keccak_ctx c;
-        zv_shake256_init(&c);
-        zv_keccak_absorb(&c, R, P::n);
-        zv_keccak_absorb(&c, pk, 2 * P::n);  /* PK.seed ‖ PK.root */
-        if (!internal) {
-            zv_keccak_absorb(&c, pre, 2);
-            zv_keccak_absorb(&c, ctx, ctx_len);
-        }
-        zv_keccak_absorb(&c, msg, mlen);
-        zv_keccak_squeeze(&c, digest, P::m);
-        ZV_SLH_COUNT(ZV_SLH_KECCAK, total / ZV_SHAKE256_RATE + 1);
+        zv_slh_shake256_stream(seg, ns, digest, P::m);
         return;
     }
-    /* MGF1 seed: R ‖ PK.seed ‖ inner digest ‖ 4-byte counter (RFC 8017 §B.2.1). */
-    zv_u8 seed[2 * 32 + 64 + 4];
-    zv_memcpy(seed, R, P::n);
-    zv_memcpy(seed + P::n, pk, P::n);
+    /* MGF1 (RFC 8017 §B.2.1) with seed R ‖ PK.seed ‖ SHA-x(R ‖ PK.seed ‖ PK.root ‖ M'). */
+    zv_u8 inner[64], counter[4], block[64];
     zv_u32 dlen = P::wide ? 64 : 32;
-    zv_u32 slen = 2 * P::n + dlen + 4;
-    if (P::wide) {
-        zv_sha512_ctx c;
-        zv_sha512_init(&c);
-        zv_sha512_update(&c, R, P::n);
-        zv_sha512_update(&c, pk, 2 * P::n);
-        if (!internal) {
-            zv_sha512_update(&c, pre, 2);
-            zv_sha512_update(&c, ctx, ctx_len);
-        }
-        zv_sha512_update(&c, msg, mlen);
-        zv_sha512_final(&c, seed + 2 * P::n);
-        ZV_SLH_COUNT(ZV_SLH_SHA512, (total + 17 + 127) / 128);
-    } else {
-        zv_sha256_ctx c;
-        zv_sha256_init(&c);
-        zv_sha256_update(&c, R, P::n);
-        zv_sha256_update(&c, pk, 2 * P::n);
-        if (!internal) {
-            zv_sha256_update(&c, pre, 2);
-            zv_sha256_update(&c, ctx, ctx_len);
-        }
-        zv_sha256_update(&c, msg, mlen);
-        zv_sha256_final(&c, seed + 2 * P::n);
-        ZV_SLH_COUNT(ZV_SLH_SHA256, (total + 9 + 63) / 64);
-    }
-    for (zv_u32 off = 0, counter = 0; off < (zv_u32)P::m; off += dlen, counter++) {
-        zv_u8 block[64];
-        zv_store_be32(seed + slen - 4, counter);
-        if (P::wide) {
-            zv_sha512(seed, slen, block);
-            ZV_SLH_COUNT(ZV_SLH_SHA512, (slen + 17 + 127) / 128);
-        } else {
-            zv_sha256(seed, slen, block);
-            ZV_SLH_COUNT(ZV_SLH_SHA256, (slen + 9 + 63) / 64);
-        }
+    if (P::wide) zv_slh_sha512_stream(ZV_SHA512_IV, 0, seg, ns, inner);
+    else zv_slh_sha256_stream(ZV_SHA256_IV, 0, seg, ns, inner);
+    zv_slh_seg mgf[4] = {{R, (zv_u64)P::n}, {pk, (zv_u64)P::n}, {inner, dlen}, {counter, 4}};
+    for (zv_u32 off = 0, i = 0; off < (zv_u32)P::m; off += dlen, i++) {
+        zv_store_be32(counter, i);
+        if (P::wide) zv_slh_sha512_stream(ZV_SHA512_IV, 0, mgf, 4, block);
+        else zv_slh_sha256_stream(ZV_SHA256_IV, 0, mgf, 4, block);
         zv_u32 take = (zv_u32)P::m - off < dlen ? (zv_u32)P::m - off : dlen;
         zv_memcpy(digest + off, block, take);
     }
@@ -427,7 +493,80 @@ struct zv_slh_block {
     zv_u8 digest[P::m];
     zv_u8 nodes[P::nodes * P::n];  /* chain tops of one layer, or the k FORS roots */
     zv_u8 root[P::n];              /* FORS public key, then each layer's XMSS root */
+    zv_u8 digit[P::len];           /* WOTS+ digits of the current layer's message */
+    zv_u8 order[P::len];           /* chains by number of steps, most first */
+    zv_u32 count[ZV_SLH_W];        /* chains per digit value */
+    zv_u32 next;                   /* work queue: the next position of order[] to take */
 };
+
+/* The atomic "take a ticket" of the chain queue: shared-memory atomicAdd on the GPU; the
+ * host's one lane just counts. */
+ZV_HD zv_u32 zv_slh_take(zv_u32 *next) {
+#if ZV_DEVICE_BUILD
+    return atomicAdd(next, 1u);
+#else
+    return (*next)++;
+#endif
+}
+
+/* Layer j's WOTS+ chains (Alg. 8 lines 1–13, Alg. 5): b->nodes[i] = chain i of the
+ * signature sx run from its digit to w − 1.  The chains have 0–15 steps each, and len (35,
+ * 51, 67) exceeds the 32 lanes, so a fixed chain-per-lane split leaves the warp waiting on
+ * its unluckiest lanes (about 21 / 27 / 31 steps per layer on random digits).  Instead the
+ * chains are sorted by steps, most first (a counting sort over the 16 digit values, digit
+ * value v on lane v), and taken from a queue: lane t starts with order[t], and a lane whose
+ * chain is done takes the next ticket.  That is longest-processing-time-first list
+ * scheduling, about 15 / 15 / 17 steps.  The loop does one F per lane per pass and never
+ * nests, so a lane that moves to its next chain does not wait for the others to reconverge.
+ * Ends with b->root no longer needed (the caller's barrier follows). */
+template <class P>
+ZV_HD void zv_slh_wots_chains(zv_slh_block<P> *b, zv_u32 j, zv_u64 idx_tree, zv_u32 idx_leaf, const zv_u8 *sx) {
+    const int n = P::n;
+    ZV_BLOCK_FOR(c, P::len) b->digit[c] = (zv_u8)zv_slh_wots_digit<P>(b->root, (zv_u32)c);
+    ZV_SLH_SYNC();
+    ZV_BLOCK_FOR(v, ZV_SLH_W) {
+        zv_u32 cnt = 0;
+        for (int c = 0; c < P::len; c++) cnt += b->digit[c] == v;
+        b->count[v] = cnt;
+    }
+    ZV_SLH_SYNC();
+    ZV_BLOCK_FOR(v, ZV_SLH_W) {
+        zv_u32 at = 0;
+        for (zv_u32 u = 0; u < (zv_u32)v; u++) at += b->count[u];
+        for (int c = 0; c < P::len; c++)
+            if (b->digit[c] == v) b->order[at++] = (zv_u8)c;
+    }
+    if (ZV_BLOCK_TID == 0) b->next = (zv_u32)ZV_BLOCK_NTHREADS;
+    ZV_SLH_SYNC();
+
+    zv_slh_adrs adrs = zv_slh_adrs_make(j, idx_tree, ZV_SLH_WOTS_HASH, idx_leaf, 0, 0);
+    zv_u8 x[P::n];
+    zv_u32 pos = (zv_u32)ZV_BLOCK_TID, c = 0, step = ZV_SLH_W - 1;
+    if (pos < (zv_u32)P::len) {
+        c = b->order[pos];
+        step = b->digit[c];
+        zv_memcpy(x, sx + c * n, n);
+        ZV_SLH_LANE_NEXT_FREE();
+    }
+    while (pos < (zv_u32)P::len) {
+        ZV_CHECK(c < (zv_u32)P::len && step < ZV_SLH_W);
+        if (step < ZV_SLH_W - 1) {
+            adrs.w2 = c;
+            adrs.w3 = step++;
+            zv_slh_F<P>(&b->keys, &adrs, x, x);
+        }
+        if (step == ZV_SLH_W - 1) {
+            zv_memcpy(b->nodes + c * n, x, n);
+            pos = zv_slh_take(&b->next);
+            if (pos < (zv_u32)P::len) {
+                c = b->order[pos];
+                step = b->digit[c];
+                zv_memcpy(x, sx + c * n, n);
+                ZV_SLH_LANE_NEXT_FREE();
+            }
+        }
+    }
+}
 
 /* The verdict (1 valid) on one item whose lengths are already checked (pk 2n bytes, sig
  * P::sig_bytes, ctx ≤ 255 bytes).  Called by every thread of the block (it holds barriers);
@@ -474,21 +613,8 @@ ZV_HD int zv_slh_verify(zv_slh_block<P> *b, const zv_u8 *pk, const zv_u8 *sig, c
     for (zv_u32 j = 0; j < (zv_u32)P::d; j++) {
         ZV_CHECK(idx_leaf < (1u << P::hp));
         const zv_u8 *sx = sig_ht + j * (P::hp + P::len) * n;
-        ZV_BLOCK_FOR(c, P::len) {
-            zv_u32 i = (zv_u32)c;
-            ZV_SLH_LANE(i);
-            zv_u32 digit = zv_slh_wots_digit<P>(b->root, i);
-            ZV_CHECK(digit < ZV_SLH_W);
-            zv_slh_adrs adrs = zv_slh_adrs_make(j, idx_tree, ZV_SLH_WOTS_HASH, idx_leaf, i, 0);
-            zv_u8 x[P::n];
-            zv_memcpy(x, sx + i * n, n);
-            for (zv_u32 step = digit; step < ZV_SLH_W - 1; step++) {
-                adrs.w3 = step;
-                zv_slh_F<P>(&b->keys, &adrs, x, x);
-            }
-            zv_memcpy(b->nodes + i * n, x, n);
-        }
-        ZV_SLH_SYNC();  /* every lane has read b->root's digits before lane 0 replaces it */
+        zv_slh_wots_chains<P>(b, j, idx_tree, idx_leaf, sx);
+        ZV_SLH_SYNC();  /* the chain tops are in b->nodes */
         if (ZV_BLOCK_TID == 0) {
             ZV_SLH_LANE(0);
             zv_u8 node[P::n];
