@@ -39,7 +39,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _engine(backend: str):
     from app.engine.backends.factory import accelerated_backends
-    from app.engine.dispatch import Engine, EngineConfig
+    from app.engine.verify.engine import Engine, EngineConfig
 
     engine = Engine(EngineConfig(backend=backend), backends=accelerated_backends(backend))
     engine.start()
@@ -83,7 +83,9 @@ def _check_vectors(args: argparse.Namespace) -> int:
 def _selftest(args: argparse.Namespace) -> int:
     engine = _engine(args.backend)
     try:
-        status = engine.status()
+        from app.engine.verify.status import engine_status
+
+        status = engine_status(engine)
         for scheme, route in status["schemes"].items():
             tests = " ".join(f"{b}={'pass' if ok else 'FAIL'}" for b, ok in route["selftest"].items())
             print(f"{scheme:<22} -> {route['backend']:<12} {tests}")
@@ -98,9 +100,9 @@ def _probe(args: argparse.Namespace) -> int:
     import json
 
     from app.config import get_settings
-    from app.engine.pick import pick, render_report, report_dict
-    from app.engine.pool import plan_pool
-    from app.engine.probe import probe_host
+    from app.engine.host.pick import pick, render_report, report_dict
+    from app.engine.host.probe import probe_host
+    from app.engine.memory.plan import plan_pool
 
     settings = get_settings()
     probe = probe_host(args.root, system=args.system, machine=args.machine)
@@ -123,7 +125,7 @@ def _bench(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from app import loadgen
+    from app.client import loadgen
 
     cfg = loadgen.BenchConfig(url=args.url, scheme=args.scheme, batch=args.batch, duration=args.duration,
                               concurrency=args.concurrency, transport=args.transport, unique=args.unique,
@@ -178,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--backend", default="auto", choices=backends)
     t.set_defaults(func=_selftest)
 
-    from app.engine.schemes import SCHEMES
+    from app.engine.verify.schemes import SCHEMES
 
     b = sub.add_parser("bench", help="load a running server with real signed items; print throughput and latency")
     b.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)")

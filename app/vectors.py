@@ -7,7 +7,7 @@ JSONL format, one object per line::
      "signature_format": "raw"|"der"?, "expected": true, "source": "...", "id": "...",
      "rule": "..."?}
 
-``expected`` is the verdict under zapverify's documented semantics (app/engine/schemes.py).
+``expected`` is the verdict under zapverify's documented semantics (app/engine/verify/schemes.py).
 Where that differs from what the source file expects, ``rule`` names the rule; the rules are
 the constants ``RULE_*`` below, never lists of case ids.
 
@@ -22,7 +22,8 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from app.engine.kat import Item, KnownAnswer
+from app.engine.verify.batch import Item
+from app.engine.verify.kat import KnownAnswer
 
 #: FIPS 205 slh_verify (external, pure) signs M' = 0 ‖ |ctx| ‖ ctx ‖ M; ACVP v1.1.0.37
 #: sigVer vectors exercise slh_verify_internal on M directly.  Under the external interface
@@ -60,7 +61,7 @@ def from_json(d: dict) -> KnownAnswer:
     sig = bytes.fromhex(d["signature"])
     fmt = d.get("signature_format", "raw")
     if d["scheme"] == "secp256k1" and fmt != "raw":
-        from app.engine.reference import compact_signature  # DER needs the reference library
+        from app.wire.encoding import compact_signature  # DER needs libsecp256k1
 
         sig = compact_signature(sig, fmt)
     item = Item(d["scheme"], bytes.fromhex(d["public_key"]), bytes.fromhex(d["message"]), sig,
@@ -198,8 +199,8 @@ def convert_all(root: str | Path = DEFAULT_ROOT) -> Iterator[dict]:
 
 def generated(valid: int, mutated: int, seed: int = 0, schemes: Iterable[str] | None = None) -> Iterator[dict]:
     """Freshly signed valid items and their one-bit mutations for every scheme, as records."""
-    from app.engine.kat import generate
-    from app.engine.schemes import SCHEMES
+    from app.engine.verify.kat import generate
+    from app.engine.verify.schemes import SCHEMES
 
     for s in schemes or SCHEMES:
         for ka in generate(s, valid, mutated, seed=seed):
