@@ -1,6 +1,6 @@
 """The SLH-DSA kernel (app/engine/kernels/slh_dsa.cu), host build, against pqcrypto.
 
-Every verdict is compared with pqcrypto (PQClean; app.engine.reference), the library of the
+Every verdict is compared with pqcrypto (PQClean; app.engine.verify.reference), the library of the
 CPU backend, on all 12 parameter sets: a pool of valid signatures (contexts of 0, 1 and 255
 bytes; messages of 0, 33 and 300 bytes) signed once and cached (tests/slh_dsa_cases.py), and
 mutations of it reaching every part of pk, msg, ctx and sig, wrong lengths, and 256-byte
@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from app.engine.backends.kernel_host import KernelHostBackend
-from app.engine.batch import Batch
 from app.engine.kernels import hostbuild, registry
-from app.engine.schemes import SCHEMES
+from app.engine.verify.batch import Batch
+from app.engine.verify.schemes import SCHEMES
 from app.vectors import RULE_SLH_INTERNAL, _acvp_slh_dsa, from_json
 from tests.oracles.slh_dsa import PARAMS, slh_verify
 from tests.slh_dsa_cases import (MUTANT_KINDS, SLH_IDS, kernel_verdicts, mutants, reference_verdicts,
