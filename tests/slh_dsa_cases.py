@@ -2,13 +2,13 @@
 that reach every part of an item, and the two verdicts to compare.
 
 Signing is the slow part (pqcrypto: up to ~2 s per signature for the "s" sets here), so a
-pool is signed once and cached on disk (``$ZAPVERIFY_KAT_CACHE``, as app/engine/verify/kat.py
-does),
-keyed by the pqcrypto version and the pool's shape; every mutated item derives from a pool
-item.  Verdicts: :func:`kernel_verdicts` calls the kernel contract's entry point
-``zv_verify_slh_dsa_<set>`` of a host-built library directly (so a 256-byte context or a
-wrong length reaches the kernel, which a :class:`app.engine.verify.batch.Batch` would refuse), and
-:func:`reference_verdicts` asks pqcrypto through app.engine.verify.reference.
+pool is signed once and cached on disk (``$ZAPVERIFY_KAT_CACHE``, as
+app/engine/verify/kat.py does), keyed by the pqcrypto version and the pool's shape; every
+mutated item derives from a pool item.  Verdicts: :func:`kernel_verdicts` calls the kernel
+contract's entry point ``zv_verify_slh_dsa_<set>`` of a host-built library directly (so a
+256-byte context or a wrong length reaches the kernel, which a
+:class:`app.engine.verify.batch.Batch` would refuse), and :func:`reference_verdicts` asks
+pqcrypto through app.engine.verify.reference.
 """
 
 from __future__ import annotations
