@@ -37,10 +37,13 @@
  * chain values coalesced.  The cost is idle lanes: a layer's chains keep the warp busy for
  * about 15–17 F's however many lanes are done, k = 33 or 35 FORS trees take two rounds, and
  * the serial T_l / auth-path steps run on one lane — scripts/slh_dsa_agreement measures this
- * "critical path" in the host build and the prediction (scripts/slh_dsa_ptxas) uses it.  Occupancy:
- * one warp per block, and sm_90 runs at most 32 blocks per SM, so at most 32 of 64 warps; the
- * launch bound ZV_SLH_MIN_BLOCKS asks ptxas for registers that allow it (numbers in
- * bench/results/kernels_ptxas_slh_dsa.txt).
+ * "critical path" in the host build and the prediction (scripts/slh_dsa_ptxas) uses it.
+ * Occupancy: one warp per block; __launch_bounds__(32, ZV_SLH_MIN_BLOCKS = 16) lets ptxas use
+ * up to 128 registers, which it does (124–128, a few spilled bytes in the SHA2 sets:
+ * bench/results/kernels_ptxas_slh_dsa.txt), so 16 warps per SM, 25% of the 64.  sm_90's
+ * limit of 32 blocks per SM would allow 32 warps only at 64 registers, which a 64-bit SHA-512
+ * or Keccak state in 32-bit halves (16 and 50 registers) plus the block under compression
+ * cannot fit without heavy spilling.
  *
  * Host build: the "block" is one thread, so every cooperative loop (ZV_BLOCK_FOR) visits all
  * its indices in order and the barriers are empty — the same code, one lane.
@@ -66,7 +69,7 @@
 #define ZV_SLH_FORS_ROOTS 4u
 
 /* FIPS 205 Table 2: X(name, shake, n, h, d, h', a, k, m); the order is the wire-code order
- * of app/engine/schemes.py (0x20 sha2-128s ... 0x2B shake-256f) and of the hook's `set`. */
+ * of app/engine/verify/schemes.py (0x20 sha2-128s ... 0x2B shake-256f) and of the hook's `set`. */
 #define ZV_SLH_PARAM_SETS(X)                         \
     X(sha2_128s, 0, 16, 63, 7, 9, 12, 14, 30)        \
     X(sha2_128f, 0, 16, 66, 22, 3, 6, 33, 34)        \
