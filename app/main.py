@@ -24,6 +24,7 @@ from app.api.deps import zap_limits
 from app.api.routes import dashboard, ops, receipts, stats, verify, ws, zap
 from app.api.routes import metrics as metrics_routes
 from app.api.schemas import loc_to_field
+from app.api.service import is_zap, zap_error_response
 from app.config import Settings, get_settings
 from app.engine.backends.factory import accelerated_backends
 from app.engine.ingest import Ingest, IngestConfig
@@ -94,7 +95,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        zap_body = zap.is_zap(headers.get(b"content-type", b"").decode("latin-1"))
+        zap_body = is_zap(headers.get(b"content-type", b"").decode("latin-1"))
         limit = self.zap_limit if zap_body else self.limit
         too_big = (FrameTooLarge if zap_body else LimitExceeded)(f"request body over {limit} bytes", field="body")
         if length is not None and length.isdigit() and int(length) > limit:
@@ -125,7 +126,7 @@ class BodyLimit:
     @staticmethod
     def _refuse(exc: LimitExceeded, zap_body: bool):
         if zap_body:
-            return zap.error_response(exc)
+            return zap_error_response(exc)
         return _error(413, exc.code, exc.message, exc.field)
 
 
@@ -168,8 +169,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         eng.stats.add_listener(metrics.LISTENER)
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(eng.close)
-            # Receipts (DESIGN.md section 5): opened, and migrated, before the first request;
-            # a store that cannot be opened stops the start rather than serving unrecorded verdicts.
+            # Receipts (docs/architecture.md, "Merkle leaf and receipts"): opened, and migrated, before
+            # the first request; a store that cannot be opened stops the start rather than serving
+            # unrecorded verdicts.
             store = await open_store_waiting(settings) if settings.receipts else None
             app.state.store = store
             if store:
@@ -232,6 +234,10 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             return await _zap_error(request, cause)
         if exc.status_code < 400:
             return await http_exception_handler(request, exc)
+        if exc.status_code == 400 and isinstance(cause, (UnicodeDecodeError, RecursionError, ValueError)):
+            # FastAPI's own 400 for a body its JSON parser could not read (not UTF-8, nested
+            # past the parser's depth): the same answer as any other unreadable JSON.
+            return _error(422, "BAD_JSON", f"the body is not readable JSON ({type(cause).__name__})", "body")
         # 404, 405, ...: the same error shape as everything else, code from the status phrase.
         code = HTTPStatus(exc.status_code).phrase.upper().replace(" ", "_").replace("-", "_")
         return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,

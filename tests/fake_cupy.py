@@ -149,6 +149,9 @@ class FakeCupy:
 
         runtime = SimpleNamespace(
             getDeviceCount=lambda: 1,
+            # CUDA "0.0": no nvcc or fatbin matches it, so modules always come from the
+            # NVRTC stand-in below (prebuilt.load_module's last resort).
+            runtimeGetVersion=lambda: 0,
             getDeviceProperties=lambda i: {"name": b"fake GPU (host build)", "major": 9, "minor": 0,
                                            "multiProcessorCount": 4, "totalGlobalMem": 1 << 30},
             pointerGetAttributes=lambda ptr: SimpleNamespace(type=1 if fake.is_pinned(ptr) else 0,

@@ -44,7 +44,7 @@ class WarmsUp(Protocol):
 
 @runtime_checkable
 class HashesLeaves(Protocol):
-    """A backend that hashes the Merkle leaves (docs/architecture.md, "Merkle leaf") beside
+    """A backend that hashes the Merkle leaves (docs/architecture.md, "Merkle leaf and receipts") beside
     the verdicts, on the same cores; the engine then uses them instead of hashing again."""
 
     def verify_with_leaves(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
@@ -73,6 +73,10 @@ class CommitsOnDevice(Protocol):
     def merkle_root(self, leaves: np.ndarray) -> bytes:
         """RFC 6962 root of ``uint8[N, 32]`` leaves (N ≥ 1)."""
         ...
+
+
+class CommittingBackend(Backend, CommitsOnDevice, Protocol):
+    """A backend that commits on its device (what the engine narrows to before using it)."""
 
 
 @runtime_checkable

@@ -3,13 +3,14 @@
 An :class:`app.engine.kernels.ops.Device` on one GPU.  Everything it queues goes on a
 stream of its own, so batches never serialise behind other CuPy work in the process.
 
-Compilation is lazy (a module is built the first time one of its entry points is asked
-for) and cached on disk by CuPy (``$CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``).
-CuPy keys that cache on the source text and options only, not on included headers, so
-the text handed to NVRTC starts with a digest of every kernel source: editing a header
-rebuilds every module that might include it.
+Modules are loaded lazily (the first time one of their entry points is asked for) from a
+fatbin compiled ahead of time where one exists or nvcc can make one, else compiled by
+NVRTC into a persistent cache (:mod:`app.engine.kernels.prebuilt`).  CuPy keys its NVRTC
+cache on the source text and options only, not on included headers, so the text handed
+to NVRTC starts with a digest of every kernel source: editing a header rebuilds every
+module that might include it.
 
-Transfers (DESIGN.md section 7), by ``transfer``:
+Transfers (docs/architecture.md, "Memory"), by ``transfer``:
   ``"auto"``       a host array in page-locked memory (the UMA pool) is read by the kernels
                    in place through its device alias (zero-copy); any other array is staged
                    in page-locked memory and copied to the device asynchronously;
@@ -36,6 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from app.engine.kernels import prebuilt
 from app.engine.kernels.hostbuild import KERNEL_DIR, sources_digest
 from app.engine.kernels.registry import KernelSource
 from app.errors import BackendUnavailable, KernelBuildError, KernelLaunchError
@@ -126,7 +128,7 @@ class CupyDevice:
                 with self._device:
                     mod = self._modules.get(source)
                     if mod is None:
-                        mod = self.cp.RawModule(code=self.code(source), options=self.options(source))
+                        mod = prebuilt.load_module(self.cp, source, self.code(source), self.options(source))
                     fn = mod.get_function(entry)
                     self._modules[source] = mod
             except Exception as exc:
