@@ -117,6 +117,18 @@ static int zv_count_serial = 0;
 
 #define ZV_BLOCK_FOR(i, n) for (zv_u64 i = ZV_BLOCK_TID; i < (zv_u64)(n); i += ZV_BLOCK_NTHREADS)
 
+/* One block per item (a block shares one job, e.g. one SLH-DSA signature): the block walks
+ * items blockIdx.x, + gridDim.x, ...; on the host the one "block" visits 0..n-1.  Block
+ * state lives in ZV_SHARED variables (below). */
+#if ZV_DEVICE_BUILD
+#define ZV_BLOCK_ID ((zv_u64)blockIdx.x)
+#define ZV_NBLOCKS ((zv_u64)gridDim.x)
+#else
+#define ZV_BLOCK_ID ((zv_u64)0)
+#define ZV_NBLOCKS ((zv_u64)1)
+#endif
+#define ZV_FOR_EACH_BLOCK(i, n) for (zv_u64 i = ZV_BLOCK_ID; i < (zv_u64)(n); i += ZV_NBLOCKS)
+
 /* Memory spaces.
  *   ZV_CONSTANT  constant memory: for values every lane of a warp reads at the same index
  *                (curve constants, round constants); the constant cache serves one address
