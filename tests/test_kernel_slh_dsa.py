@@ -26,8 +26,15 @@ from app.engine.verify.batch import Batch
 from app.engine.verify.schemes import SCHEMES
 from app.vectors import RULE_SLH_INTERNAL, _acvp_slh_dsa, from_json
 from tests.oracles.slh_dsa import PARAMS, slh_verify
-from tests.slh_dsa_cases import (MUTANT_KINDS, SLH_IDS, kernel_verdicts, mutants, reference_verdicts,
-                                 sign_pool, verify_internal)
+from tests.slh_dsa_cases import (
+    MUTANT_KINDS,
+    SLH_IDS,
+    kernel_verdicts,
+    mutants,
+    reference_verdicts,
+    sign_pool,
+    verify_internal,
+)
 
 # The timeout covers signing the pool on a loaded machine (the first test to use it pays).
 pytestmark = [pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler"),
