@@ -106,6 +106,8 @@ def main() -> int:
     cores = os.cpu_count() or 1
     engines = {kind: Engine(EngineConfig(backend="cpu", cpu_parallelism=kind)) for kind in ("thread", "process")}
     load_start = os.getloadavg()
+    auto = CpuBackend(parallelism="auto")
+    auto.measure_gil()  # what a server's warm-up measures, which decides its pool kinds
     rows = []
     try:
         for scheme_id in args.schemes.split(","):
@@ -113,7 +115,7 @@ def main() -> int:
             items = items_for(scheme_id, args.batch)
             batch = Batch.from_items(scheme, [i.public_key for i in items], [i.message for i in items],
                                      [i.signature for i in items])
-            picked = "process" if CpuBackend(parallelism="auto").uses_processes(scheme) else "thread"
+            picked = "process" if auto.uses_processes(scheme) else "thread"
             repeats = 3 if raw_rate(scheme_id, items, 0.05) * cores > args.batch else 1
             for eng in engines.values():
                 engine_rate(eng, batch, 1)  # pools started, chunk size measured

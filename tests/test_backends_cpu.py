@@ -86,3 +86,20 @@ def test_chunk_is_sized_from_the_measured_cost():
         assert CpuBackend(chunk=5).chunk_items(scheme) == 5  # a configured size wins
     finally:
         backend.close()
+
+
+def test_the_pool_kind_follows_the_measured_gil_release():
+    from app.engine.backends.cpu import releases_gil
+
+    def holds(n):  # pure Python: never lets another thread run under a long switch interval
+        return sum(range(n))
+
+    assert not releases_gil(holds, (200_000,))
+    assert releases_gil(__import__("time").sleep, (0.002,))
+    backend = CpuBackend(workers=2)
+    measured = backend.measure_gil()
+    # What bench/cpu_engine.py's two-thread speedup shows: SLH-DSA (pqcrypto) holds the GIL,
+    # the other libraries release it.
+    assert measured == {"ed25519": True, "secp256k1": True, "bls12-381": True, "ml-dsa": True, "slh-dsa": False}
+    backend.gil_released["ml-dsa"] = False
+    assert backend.uses_processes(SCHEMES["ml-dsa-44"])

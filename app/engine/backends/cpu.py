@@ -4,9 +4,9 @@ A batch is cut into chunks.  Ed25519 and secp256k1 chunks run in the native loop
 :mod:`app.engine.backends.native` (the libraries' own C entry points over whole columns,
 leaf hashes in the same pass, GIL released), so they run on a thread pool and the columns
 are passed without a copy.  Other libraries run the Python loop over
-:mod:`app.engine.verify.reference`: on threads where the library releases the GIL
-(:data:`app.engine.verify.reference.RELEASES_GIL`, measured by ``bench/cpu_engine.py``), else
-on a pool of worker processes (started with ``spawn``, so a threaded server is never
+:mod:`app.engine.verify.reference`: on threads where the library releases the GIL (measured
+at warm-up by :func:`releases_gil`; :data:`app.engine.verify.reference.RELEASES_GIL` before),
+else on a pool of worker processes (started with ``spawn``, so a threaded server is never
 forked), to which a chunk travels as a few byte strings rather than Python objects.
 
 Chunk size per scheme is measured, not fixed: every batch the backend runs (the start-up
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -94,6 +95,52 @@ def _native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
                      batch.msgs[base:int(off[-1])], off - base, batch.prehashed, batch.allow_high_s)
 
 
+#: Helper counts that mean "released": a GIL-holding call can still let the helper in
+#: once per hand-off forced by some other thread; a releasing call lets it count thousands
+#: of times in the measurement.
+MIN_COUNTS = 50
+
+
+def releases_gil(fn, args: tuple, seconds: float = 0.02, switch_seconds: float = 0.1) -> bool:
+    """Whether ``fn(*args)`` releases the GIL while it runs, measured, not assumed.
+
+    A helper thread counts, yielding the GIL after each count, while this thread calls ``fn``
+    for ``seconds`` (at least once) under a switch interval longer than that: this thread
+    then gives up the GIL only where the library releases it, so the helper counts only
+    then.  The answer does not depend on how busy the machine is (a neighbour slows both
+    threads alike), unlike timing one thread against two.  The interpreter's switch interval
+    is ``switch_seconds`` during the measurement, so another thread may wait up to that long.
+    """
+    state = {"count": 0, "measuring": False, "stop": False}
+    started = threading.Event()
+
+    def spin() -> None:
+        started.set()
+        while not state["stop"]:
+            if state["measuring"]:
+                state["count"] += 1
+            time.sleep(0)  # hand the GIL back at once when the caller wants it
+
+    old = sys.getswitchinterval()
+    # Before the helper starts: its every wait for the GIL must use the long interval.
+    sys.setswitchinterval(switch_seconds)
+    helper = threading.Thread(target=spin, name="zv-gil-probe", daemon=True)
+    try:
+        helper.start()
+        started.wait()
+        state["measuring"] = True
+        t0 = time.perf_counter()
+        fn(*args)
+        while time.perf_counter() - t0 < seconds:
+            fn(*args)
+        state["measuring"] = False
+    finally:
+        state["stop"] = True
+        sys.setswitchinterval(old)
+        helper.join()
+    return state["count"] >= MIN_COUNTS
+
+
 def _warm(_: int) -> int:
     # Import every library in the worker before the first real batch arrives.
     for s in SCHEMES.values():
@@ -125,6 +172,9 @@ class CpuBackend:
         self.use_native = use_native
         #: Measured single-core seconds per item, per scheme id (moving average).
         self.item_seconds: dict[str, float] = {}
+        #: Per scheme family: whether its library call releases the GIL, measured by
+        #: :meth:`warm_up` (:func:`releases_gil`); :data:`reference.RELEASES_GIL` until then.
+        self.gil_released: dict[str, bool] = {}
         self._threads: ThreadPoolExecutor | None = None
         self._procs: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -144,7 +194,22 @@ class CpuBackend:
             return self.parallelism == "process"
         if self.native_family(scheme):
             return False  # the ctypes call releases the GIL for the whole chunk
-        return not reference.RELEASES_GIL[scheme.family]
+        return not self.gil_released.get(scheme.family, reference.RELEASES_GIL[scheme.family])
+
+    def measure_gil(self) -> dict[str, bool]:
+        """Measure, per scheme family, whether its library releases the GIL (one known answer
+        of the family's first scheme, a few calls: milliseconds); fills :attr:`gil_released`."""
+        from app.engine.verify import kat
+
+        answers = kat.known_answers()
+        for scheme in SCHEMES.values():
+            if scheme.family in self.gil_released or not answers.get(scheme.id):
+                continue
+            it = answers[scheme.id][0].item
+            fn = reference.verifier(scheme)
+            self.gil_released[scheme.family] = releases_gil(
+                fn, (it.public_key, it.message, it.signature, it.context, it.prehashed, it.allow_high_s))
+        return dict(self.gil_released)
 
     def chunk_items(self, scheme: Scheme) -> int:
         """Items per chunk for ``scheme``: fixed when configured, else ``CHUNK_SECONDS`` of the
@@ -178,6 +243,8 @@ class CpuBackend:
         """Build the native loops and start the pools the registry will need, so the first
         batch pays no start-up."""
         native.loops()
+        if self.parallelism == "auto":
+            self.measure_gil()
         for procs in {self.uses_processes(s) for s in SCHEMES.values()}:
             self._executor(procs)
 
