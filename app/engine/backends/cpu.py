@@ -101,7 +101,7 @@ def _native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
 MIN_COUNTS = 50
 
 
-def releases_gil(fn, args: tuple, seconds: float = 0.02, switch_seconds: float = 0.1) -> bool:
+def releases_gil(fn, args: tuple, seconds: float = 0.01, switch_seconds: float = 0.05) -> bool:
     """Whether ``fn(*args)`` releases the GIL while it runs, measured, not assumed.
 
     A helper thread counts, yielding the GIL after each count, while this thread calls ``fn``
