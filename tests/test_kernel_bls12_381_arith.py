@@ -162,3 +162,96 @@ def test_isogeny_constants_equal_py_ecc():
             if (i, j) in gen.ISO_K:
                 assert gen.ISO_K[(i, j)] == tuple(int(v) for v in k.coeffs), (i, j)
     assert gen.H_EFF == c.H_EFF_G2
+
+
+# ------------------------------------------------------------------ G1, G2
+point_batch, random_curve_point = kern.point_batch, kern.random_curve_point
+R_ORDER = gen.R_ORDER
+
+
+def _py(group):
+    from py_ecc.optimized_bls12_381 import G1, G2, add, double, multiply, neg, normalize
+
+    def to_t(pt):
+        if pt[2] == pt[2].zero():
+            return None
+        x, y = normalize(pt)
+        if group == 1:
+            return (int(x), int(y))
+        return tuple(tuple(int(c) for c in v.coeffs) for v in (x, y))
+
+    return (G1 if group == 1 else G2), add, double, multiply, neg, to_t
+
+
+def _group_points(group, rng, n):
+    gen_pt, add, double, multiply, neg, to_t = _py(group)
+    ks = [rng.randrange(1, R_ORDER) for _ in range(n)]
+    pts = [multiply(gen_pt, k) for k in ks]
+    return pts, ks
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_group_laws_against_py_ecc(group):
+    rng = random.Random(10 + group)
+    gen_pt, add, double, multiply, neg, to_t = _py(group)
+    pts, _ = _group_points(group, rng, 12)
+    a = [to_t(p) for p in pts]
+    b = a[1:] + a[:1]
+    want_add = [to_t(add(p, q)) for p, q in zip(pts, pts[1:] + pts[:1])]
+    assert point_batch(group, "add", a, b)[0] == want_add
+    assert point_batch(group, "add_affine", a, b)[0] == want_add
+    assert point_batch(group, "dbl", a)[0] == [to_t(double(p)) for p in pts]
+    assert point_batch(group, "neg", a)[0] == [to_t(neg(p)) for p in pts]
+    ks = [rng.randrange(2**256) for _ in a]
+    assert point_batch(group, "mul", a, k=ks)[0] == [to_t(multiply(p, k)) for p, k in zip(pts, ks)]
+    # exceptional inputs: P + P (doubling inside add), P + (−P), O + P, P + O, O + O
+    negs = [to_t(neg(p)) for p in pts[:2]]
+    cases_a = [a[0], a[1], None, a[2], None]
+    cases_b = [a[0], negs[1], a[3], None, None]
+    want = [to_t(double(pts[0])), None, a[3], a[2], None]
+    assert point_batch(group, "add", cases_a, cases_b)[0] == want
+    assert point_batch(group, "add_affine", cases_a, cases_b)[0] == want
+    assert point_batch(group, "dbl", [None])[0] == [None]
+    assert point_batch(group, "mul", [a[0], a[0]], k=[0, R_ORDER])[0] == [None, None]
+    _, eq = point_batch(group, "eq", [a[0], a[0], None, None], [a[0], a[1], None, a[0]])
+    assert eq == [1, 0, 1, 0]
+
+
+def test_psi_is_multiplication_by_x_on_g2_and_an_endomorphism_of_e2():
+    rng = random.Random(13)
+    _, add, double, multiply, neg, to_t = _py(2)
+    pts, ks = _group_points(2, rng, 6)
+    a = [to_t(p) for p in pts]
+    got, _ = point_batch(2, "psi", a)
+    assert got == [to_t(multiply(neg(p), -gen.X)) for p in pts]  # x < 0
+    # on points outside G2, ψ still lands on the curve
+    off = [random_curve_point(rng, 2) for _ in range(4)]
+    psi_off, _ = point_batch(2, "psi", off)
+    assert point_batch(2, "on_curve", psi_off)[1] == [1] * 4
+    assert psi_off == [gen.psi(p) for p in off]
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_fast_subgroup_check_equals_plain_r_check(group):
+    """Scott's endomorphism checks against [r]P = O on subgroup points, on points of the
+    full curve (outside the subgroup) and on points of small order in the cofactor part."""
+    rng = random.Random(20 + group)
+    _, add, double, multiply, neg, to_t = _py(group)
+    inside = [to_t(p) for p in _group_points(group, rng, 6)[0]] + [None]
+    outside = [random_curve_point(rng, group) for _ in range(30)]
+    # [r]Q for Q on the curve is a point of the cofactor group only: nonzero, not in G.
+    curve = gen.E1 if group == 1 else gen.E2
+    torsion = [curve.mul(R_ORDER, q) for q in outside[:4]]
+    # a subgroup point plus a cofactor-group point: on the curve, not in G
+    mixed = [curve.add(inside[i], torsion[i]) for i in range(4)]
+    pts = inside + outside + torsion + mixed
+    _, on = point_batch(group, "on_curve", pts)
+    assert on == [1] * len(pts)
+    _, fast = point_batch(group, "in_group", pts)
+    _, plain = point_batch(group, "in_group_plain", pts)
+    assert fast == plain
+    assert plain == [1] * len(inside) + [0] * (len(pts) - len(inside))
+    # off-curve input: on_curve says so
+    x, y = outside[0]
+    bad = (x, (y + 1) % P) if group == 1 else (x, ((y[0] + 1) % P, y[1]))
+    assert point_batch(group, "on_curve", [bad])[1] == [0]

@@ -41,10 +41,12 @@ typedef struct { zv_fp c0, c1; } zv_fp2;
 /* Large routines stay out of line on the GPU (exponentiations, curve operations): a
  * product inlines to several hundred instructions, and inlining every call site of a
  * 380-step loop would only grow the code. */
+#ifndef ZV_BLS_NOINLINE
 #if ZV_DEVICE_BUILD
 #define ZV_BLS_NOINLINE __host__ __device__ __noinline__
 #else
 #define ZV_BLS_NOINLINE static
+#endif
 #endif
 
 /* Whether the 12-limb value a is below p (limb-wise compare from the top). */

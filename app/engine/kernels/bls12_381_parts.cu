@@ -97,3 +97,100 @@ ZV_KERNEL void zv_bls_fp2_batch(zv_u32 op, const zv_u8 *a, const zv_u8 *b, zv_u6
 ZV_KERNEL void zv_bls_fp_mul_kernel(const zv_fp *a, const zv_fp *b, zv_u64 n, zv_fp *out) {
     ZV_FOR_EACH(i, n) zv_fp_mul(&out[i], &a[i], &b[i]);
 }
+
+/* ------------------------------------------------------------------ curves */
+#include "bls12_381_curve.cuh"
+
+enum {
+    ZV_BLS_PT_ADD = 0, ZV_BLS_PT_DBL = 1, ZV_BLS_PT_ADD_AFFINE = 2, ZV_BLS_PT_NEG = 3, ZV_BLS_PT_MUL = 4,
+    ZV_BLS_PT_IN_GROUP = 5, ZV_BLS_PT_IN_GROUP_PLAIN = 6, ZV_BLS_PT_ON_CURVE = 7, ZV_BLS_PT_PSI = 8,
+    ZV_BLS_PT_EQ = 9
+};
+
+ZV_HD int zv_f_from_bytes(zv_fp *r, const zv_u8 *in) { return zv_fp_from_be48(r, in); }
+ZV_HD int zv_f_from_bytes(zv_fp2 *r, const zv_u8 *in) { return zv_bls_fp2_from_bytes(r, in); }
+ZV_HD void zv_f_to_bytes(zv_u8 *out, const zv_fp *a) { zv_fp_to_be48(out, a); }
+ZV_HD void zv_f_to_bytes(zv_u8 *out, const zv_fp2 *a) { zv_bls_fp2_to_bytes(out, a); }
+ZV_HD int zv_bls_in_group(const zv_g1_jac *p) { return zv_g1_in_group(p); }
+ZV_HD int zv_bls_in_group(const zv_g2_jac *p) { return zv_g2_in_group(p); }
+ZV_HD int zv_bls_in_group_plain(const zv_g1_jac *p) { return zv_g1_in_group_plain(p); }
+ZV_HD int zv_bls_in_group_plain(const zv_g2_jac *p) { return zv_g2_in_group_plain(p); }
+ZV_HD void zv_bls_psi(zv_g1_jac *r, const zv_g1_jac *p) { *r = *p; } /* G1 has no ψ */
+ZV_HD void zv_bls_psi(zv_g2_jac *r, const zv_g2_jac *p) { zv_g2_psi(r, p); }
+
+/* An affine point as bytes x || y (all zero: infinity, which no curve point is since b ≠ 0).
+ * Returns 0 when a coordinate is ≥ p.  `lambda` ≠ 0 scales it to the Jacobian
+ * (λ^2·x, λ^3·y, λ), so the formulas meet Z ≠ 1. */
+template <class F, class J> ZV_HD int zv_bls_point_in(J *r, F *ax, F *ay, int *inf, const zv_u8 *in,
+                                                      const F *lambda) {
+    const int fb = (int)(sizeof(F) / sizeof(zv_fp)) * 48;
+    int ok = zv_f_from_bytes(ax, in) & zv_f_from_bytes(ay, in + fb);
+    *inf = zv_f_is_zero(ax) & zv_f_is_zero(ay);
+    if (*inf) { zv_jac_set_infinity<F, J>(r); return ok; }
+    F l2;
+    zv_f_sqr(&l2, lambda);
+    zv_f_mul(&r->x, ax, &l2);
+    zv_f_mul(&l2, &l2, lambda);
+    zv_f_mul(&r->y, ay, &l2);
+    r->z = *lambda;
+    return ok;
+}
+
+template <class F, class J> ZV_HD void zv_bls_point_out(zv_u8 *out, const J *p) {
+    const int fb = (int)(sizeof(F) / sizeof(zv_fp)) * 48;
+    F x, y;
+    int inf;
+    zv_jac_to_affine<F, J>(&x, &y, &inf, p);
+    if (inf) { zv_f_zero(&x); zv_f_zero(&y); }
+    zv_f_to_bytes(out, &x);
+    zv_f_to_bytes(out + fb, &y);
+}
+
+/* out = op(P, Q) (affine bytes); k: 32-byte big-endian scalars for MUL; ok: 0 when an input
+ * coordinate is ≥ p, else the answer of the predicates (IN_GROUP*, ON_CURVE, EQ) or 1. */
+template <class F, class J> ZV_HD void zv_bls_point_op(zv_u32 op, const zv_u8 *a, const zv_u8 *b,
+                                                       const zv_u8 *k, zv_u8 *out, zv_u8 *ok) {
+    F ax, ay, bx, by, l1, l2;
+    int ainf, binf;
+    J p, q, r;
+    zv_f_one(&l1);
+    zv_f_dbl(&l1, &l1);
+    zv_f_add(&l2, &l1, &l1);
+    zv_f_add(&l2, &l2, &l1);                     /* λ_P = 2, λ_Q = 6: Z ≠ 1 and Z_P ≠ Z_Q */
+    int good = zv_bls_point_in<F, J>(&p, &ax, &ay, &ainf, a, &l1);
+    good &= zv_bls_point_in<F, J>(&q, &bx, &by, &binf, b, &l2);
+    zv_jac_set_infinity<F, J>(&r);
+    if (good) {
+        switch (op) {
+            case ZV_BLS_PT_ADD: zv_jac_add<F, J>(&r, &p, &q); break;
+            case ZV_BLS_PT_DBL: zv_jac_dbl<F, J>(&r, &p); break;
+            case ZV_BLS_PT_ADD_AFFINE: zv_jac_add_affine<F, J>(&r, &p, &bx, &by, binf); break;
+            case ZV_BLS_PT_NEG: zv_jac_neg<F, J>(&r, &p); break;
+            case ZV_BLS_PT_MUL: {
+                zv_u32 kw[8];
+                for (int i = 0; i < 8; i++) kw[i] = zv_load_be32(k + 4 * (7 - i));
+                zv_jac_mul<F, J>(&r, &p, kw, 256);
+                break;
+            }
+            case ZV_BLS_PT_IN_GROUP: good = zv_bls_in_group(&p); break;
+            case ZV_BLS_PT_IN_GROUP_PLAIN: good = zv_bls_in_group_plain(&p); break;
+            case ZV_BLS_PT_ON_CURVE: good = ainf || zv_bls_on_curve(&ax, &ay); break;
+            case ZV_BLS_PT_PSI: zv_bls_psi(&r, &p); break;
+            case ZV_BLS_PT_EQ: good = zv_jac_eq<F, J>(&p, &q); break;
+            default: good = 0; break;
+        }
+    }
+    zv_bls_point_out<F, J>(out, &r);
+    *ok = (zv_u8)good;
+}
+
+/* G1 points: 96 bytes each; G2 points: 192 bytes each (x.c0 || x.c1 || y.c0 || y.c1). */
+ZV_KERNEL void zv_bls_g1_batch(zv_u32 op, const zv_u8 *a, const zv_u8 *b, const zv_u8 *k, zv_u64 n,
+                               zv_u8 *out, zv_u8 *ok) {
+    ZV_FOR_EACH(i, n) zv_bls_point_op<zv_fp, zv_g1_jac>(op, a + 96 * i, b + 96 * i, k + 32 * i, out + 96 * i, ok + i);
+}
+
+ZV_KERNEL void zv_bls_g2_batch(zv_u32 op, const zv_u8 *a, const zv_u8 *b, const zv_u8 *k, zv_u64 n,
+                               zv_u8 *out, zv_u8 *ok) {
+    ZV_FOR_EACH(i, n) zv_bls_point_op<zv_fp2, zv_g2_jac>(op, a + 192 * i, b + 192 * i, k + 32 * i, out + 192 * i, ok + i);
+}
