@@ -194,3 +194,48 @@ ZV_KERNEL void zv_bls_g2_batch(zv_u32 op, const zv_u8 *a, const zv_u8 *b, const 
                                zv_u8 *out, zv_u8 *ok) {
     ZV_FOR_EACH(i, n) zv_bls_point_op<zv_fp2, zv_g2_jac>(op, a + 192 * i, b + 192 * i, k + 32 * i, out + 192 * i, ok + i);
 }
+
+/* ------------------------------------------------------------------ point decoding */
+#include "bls12_381_serde.cuh"
+
+enum { ZV_BLS_DEC_FULL = 0, ZV_BLS_DEC_ON_CURVE = 1, ZV_BLS_DEC_KEY_VALIDATE = 2 };
+
+ZV_HD void zv_bls_affine_out(zv_u8 *out, const zv_g1_affine *a) {
+    zv_fp z;
+    zv_fp_zero(&z);
+    zv_fp_to_be48(out, a->infinity ? &z : &a->x);
+    zv_fp_to_be48(out + 48, a->infinity ? &z : &a->y);
+}
+
+ZV_HD void zv_bls_affine_out(zv_u8 *out, const zv_g2_affine *a) {
+    zv_fp2 z;
+    zv_fp2_zero(&z);
+    zv_bls_fp2_to_bytes(out, a->infinity ? &z : &a->x);
+    zv_bls_fp2_to_bytes(out + 96, a->infinity ? &z : &a->y);
+}
+
+/* Decode 48-byte encodings (mode: FULL = zv_bls_g1_decompress, ON_CURVE = without the
+ * subgroup check, KEY_VALIDATE); err[i] = the ZV_BLS_* code, out[i] = the affine point
+ * (zv_bls_g1_batch's layout) and its re-encoding in enc[i]. */
+ZV_KERNEL void zv_bls_g1_decode_batch(zv_u32 mode, const zv_u8 *in, zv_u64 n, zv_u8 *out, zv_u8 *enc, zv_u8 *err) {
+    ZV_FOR_EACH(i, n) {
+        zv_g1_affine a;
+        int e = mode == ZV_BLS_DEC_ON_CURVE ? zv_bls_g1_decompress_on_curve(&a, in + 48 * i)
+              : mode == ZV_BLS_DEC_KEY_VALIDATE ? zv_bls_key_validate(&a, in + 48 * i)
+              : zv_bls_g1_decompress(&a, in + 48 * i);
+        zv_bls_affine_out(out + 96 * i, &a);
+        zv_bls_g1_compress(enc + 48 * i, &a);
+        err[i] = (zv_u8)e;
+    }
+}
+
+ZV_KERNEL void zv_bls_g2_decode_batch(zv_u32 mode, const zv_u8 *in, zv_u64 n, zv_u8 *out, zv_u8 *enc, zv_u8 *err) {
+    ZV_FOR_EACH(i, n) {
+        zv_g2_affine a;
+        int e = mode == ZV_BLS_DEC_ON_CURVE ? zv_bls_g2_decompress_on_curve(&a, in + 96 * i)
+                                            : zv_bls_g2_decompress(&a, in + 96 * i);
+        zv_bls_affine_out(out + 192 * i, &a);
+        zv_bls_g2_compress(enc + 96 * i, &a);
+        err[i] = (zv_u8)e;
+    }
+}
