@@ -329,3 +329,97 @@ def test_key_validate_rejects_the_identity_and_what_decoding_rejects():
     assert errs == ["OK", "PK_IS_INFINITY", "POINT_NOT_IN_GROUP", "POINT_NOT_ON_CURVE", "BAD_ENCODING"]
     # without the subgroup check the outside point decodes: the check is what rejects it
     assert decode_batch(1, encs[2:3], "on_curve")[0] == ["OK"]
+
+
+# ------------------------------------------------------------------ hash to G2
+QUUX_DST = b"QUUX-V01-CS02-with-BLS12381G2_XMD:SHA-256_SSWU_RO_"
+
+
+def _py_ecc_h2c():
+    from py_ecc.bls import hash_to_curve as h
+    return h
+
+
+def _fq2_t(e):
+    return tuple(int(c) for c in e.coeffs)
+
+
+def _jac_t(pt):
+    from py_ecc.optimized_bls12_381 import normalize
+
+    if pt[2] == pt[2].zero():
+        return None
+    x, y = normalize(pt)
+    return (_fq2_t(x), _fq2_t(y))
+
+
+def _messages(rng, n):
+    fixed = [b"", b"abc", b"\x00", b"a" * 200, bytes(range(256)) * 2]
+    return fixed + [bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 100))) for _ in range(n - len(fixed))]
+
+
+def test_expand_message_xmd_and_hash_to_field_against_py_ecc():
+    import hashlib
+
+    from py_ecc.bls.hash import expand_message_xmd
+
+    h = _py_ecc_h2c()
+    rng = random.Random(50)
+    msgs = _messages(rng, 12)
+    long_dst = b"D" * 300  # > 255 bytes: hashed with "H2C-OVERSIZE-DST-" (RFC 9380 §5.3.3)
+    for dst in (kern.POP_DST, QUUX_DST, b"x", long_dst):
+        ref_dst = dst if len(dst) <= 255 else hashlib.sha256(b"H2C-OVERSIZE-DST-" + dst).digest()
+        assert kern.expand_message_xmd(msgs, dst) == [expand_message_xmd(m, ref_dst, 256, hashlib.sha256)
+                                                      for m in msgs]
+        got = kern.hash_to_field(msgs, dst)
+        want = [tuple(_fq2_t(u) for u in h.hash_to_field_FQ2(m, 2, ref_dst, hashlib.sha256)) for m in msgs]
+        assert got == want
+
+
+def test_map_to_curve_and_clear_cofactor_against_py_ecc():
+    from py_ecc.fields import optimized_bls12_381_FQ2 as FQ2
+
+    h = _py_ecc_h2c()
+    rng = random.Random(51)
+    us = [(0, 0), (1, 0), (0, 1), (P - 1, P - 1)] + [(rng.randrange(P), rng.randrange(P)) for _ in range(10)]
+    got = kern.map_to_curve(us)
+    want = [_jac_t(h.map_to_curve_G2(FQ2(list(u)))) for u in us]
+    assert got == want
+    # the ψ-based clear_cofactor equals [h_eff]P, on the mapped points and on random curve points
+    pts = [p for p in got if p is not None] + [random_curve_point(rng, 2) for _ in range(4)]
+    fast, plain = kern.clear_cofactor(pts, False), kern.clear_cofactor(pts, True)
+    assert fast == plain
+    assert all(p is not None for p in fast)
+    assert point_batch(2, "in_group_plain", fast)[1] == [1] * len(fast)
+
+
+def test_hash_to_g2_wycheproof_vectors():
+    path = VECTORS / "wycheproof" / "testvectors_v1" / "bls_hash_to_g2_test.json"
+    if not path.is_file():
+        pytest.skip(f"{path} absent (../shared/vectors)")
+    data = json.loads(path.read_text())
+    [group] = data["testGroups"]
+    tests = group["tests"]
+    assert len(tests) == 34  # SOURCES.md
+    dst = group["dst"].encode()
+    got = kern.hash_to_g2([bytes.fromhex(t["msg"]) for t in tests], dst)
+    assert [g.hex() for g in got] == [t["expected"] for t in tests]
+
+
+def test_hash_to_g2_ethereum_vectors():
+    cases = _eth_cases("hash_to_G2")
+    assert len(cases) == 4
+    msgs = [c["input"]["msg"].encode() for _, c in cases]
+    got = kern.hash_to_g2(msgs, QUUX_DST)
+    _, pts, _ = decode_batch(2, got)
+    for (name, case), pt in zip(cases, pts):
+        want = [tuple(int(v, 16) for v in case["output"][k].split(",")) for k in ("x", "y")]
+        assert pt == tuple(want), name
+
+
+def test_hash_to_g2_agrees_with_arkworks_on_random_messages():
+    """A CI sample; scripts/bls12_381_arith_agreement runs ≥ 10 k."""
+    rng = random.Random(52)
+    msgs = _messages(rng, 40)
+    got = kern.hash_to_g2(msgs, kern.POP_DST)
+    assert got == [kern.arkworks_hash_to_g2(m, kern.POP_DST) for m in msgs]

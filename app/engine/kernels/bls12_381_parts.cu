@@ -239,3 +239,64 @@ ZV_KERNEL void zv_bls_g2_decode_batch(zv_u32 mode, const zv_u8 *in, zv_u64 n, zv
         err[i] = (zv_u8)e;
     }
 }
+
+/* ------------------------------------------------------------------ hash to G2 */
+#include "bls12_381_h2c.cuh"
+
+/* Item i's message is msgs[offsets[i] .. offsets[i+1]) (the kernel contract's layout); all
+ * items share one DST.  Outputs: expand_message_xmd's 256 bytes, hash_to_field's two Fp2
+ * elements (u0 || u1, 192 bytes), or the compressed hash_to_G2 point (96 bytes). */
+ZV_KERNEL void zv_bls_expand_message_xmd_batch(const zv_u8 *msgs, const zv_u64 *offsets, const zv_u8 *dst,
+                                               zv_u32 dst_len, zv_u64 n, zv_u8 *out) {
+    ZV_FOR_EACH(i, n) {
+        zv_bls_expand_message_xmd(out + ZV_BLS_H2C_LEN * i, msgs + offsets[i], offsets[i + 1] - offsets[i], dst,
+                                  dst_len);
+    }
+}
+
+ZV_KERNEL void zv_bls_hash_to_field_batch(const zv_u8 *msgs, const zv_u64 *offsets, const zv_u8 *dst,
+                                          zv_u32 dst_len, zv_u64 n, zv_u8 *out) {
+    ZV_FOR_EACH(i, n) {
+        zv_fp2 u[2];
+        zv_bls_hash_to_field_fp2(u, msgs + offsets[i], offsets[i + 1] - offsets[i], dst, dst_len);
+        zv_bls_fp2_to_bytes(out + 192 * i, &u[0]);
+        zv_bls_fp2_to_bytes(out + 192 * i + 96, &u[1]);
+    }
+}
+
+ZV_KERNEL void zv_bls_hash_to_g2_batch(const zv_u8 *msgs, const zv_u64 *offsets, const zv_u8 *dst,
+                                       zv_u32 dst_len, zv_u64 n, zv_u8 *out) {
+    ZV_FOR_EACH(i, n) {
+        zv_g2_affine q;
+        zv_bls_hash_to_g2(&q, msgs + offsets[i], offsets[i + 1] - offsets[i], dst, dst_len);
+        zv_bls_g2_compress(out + 96 * i, &q);
+    }
+}
+
+/* map_to_curve (SWU + isogeny) of Fp2 elements u (96 bytes each) to affine E2 points; ok = 0
+ * when u is not canonical. */
+ZV_KERNEL void zv_bls_map_to_curve_g2_batch(const zv_u8 *u, zv_u64 n, zv_u8 *out, zv_u8 *ok) {
+    ZV_FOR_EACH(i, n) {
+        zv_fp2 e;
+        zv_g2_jac q;
+        zv_g2_affine a;
+        ok[i] = (zv_u8)zv_bls_fp2_from_bytes(&e, u + 96 * i);
+        zv_bls_map_to_curve_g2(&q, &e);
+        zv_g2_to_affine(&a, &q);
+        zv_bls_affine_out(out + 192 * i, &a);
+    }
+}
+
+/* clear_cofactor of affine E2 points (zv_bls_g2_batch's layout); plain = 1: [h_eff]P by
+ * double-and-add, else the ψ method of Appendix G.3. */
+ZV_KERNEL void zv_bls_clear_cofactor_batch(zv_u32 plain, const zv_u8 *in, zv_u64 n, zv_u8 *out, zv_u8 *ok) {
+    ZV_FOR_EACH(i, n) {
+        zv_fp2 ax, ay, one;
+        int inf;
+        zv_g2_jac p, q;
+        zv_fp2_one(&one);
+        ok[i] = (zv_u8)zv_bls_point_in<zv_fp2, zv_g2_jac>(&p, &ax, &ay, &inf, in + 192 * i, &one);
+        if (plain) zv_bls_clear_cofactor_plain(&q, &p); else zv_bls_clear_cofactor(&q, &p);
+        zv_bls_point_out<zv_fp2, zv_g2_jac>(out + 192 * i, &q);
+    }
+}
