@@ -52,6 +52,9 @@ def _family(name: str, block: int = 128) -> VerifyKernel:
 VERIFY_KERNELS: dict[str, VerifyKernel] = {
     "ed25519": _family("ed25519"),
     "secp256k1": _family("secp256k1"),
+    # One thread per verify (bls12_381.cuh says why); a verify is ~10^6 instructions, so a
+    # small block keeps the tail of a batch short.
+    "bls12-381": _family("bls12_381", block=64),
 }
 
 HASH = KernelSource("hash")
