@@ -60,7 +60,7 @@ template <class F, class J> ZV_HD void zv_jac_set_infinity(J *r) {
 template <class F, class J> ZV_HD int zv_jac_is_infinity(const J *a) { return zv_f_is_zero(&a->z); }
 
 /* dbl-2009-l: 2M + 5S.  Z = 0 stays 0; a point with Y = 0 (2-torsion) gives Z3 = 0 = O. */
-template <class F, class J> ZV_HD void zv_jac_dbl(J *r, const J *p) {
+template <class F, class J> ZV_HD void zv_jac_dbl_impl(J *r, const J *p) {
     F a, b, c, d, e, f, t;
     zv_f_sqr(&a, &p->x);
     zv_f_sqr(&b, &p->y);
@@ -86,7 +86,7 @@ template <class F, class J> ZV_HD void zv_jac_dbl(J *r, const J *p) {
 }
 
 /* add-2007-bl: 11M + 5S; exceptional cases by branch. */
-template <class F, class J> ZV_HD void zv_jac_add(J *r, const J *p, const J *q) {
+template <class F, class J> ZV_HD void zv_jac_add_impl(J *r, const J *p, const J *q) {
     if (zv_f_is_zero(&p->z)) { *r = *q; return; }
     if (zv_f_is_zero(&q->z)) { *r = *p; return; }
     F z1z1, z2z2, u1, u2, s1, s2, h, i, j, rr, v, t;
@@ -101,7 +101,7 @@ template <class F, class J> ZV_HD void zv_jac_add(J *r, const J *p, const J *q) 
     zv_f_sub(&h, &u2, &u1);
     zv_f_sub(&rr, &s2, &s1);
     if (zv_f_is_zero(&h)) {
-        if (zv_f_is_zero(&rr)) { zv_jac_dbl<F, J>(r, p); return; }
+        if (zv_f_is_zero(&rr)) { zv_jac_dbl_impl<F, J>(r, p); return; }
         zv_jac_set_infinity<F, J>(r);  /* Q = −P */
         return;
     }
@@ -127,8 +127,8 @@ template <class F, class J> ZV_HD void zv_jac_add(J *r, const J *p, const J *q) 
 }
 
 /* madd-2007-bl (Q affine, Z2 = 1): 7M + 4S. */
-template <class F, class J> ZV_HD void zv_jac_add_affine(J *r, const J *p, const F *qx, const F *qy,
-                                                         int q_infinity) {
+template <class F, class J> ZV_HD void zv_jac_add_affine_impl(J *r, const J *p, const F *qx, const F *qy,
+                                                              int q_infinity) {
     if (q_infinity) { *r = *p; return; }
     if (zv_f_is_zero(&p->z)) {
         r->x = *qx;
@@ -144,7 +144,7 @@ template <class F, class J> ZV_HD void zv_jac_add_affine(J *r, const J *p, const
     zv_f_sub(&h, &u2, &p->x);
     zv_f_sub(&rr, &s2, &p->y);
     if (zv_f_is_zero(&h)) {
-        if (zv_f_is_zero(&rr)) { zv_jac_dbl<F, J>(r, p); return; }
+        if (zv_f_is_zero(&rr)) { zv_jac_dbl_impl<F, J>(r, p); return; }
         zv_jac_set_infinity<F, J>(r);
         return;
     }
@@ -170,6 +170,19 @@ template <class F, class J> ZV_HD void zv_jac_add_affine(J *r, const J *p, const
     zv_f_sub(&r->y, &t, &y1);         /* Y3 = r(V − X3) − 2·Y1·J */
 }
 
+/* The formulas instantiated once per group, out of line on the GPU: every routine below
+ * (scalar multiplication, subgroup checks, hashing) calls these, so each exists once in
+ * the binary instead of being inlined, product by product, into every caller. */
+#define ZV_BLS_JAC_INSTANCES(F, J)                                                                    \
+    ZV_BLS_NOINLINE void zv_jac_dbl(J *r, const J *p) { zv_jac_dbl_impl<F, J>(r, p); }                 \
+    ZV_BLS_NOINLINE void zv_jac_add(J *r, const J *p, const J *q) { zv_jac_add_impl<F, J>(r, p, q); }  \
+    ZV_BLS_NOINLINE void zv_jac_add_affine(J *r, const J *p, const F *qx, const F *qy, int q_inf) {    \
+        zv_jac_add_affine_impl<F, J>(r, p, qx, qy, q_inf);                                            \
+    }
+ZV_BLS_JAC_INSTANCES(zv_fp, zv_g1_jac)
+ZV_BLS_JAC_INSTANCES(zv_fp2, zv_g2_jac)
+#undef ZV_BLS_JAC_INSTANCES
+
 template <class F, class J> ZV_HD void zv_jac_neg(J *r, const J *p) {
     r->x = p->x;
     zv_f_neg(&r->y, &p->y);
@@ -182,8 +195,8 @@ template <class F, class J> ZV_HD void zv_jac_mul(J *r, const J *p, const zv_u32
     J acc, base = *p;
     zv_jac_set_infinity<F, J>(&acc);
     for (int i = bits - 1; i >= 0; i--) {
-        zv_jac_dbl<F, J>(&acc, &acc);
-        if ((k[i >> 5] >> (i & 31)) & 1) zv_jac_add<F, J>(&acc, &acc, &base);
+        zv_jac_dbl(&acc, &acc);
+        if ((k[i >> 5] >> (i & 31)) & 1) zv_jac_add(&acc, &acc, &base);
     }
     *r = acc;
 }
@@ -247,12 +260,10 @@ ZV_HD void zv_g1_to_affine(zv_g1_affine *r, const zv_g1_jac *p) {
 }
 
 ZV_HD int zv_g1_is_infinity(const zv_g1_jac *p) { return zv_jac_is_infinity<zv_fp, zv_g1_jac>(p); }
-ZV_BLS_NOINLINE void zv_g1_dbl(zv_g1_jac *r, const zv_g1_jac *p) { zv_jac_dbl<zv_fp, zv_g1_jac>(r, p); }
-ZV_BLS_NOINLINE void zv_g1_add(zv_g1_jac *r, const zv_g1_jac *p, const zv_g1_jac *q) {
-    zv_jac_add<zv_fp, zv_g1_jac>(r, p, q);
-}
-ZV_BLS_NOINLINE void zv_g1_add_affine(zv_g1_jac *r, const zv_g1_jac *p, const zv_g1_affine *q) {
-    zv_jac_add_affine<zv_fp, zv_g1_jac>(r, p, &q->x, &q->y, q->infinity);
+ZV_HD void zv_g1_dbl(zv_g1_jac *r, const zv_g1_jac *p) { zv_jac_dbl(r, p); }
+ZV_HD void zv_g1_add(zv_g1_jac *r, const zv_g1_jac *p, const zv_g1_jac *q) { zv_jac_add(r, p, q); }
+ZV_HD void zv_g1_add_affine(zv_g1_jac *r, const zv_g1_jac *p, const zv_g1_affine *q) {
+    zv_jac_add_affine(r, p, &q->x, &q->y, q->infinity);
 }
 ZV_HD void zv_g1_neg(zv_g1_jac *r, const zv_g1_jac *p) { zv_jac_neg<zv_fp, zv_g1_jac>(r, p); }
 ZV_BLS_NOINLINE void zv_g1_mul(zv_g1_jac *r, const zv_g1_jac *p, const zv_u32 *k, int bits) {
@@ -295,12 +306,10 @@ ZV_HD void zv_g2_to_affine(zv_g2_affine *r, const zv_g2_jac *p) {
 }
 
 ZV_HD int zv_g2_is_infinity(const zv_g2_jac *p) { return zv_jac_is_infinity<zv_fp2, zv_g2_jac>(p); }
-ZV_BLS_NOINLINE void zv_g2_dbl(zv_g2_jac *r, const zv_g2_jac *p) { zv_jac_dbl<zv_fp2, zv_g2_jac>(r, p); }
-ZV_BLS_NOINLINE void zv_g2_add(zv_g2_jac *r, const zv_g2_jac *p, const zv_g2_jac *q) {
-    zv_jac_add<zv_fp2, zv_g2_jac>(r, p, q);
-}
-ZV_BLS_NOINLINE void zv_g2_add_affine(zv_g2_jac *r, const zv_g2_jac *p, const zv_g2_affine *q) {
-    zv_jac_add_affine<zv_fp2, zv_g2_jac>(r, p, &q->x, &q->y, q->infinity);
+ZV_HD void zv_g2_dbl(zv_g2_jac *r, const zv_g2_jac *p) { zv_jac_dbl(r, p); }
+ZV_HD void zv_g2_add(zv_g2_jac *r, const zv_g2_jac *p, const zv_g2_jac *q) { zv_jac_add(r, p, q); }
+ZV_HD void zv_g2_add_affine(zv_g2_jac *r, const zv_g2_jac *p, const zv_g2_affine *q) {
+    zv_jac_add_affine(r, p, &q->x, &q->y, q->infinity);
 }
 ZV_HD void zv_g2_neg(zv_g2_jac *r, const zv_g2_jac *p) { zv_jac_neg<zv_fp2, zv_g2_jac>(r, p); }
 ZV_BLS_NOINLINE void zv_g2_mul(zv_g2_jac *r, const zv_g2_jac *p, const zv_u32 *k, int bits) {

@@ -162,9 +162,9 @@ template <class F, class J> ZV_HD void zv_bls_point_op(zv_u32 op, const zv_u8 *a
     zv_jac_set_infinity<F, J>(&r);
     if (good) {
         switch (op) {
-            case ZV_BLS_PT_ADD: zv_jac_add<F, J>(&r, &p, &q); break;
-            case ZV_BLS_PT_DBL: zv_jac_dbl<F, J>(&r, &p); break;
-            case ZV_BLS_PT_ADD_AFFINE: zv_jac_add_affine<F, J>(&r, &p, &bx, &by, binf); break;
+            case ZV_BLS_PT_ADD: zv_jac_add(&r, &p, &q); break;
+            case ZV_BLS_PT_DBL: zv_jac_dbl(&r, &p); break;
+            case ZV_BLS_PT_ADD_AFFINE: zv_jac_add_affine(&r, &p, &bx, &by, binf); break;
             case ZV_BLS_PT_NEG: zv_jac_neg<F, J>(&r, &p); break;
             case ZV_BLS_PT_MUL: {
                 zv_u32 kw[8];
