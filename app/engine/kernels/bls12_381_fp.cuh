@@ -150,7 +150,59 @@ ZV_HD void zv_fp_mul(zv_fp *r, const zv_fp *a, const zv_fp *b) {
     zv_fp_mont_mul(r, a->v, b->v);
 }
 
-ZV_HD void zv_fp_sqr(zv_fp *r, const zv_fp *a) { zv_fp_mul(r, a, a); }
+/* a^2 by separated operand scanning: the 66 cross products once, doubled, plus the 12
+ * squares give the 24-limb a^2 (78 limb products instead of 144), then twelve Montgomery
+ * reduction rows.  Bounds: a < p, so a^2 + M·p < p·p + R·p and the result (a^2 + M·p)/R
+ * < 2p < 2^382: the final carry word is 0 (ZV_CHECK), and one conditional
+ * subtraction finishes. */
+ZV_HD void zv_fp_sqr(zv_fp *r, const zv_fp *a) {
+    ZV_CHECK(zv_fp_limbs_lt_p(a->v));
+    const zv_u32 p[12] = ZV_BLS_P_INIT;
+    zv_u32 t[24];
+    ZV_UNROLL
+    for (int i = 0; i < 24; i++) t[i] = 0;
+    ZV_UNROLL
+    for (int i = 0; i < 11; i++) {
+        zv_u64 c = 0;
+        ZV_UNROLL
+        for (int j = i + 1; j < 12; j++) {
+            c += (zv_u64)a->v[i] * a->v[j] + t[i + j];
+            t[i + j] = (zv_u32)c; c >>= 32;
+        }
+        t[i + 12] = (zv_u32)c;
+    }
+    t[23] = t[22] >> 31;  /* double the cross products: Σ < 2^766, so 2Σ fits 24 limbs */
+    ZV_UNROLL
+    for (int k = 22; k > 0; k--) t[k] = (t[k] << 1) | (t[k - 1] >> 31);
+    t[0] <<= 1;
+    zv_u64 c = 0;
+    ZV_UNROLL
+    for (int i = 0; i < 12; i++) {
+        c += (zv_u64)a->v[i] * a->v[i] + t[2 * i];
+        t[2 * i] = (zv_u32)c; c >>= 32;
+        c += t[2 * i + 1];
+        t[2 * i + 1] = (zv_u32)c; c >>= 32;
+    }
+    /* Row i adds m·p·2^32i; its carry out of limb i + 12 (0 or 1) is owed to limb i + 13,
+     * which row i + 1 adds in, so no row propagates to the top; after row 11 it is the
+     * limb above t[23]. */
+    zv_u32 carry = 0;
+    ZV_UNROLL
+    for (int i = 0; i < 12; i++) {
+        zv_u32 m = t[i] * ZV_BLS_P_N0;
+        zv_u64 d = 0;
+        ZV_UNROLL
+        for (int j = 0; j < 12; j++) {
+            d += (zv_u64)m * p[j] + t[i + j];
+            t[i + j] = (zv_u32)d; d >>= 32;
+        }
+        d += (zv_u64)t[i + 12] + carry;
+        t[i + 12] = (zv_u32)d;
+        carry = (zv_u32)(d >> 32);
+    }
+    ZV_CHECK(carry == 0);
+    zv_fp_reduce_once(r, t + 12, carry);
+}
 
 ZV_HD int zv_fp_is_zero(const zv_fp *a) {
     zv_u32 acc = 0;
