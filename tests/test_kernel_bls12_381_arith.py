@@ -140,6 +140,7 @@ def test_fp2_sqrt_and_sgn0():
     norm_square = [pow((a * a + b * b) % P, (P - 1) // 2, P) in (0, 1) for a, b in vals]
     assert ok == [int(s) for s in norm_square]
     assert ok[:60] == [1] * 60 and ok[60:90] == [0] * 30
+    assert fp2_batch("is_square", vals, vals)[1] == ok
     for v, r, k in zip(vals, roots, ok):
         if k:
             assert fp2_batch("sqr", [r], [r])[0][0] == v

@@ -140,6 +140,19 @@ ZV_HD int zv_fp2_sqrt(zv_fp2 *r, const zv_fp2 *a) {
     return zv_fp2_eq(&check, a);
 }
 
+/* Whether a is a square in Fp2: exactly when its norm a0^2 + a1^2 is a square in Fp
+ * (the norm maps Fp2* onto Fp* and squares onto squares), decided by Euler's criterion
+ * in Fp — one Fp exponentiation instead of the two Fp2 ones of a square-root attempt. */
+ZV_HD int zv_fp2_is_square(const zv_fp2 *a) {
+    zv_fp n, t, one;
+    zv_fp_sqr(&n, &a->c0);
+    zv_fp_sqr(&t, &a->c1);
+    zv_fp_add(&n, &n, &t);
+    zv_fp_pow(&t, &n, ZV_BLS_EXP_P_MINUS_1_DIV_2, ZV_BLS_EXP_P_MINUS_1_DIV_2_BITS);
+    zv_fp_one(&one);
+    return zv_fp_is_zero(&n) | zv_fp_eq(&t, &one);
+}
+
 /* sgn0 of RFC 9380 §4.1 for m = 2: sign of c0, or of c1 when c0 = 0. */
 ZV_HD int zv_fp2_sgn0(const zv_fp2 *a) {
     int s0 = zv_fp_sgn0(&a->c0), z0 = zv_fp_is_zero(&a->c0), s1 = zv_fp_sgn0(&a->c1);

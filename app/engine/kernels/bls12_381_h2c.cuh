@@ -104,16 +104,19 @@ ZV_BLS_NOINLINE void zv_bls_map_to_e2_prime(zv_fp2 *x, zv_fp2 *y, const zv_fp2 *
         zv_fp2_mul(&x1, &ZV_BLS_SSWU_MINUS_B_OVER_A, &t);  /* x1 = (−B/A)(1 + tv1) */
     }
     zv_bls_sswu_g(&gx1, &x1);
-    if (zv_fp2_sqrt(y, &gx1)) {
+    /* Step 6 decides by is_square (cheap, norm-based) so only one square root is taken. */
+    int ok;
+    if (zv_fp2_is_square(&gx1)) {
+        ok = zv_fp2_sqrt(y, &gx1);
         *x = x1;
     } else {
         zv_fp2_mul(&x2, &zu2, &x1);          /* x2 = Z·u^2·x1; g(x2) is then a square */
         zv_bls_sswu_g(&gx2, &x2);
-        int ok = zv_fp2_sqrt(y, &gx2);
-        ZV_CHECK(ok);
-        (void)ok;
+        ok = zv_fp2_sqrt(y, &gx2);
         *x = x2;
     }
+    ZV_CHECK(ok);
+    (void)ok;
     if (zv_fp2_sgn0(u) != zv_fp2_sgn0(y)) zv_fp2_neg(y, y);
 }
 

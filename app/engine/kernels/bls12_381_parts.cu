@@ -15,7 +15,8 @@
 enum {
     ZV_BLS_OP_ADD = 0, ZV_BLS_OP_SUB = 1, ZV_BLS_OP_MUL = 2, ZV_BLS_OP_SQR = 3, ZV_BLS_OP_NEG = 4,
     ZV_BLS_OP_INV = 5, ZV_BLS_OP_SQRT = 6, ZV_BLS_OP_DBL = 7, ZV_BLS_OP_CONJ = 8,
-    ZV_BLS_OP_MUL_BY_XI = 9, ZV_BLS_OP_MUL_FP = 10, ZV_BLS_OP_SGN0 = 11, ZV_BLS_OP_EQ = 12
+    ZV_BLS_OP_MUL_BY_XI = 9, ZV_BLS_OP_MUL_FP = 10, ZV_BLS_OP_SGN0 = 11, ZV_BLS_OP_EQ = 12,
+    ZV_BLS_OP_IS_SQUARE = 13
 };
 
 /* Fp: out = op(a, b); ok = 0 when an input is ≥ p or (sqrt) a is not a square;
@@ -84,6 +85,7 @@ ZV_KERNEL void zv_bls_fp2_batch(zv_u32 op, const zv_u8 *a, const zv_u8 *b, zv_u6
                 case ZV_BLS_OP_MUL_FP: zv_fp2_mul_fp(&r, &x, &y.c0); break;
                 case ZV_BLS_OP_SGN0: good = zv_fp2_sgn0(&x); break;
                 case ZV_BLS_OP_EQ: good = zv_fp2_eq(&x, &y); break;
+                case ZV_BLS_OP_IS_SQUARE: good = zv_fp2_is_square(&x); break;
                 default: good = 0; break;
             }
         }
