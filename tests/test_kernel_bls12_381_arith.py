@@ -8,9 +8,9 @@ arkworks; and the generated constant tables against their generator.
 from __future__ import annotations
 
 import importlib.machinery
+import importlib.util
 import json
 import os
-import importlib.util
 import random
 import subprocess
 import sys
@@ -429,10 +429,12 @@ def test_hash_to_g2_agrees_with_arkworks_on_random_messages():
 def test_sass_histogram_reads_cuobjdump_lines():
     """scripts/bls12_381_ptxas counts the Fp product's instructions from cuobjdump -sass."""
     ptx = _load_script("bls12_381_ptxas")
-    sass = """        /*0040*/                   LDG.E R26, desc[UR4][R18.64] ;                  /* 0x00000004121a7981 */
-                                                                                   /* 0x001ea8000c1e1900 */
-        /*0090*/                   IMAD.WIDE.U32 R4, R26, R9, RZ ;                 /* 0x000000091a047225 */
-        /*00a0*/              @!P0 IADD3.X R5, RZ, R5, RZ, P1, !PT ;               /* 0x0000000000007918 */
-        /*00b0*/                   IMAD.WIDE.U32 R6, R2, R9, R4 ;
-        /*4870*/                   NOP;                                            /* 0x0000000000007918 */"""
+    sass = "\n".join([
+        "        /*0040*/                   LDG.E R26, desc[UR4][R18.64] ;        /* 0x00000004121a7981 */",
+        "                                                                         /* 0x001ea8000c1e1900 */",
+        "        /*0090*/                   IMAD.WIDE.U32 R4, R26, R9, RZ ;       /* 0x000000091a047225 */",
+        "        /*00a0*/              @!P0 IADD3.X R5, RZ, R5, RZ, P1, !PT ;     /* 0x0000000000007918 */",
+        "        /*00b0*/                   IMAD.WIDE.U32 R6, R2, R9, R4 ;",
+        "        /*4870*/                   NOP;                                  /* 0x0000000000007918 */",
+    ])
     assert ptx.histogram(sass) == {"LDG.E": 1, "IMAD.WIDE.U32": 2, "IADD3.X": 1}
