@@ -16,19 +16,26 @@
  *      point at infinity is left out (its pairing is 1), as arkworks does.
  * ctx and the batch options do not apply (the ciphersuite fixes the DST).
  *
- * Parallel layout: one thread per verify.  The alternative — a few threads of a warp
- * sharing one verify, each holding part of every Fp12 value and exchanging limbs by
- * shuffles — would cut the state per thread, but the state is not what limits this
- * kernel.  Measured with nvcc -Xptxas -v for sm_90 (bench/results/bls12_381_ptxas.txt):
- * every out-of-line function of the tower and the pairing fits in the register file
- * without spilling (the largest, the Fp2-level step functions, hold two Fp2 products'
- * worth of limbs); an Fp12 value (144 words) lives in the caller's stack frame, which stays
- * in L1 and is touched once per 12-18 Fp2 products, each hundreds of instructions.  So the
- * per-thread working set is bounded by the Fp2 multiplication, not by Fp12, and splitting
- * an Fp12 product over threads would add shuffles to every Fp2 step while dividing
- * independent work that a batch of 1 M verifies already supplies in abundance.  The cost is
- * occupancy (the register count of the deepest function decides the warps per SM); the
- * numbers and the predicted rate are in bench/results/bls12_381_gpu.md.
+ * Parallel layout: one thread per verify, decided by what ptxas reports for sm_90
+ * (bench/results/bls12_381_gpu.md, written by scripts/bls12_381_gpu_predict):
+ *   - ptxas gives the kernel 255 registers (the architectural maximum); the routines that
+ *     want them are those that inline Fp products of 12 x 12 limbs (the out-of-line Fp2
+ *     product and square hold three each, as unrolled carry chains), not those that hold
+ *     Fp12 values, which keep them in the stack frame.  The tower and pairing routines
+ *     spill 0 bytes except zv_fp6_mul_by_01 (24 B) and the Miller loop (24/48 B); the
+ *     larger spills (<= 400 B: point decoding, hashing, the entry) run once per verify;
+ *   - Fp12 values (576 B) and the two Miller pairs live in the 8 KiB stack frame (local
+ *     memory, cached in L1/L2), touched once per Fp2 product of ~3,700 instructions: a few
+ *     bytes of local traffic per hundred instructions.
+ * So an Fp12 value is not what presses on the register file; one Fp product is.  Spreading
+ * a verify over k cooperating threads (each owning 12/k limbs of every value, exchanging
+ * partial products by shuffles) would shrink the product's register need only by spreading
+ * its carry chains across lanes — a shuffle and a carry resolution per limb column — to
+ * divide work that a batch of independent verifies already supplies in parallel; at
+ * 8 warps per SM (255 registers) each scheduler still has two independent warps plus the
+ * instruction-level parallelism of the limb products.  The measured overhead of the layout
+ * (SASS of the tower routines over their Fp-product census) is 0.99-1.03; the predicted
+ * rate and its method are in the results file.
  */
 #ifndef ZV_BLS12_381_CUH
 #define ZV_BLS12_381_CUH
