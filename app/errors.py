@@ -46,6 +46,13 @@ class UnknownScheme(RequestError):
     code = "UNKNOWN_SCHEME"
 
 
+class BadVectorFile(RequestError):
+    """A vector file (JSONL, app/vectors.py) cannot be read: missing, not UTF-8, a line that
+    is not JSON or lacks a field.  ``field`` is ``<path>:<line>``."""
+
+    code = "BAD_VECTOR_FILE"
+
+
 class LimitExceeded(RequestError):
     """A configured limit (items, body bytes, message bytes, context bytes) was exceeded."""
 
@@ -186,7 +193,7 @@ class StoreSchemaTooNew(StoreUnavailable):
     code = "STORE_SCHEMA_TOO_NEW"
 
 
-# ------------------------------------------------------------------ ZAP frame v1 (DESIGN.md section 4)
+# ------------------------------------------------------------------ ZAP frame v1 (docs/wire-format.md)
 class WireError(RequestError):
     """A ZAP frame that breaks ZAP frame v1 (docs/wire-format.md); raised before any section
     of the frame is read.  ``field`` names the header or body field at fault."""

@@ -5,29 +5,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from http import HTTPStatus
 import threading
 import time
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 
 from fastapi import FastAPI, Request
-from fastapi_offline import FastAPIOffline
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import (metrics, routes_dashboard, routes_metrics, routes_ops, routes_receipts, routes_stats,
-                     routes_verify, routes_ws, routes_zap, workers)
+from app.api import metrics, workers
 from app.api.deps import zap_limits
+from app.api.routes import dashboard, ops, receipts, stats, verify, ws, zap
+from app.api.routes import metrics as metrics_routes
 from app.api.schemas import loc_to_field
+from app.api.service import is_zap, zap_error_response
 from app.config import Settings, get_settings
 from app.engine.backends.factory import accelerated_backends
-from app.engine.dispatch import Engine, EngineConfig
 from app.engine.ingest import Ingest, IngestConfig
-from app.engine.store import Pruner, ReceiptStore, open_store
+from app.engine.receipts.open import open_store
+from app.engine.receipts.pruner import Pruner
+from app.engine.receipts.store import ReceiptStore
+from app.engine.verify.engine import Engine, EngineConfig
 from app.errors import FrameTooLarge, LimitExceeded, NotReady, StoreUnavailable, ZapVerifyError
 
 log = logging.getLogger("zapverify")
@@ -64,7 +68,8 @@ def ingest_config(settings: Settings, *, reuse_port: bool = False) -> IngestConf
 def build_engine(settings: Settings) -> Engine:
     """The engine of ``settings``, with the accelerated backends this host has."""
     backends = accelerated_backends(settings.backend, cuda_device=settings.cuda_device,
-                                    cuda_transfer=settings.cuda_transfer)
+                                    cuda_transfer=settings.cuda_transfer, chunk_items=settings.cuda_chunk_items,
+                                    waves=settings.cuda_waves, streams=settings.cuda_streams)
     return Engine(engine_config(settings), backends=backends)
 
 
@@ -91,7 +96,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        zap_body = routes_zap.is_zap(headers.get(b"content-type", b"").decode("latin-1"))
+        zap_body = is_zap(headers.get(b"content-type", b"").decode("latin-1"))
         limit = self.zap_limit if zap_body else self.limit
         too_big = (FrameTooLarge if zap_body else LimitExceeded)(f"request body over {limit} bytes", field="body")
         if length is not None and length.isdigit() and int(length) > limit:
@@ -122,7 +127,7 @@ class BodyLimit:
     @staticmethod
     def _refuse(exc: LimitExceeded, zap_body: bool):
         if zap_body:
-            return routes_zap.error_response(exc)
+            return zap_error_response(exc)
         return _error(413, exc.code, exc.message, exc.field)
 
 
@@ -165,8 +170,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         eng.stats.add_listener(metrics.LISTENER)
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(eng.close)
-            # Receipts (DESIGN.md section 5): opened, and migrated, before the first request;
-            # a store that cannot be opened stops the start rather than serving unrecorded verdicts.
+            # Receipts (docs/architecture.md, "Merkle leaf and receipts"): opened, and migrated, before
+            # the first request; a store that cannot be opened stops the start rather than serving
+            # unrecorded verdicts.
             store = await open_store_waiting(settings) if settings.receipts else None
             app.state.store = store
             if store:
@@ -212,7 +218,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app = FastAPIOffline(title="zapverify", version=__version__, lifespan=lifespan,
                   description="Batch signature verification: Ed25519, secp256k1, BLS12-381, ML-DSA, SLH-DSA.")
     app.state.settings = settings
-    app.state.ws_stats = routes_ws.WsStats()
+    app.state.ws_stats = ws.WsStats()
 
     @app.exception_handler(ZapVerifyError)
     async def _zap_error(request: Request, exc: ZapVerifyError) -> JSONResponse:
@@ -229,6 +235,10 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             return await _zap_error(request, cause)
         if exc.status_code < 400:
             return await http_exception_handler(request, exc)
+        if exc.status_code == 400 and isinstance(cause, (UnicodeDecodeError, RecursionError, ValueError)):
+            # FastAPI's own 400 for a body its JSON parser could not read (not UTF-8, nested
+            # past the parser's depth): the same answer as any other unreadable JSON.
+            return _error(422, "BAD_JSON", f"the body is not readable JSON ({type(cause).__name__})", "body")
         # 404, 405, ...: the same error shape as everything else, code from the status phrase.
         code = HTTPStatus(exc.status_code).phrase.upper().replace(" ", "_").replace("-", "_")
         return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
@@ -249,7 +259,6 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
     app.add_middleware(metrics.HttpMetrics)  # outermost: counts the 413s of BodyLimit too
-    for module in (routes_verify, routes_zap, routes_ws, routes_receipts, routes_ops, routes_metrics, routes_stats,
-                   routes_dashboard):
+    for module in (verify, zap, ws, receipts, ops, metrics_routes, stats, dashboard):
         app.include_router(module.router)
     return app

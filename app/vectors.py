@@ -7,7 +7,7 @@ JSONL format, one object per line::
      "signature_format": "raw"|"der"?, "expected": true, "source": "...", "id": "...",
      "rule": "..."?}
 
-``expected`` is the verdict under zapverify's documented semantics (app/engine/schemes.py).
+``expected`` is the verdict under zapverify's documented semantics (app/engine/verify/schemes.py).
 Where that differs from what the source file expects, ``rule`` names the rule; the rules are
 the constants ``RULE_*`` below, never lists of case ids.
 
@@ -19,10 +19,13 @@ needs only the standard library and app.engine (no web stack), so the GPU check 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from app.engine.kat import Item, KnownAnswer
+from app.engine.verify.batch import Item
+from app.engine.verify.kat import KnownAnswer
+from app.errors import BadVectorFile
 
 #: FIPS 205 slh_verify (external, pure) signs M' = 0 ‖ |ctx| ‖ ctx ‖ M; ACVP v1.1.0.37
 #: sigVer vectors exercise slh_verify_internal on M directly.  Under the external interface
@@ -60,7 +63,7 @@ def from_json(d: dict) -> KnownAnswer:
     sig = bytes.fromhex(d["signature"])
     fmt = d.get("signature_format", "raw")
     if d["scheme"] == "secp256k1" and fmt != "raw":
-        from app.engine.reference import compact_signature  # DER needs the reference library
+        from app.wire.encoding import compact_signature  # DER needs libsecp256k1
 
         sig = compact_signature(sig, fmt)
     item = Item(d["scheme"], bytes.fromhex(d["public_key"]), bytes.fromhex(d["message"]), sig,
@@ -70,18 +73,41 @@ def from_json(d: dict) -> KnownAnswer:
 
 
 def read_jsonl(path: str | Path) -> Iterator[KnownAnswer]:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield from_json(json.loads(line))
+    """The records of a JSONL vector file.  Raises :class:`app.errors.BadVectorFile` naming
+    ``<path>:<line>`` for a file that cannot be opened or a line that is not a record."""
+    try:
+        f = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise BadVectorFile(f"cannot open {path}: {exc.strerror}", field=str(path)) from None
+    with f:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(f, 1):  # noqa: B007 (lineno is read in the handler)
+                if line.strip():
+                    yield from_json(json.loads(line))
+        except UnicodeDecodeError:
+            raise BadVectorFile(f"{path}: not UTF-8 text", field=f"{path}:{lineno + 1}") from None
+        except json.JSONDecodeError as exc:
+            raise BadVectorFile(f"{path}:{lineno}: not JSON ({exc.msg})", field=f"{path}:{lineno}") from None
+        except (KeyError, ValueError, TypeError) as exc:
+            what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise BadVectorFile(f"{path}:{lineno}: not a vector record ({what})", field=f"{path}:{lineno}") from None
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:
+    """Write ``records`` one JSON object a line; the file appears only once complete, so a
+    failure (an import error in a signer, Ctrl-C) leaves no empty or partial file behind."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     n = 0
-    with open(path, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, separators=(",", ":")) + "\n")
-            n += 1
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for r in records:
+                f.write(json.dumps(r, separators=(",", ":")) + "\n")
+                n += 1
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return n
 
 
@@ -198,8 +224,8 @@ def convert_all(root: str | Path = DEFAULT_ROOT) -> Iterator[dict]:
 
 def generated(valid: int, mutated: int, seed: int = 0, schemes: Iterable[str] | None = None) -> Iterator[dict]:
     """Freshly signed valid items and their one-bit mutations for every scheme, as records."""
-    from app.engine.kat import generate
-    from app.engine.schemes import SCHEMES
+    from app.engine.verify.kat import generate
+    from app.engine.verify.schemes import SCHEMES
 
     for s in schemes or SCHEMES:
         for ka in generate(s, valid, mutated, seed=seed):

@@ -4,27 +4,28 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from app.engine import schemes
-from app.engine.dispatch import ItemsResult
-from app.engine.kat import Item
-from app.engine.reference import compact_signature
+from app.engine.verify import schemes
+from app.engine.verify.batch import Item
 from app.errors import LimitExceeded, RequestError, UnknownScheme
+from app.wire.encoding import compact_signature
 
 # RFC 8032 §7.1 TEST 1 (empty message): a valid Ed25519 item.
-_EXAMPLE_ITEM = {
+_EXAMPLE_ITEM: dict[str, Any] = {
     "scheme": "ed25519",
     "public_key": "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
     "message": "",
-    "signature": "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+    "signature": ("e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555"
+                  "fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"),
 }
 
 
-VERIFY_EXAMPLES = {
-    "ed25519": {"summary": "one Ed25519 item (RFC 8032 TEST 1)", "value": {"encoding": "hex", "items": [_EXAMPLE_ITEM]}},
+VERIFY_EXAMPLES: dict[str, Any] = {
+    "ed25519": {"summary": "one Ed25519 item (RFC 8032 TEST 1)",
+                "value": {"encoding": "hex", "items": [_EXAMPLE_ITEM]}},
     "secp256k1-der": {"summary": "secp256k1, DER signature of \"hello\" by the secret key 0x2a", "value": {
         "signature_format": "der", "items": [{
             "scheme": "secp256k1",
@@ -53,8 +54,8 @@ class VerifyRequest(BaseModel):
 
     items: list[VerifyItem]
     encoding: Literal["hex", "base64"] = "hex"
-    prehashed: bool = Field(False, description="secp256k1: messages are 32-byte digests")
-    allow_high_s: bool = Field(False, description="secp256k1: accept s > n/2 (normalised first)")
+    prehashed: StrictBool = Field(False, description="secp256k1: messages are 32-byte digests")
+    allow_high_s: StrictBool = Field(False, description="secp256k1: accept s > n/2 (normalised first)")
     signature_format: Literal["raw", "der"] = Field(
         "raw", description="secp256k1: 'der' converts ASN.1 DER signatures to compact r‖s")
 
@@ -90,21 +91,12 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
-ERROR_RESPONSES = {
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorResponse, "description": "a limit (items, body or message bytes) was exceeded"},
+    415: {"model": ErrorResponse, "description": "Content-Type is not application/json"},
     422: {"model": ErrorResponse, "description": "the request cannot be read; `field` names where"},
     503: {"model": ErrorResponse, "description": "not ready, or the service failed"},
 }
-
-
-def verify_response(result: ItemsResult, batch_id: str, elapsed_seconds: float) -> VerifyResponse:
-    """The JSON answer for an engine result (shared by POST /v1/verify and the WebSocket)."""
-    n = int(result.verdicts.shape[0])
-    return VerifyResponse(
-        batch_id=batch_id, count=n, valid=result.valid, invalid=n - result.valid,
-        verdicts=result.verdicts.tolist(), merkle_root=result.root.hex(), backends=result.backends,
-        elapsed_ms=round(elapsed_seconds * 1000, 3), verify_ms=round(result.verify_seconds * 1000, 3),
-        merkle_ms=round(result.merkle_seconds * 1000, 3))
 
 
 def loc_to_field(loc: tuple) -> str:

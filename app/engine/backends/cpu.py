@@ -1,7 +1,7 @@
 """The CPU backend: the reference libraries, spread over every core.
 
 A batch is cut into chunks of ``chunk`` items.  Libraries that release the GIL
-(:data:`app.engine.reference.RELEASES_GIL`) run their chunks on a thread pool; the others
+(:data:`app.engine.verify.reference.RELEASES_GIL`) run their chunks on a thread pool; the others
 on a pool of worker processes (started with ``spawn``, so a threaded server is never
 forked), to which a chunk travels as a few byte strings rather than Python objects.
 """
@@ -16,9 +16,10 @@ from typing import Literal
 
 import numpy as np
 
-from app.engine import merkle, reference
-from app.engine.batch import Batch
-from app.engine.schemes import SCHEMES, Scheme
+from app.engine.commit import merkle
+from app.engine.verify import reference
+from app.engine.verify.batch import Batch
+from app.engine.verify.schemes import SCHEMES, Scheme
 
 Parallelism = Literal["auto", "thread", "process"]
 
@@ -119,7 +120,8 @@ class CpuBackend:
         return self.verify_with_leaves(batch)[0]
 
     def verify_with_leaves(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
-        """Verify ``batch`` and hash its Merkle leaves (DESIGN.md section 5) on the same cores.
+        """Verify ``batch`` and hash its Merkle leaves (docs/architecture.md, "Merkle leaf and
+        receipts") on the same cores.
 
         Returns (``bool[N]`` verdicts, ``uint8[N, 32]`` leaf hashes) in item order.
         """

@@ -1,6 +1,6 @@
 """NIC ingest: ZAP frames over raw TCP, UDP and QUIC into the pool, through the ring, verified.
 
-This is the seed's receive path (DESIGN.md sections 1, 4 and 7)::
+This is the seed's receive path (docs/architecture.md, "Pipeline" and "Memory"; docs/wire-format.md)::
 
     socket ─► receive thread ─► magic + header check ─► pool buffer ─► ring ─► verify worker
               (tcp.py, udp.py, quic.py)                  (pool.land)   (ring.py)  (worker.py)
@@ -14,7 +14,7 @@ rules: TCP replies are tagged by ``request_id``, not ordered; UDP replies go to 
 sender; QUIC answers on the frame's own stream).  They check the 4 magic bytes before
 anything else and drop bad frames there, counted by reason
 (:data:`~app.engine.ingest.counters.DROP_REASONS`).  Whole frames go to one bounded
-:class:`~app.engine.ring.Ring`; when it is full TCP and QUIC stop reading and UDP drops.
+:class:`~app.engine.ingest.ring.Ring`; when it is full TCP and QUIC stop reading and UDP drops.
 :class:`~app.engine.ingest.worker.VerifyWorker` threads verify them.
 
 :class:`Ingest` starts and stops all of it with the engine (``app/main.py``): a port of
@@ -35,14 +35,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine import zap
-from app.engine.dispatch import Engine
+from app.engine.backends.base import SizesBatches
 from app.engine.ingest.base import Listener, ListenerContext
 from app.engine.ingest.counters import DROP_REASONS, OUTCOMES, TransportCounters
+from app.engine.ingest.ring import Ring
 from app.engine.ingest.worker import VerifyWorker
-from app.engine.ring import Ring
-from app.engine.store import ReceiptStore
+from app.engine.receipts.store import ReceiptStore
+from app.engine.verify.engine import Engine
 from app.errors import ConfigError
+from app.wire import zap
 
 __all__ = ["DROP_REASONS", "OUTCOMES", "TRANSPORTS", "Ingest", "IngestConfig"]
 
@@ -151,9 +152,10 @@ class Ingest:
             raise
         if not self.listeners:
             return
+        max_items = coalesce_target(self.engine, cfg.coalesce_items)
         for i in range(cfg.workers):
             worker = VerifyWorker(self.ring, self.engine, self.counters, store=self.store, limits=cfg.limits,
-                                  max_items=cfg.coalesce_items, linger=cfg.coalesce_wait_seconds,
+                                  max_items=max_items, linger=cfg.coalesce_wait_seconds,
                                   name=f"zv-verify-{i}")
             worker.start()
             self.workers.append(worker)
@@ -224,3 +226,19 @@ class Ingest:
                          "joined_frames_total": sum(w.joined_frames_total for w in self.workers)},
             "transports": transports,
         }
+
+
+#: Joined batch size when ``coalesce_items`` is 0 and no backend says what it prefers.
+DEFAULT_COALESCE_ITEMS = 1024
+
+
+def coalesce_target(engine: Engine, configured: int) -> int:
+    """Largest batch the verify workers join small frames into: ``configured`` when set,
+    else the largest batch an accelerated backend prefers (a GPU: its pipelined chunk, at
+    least one full wave), else :data:`DEFAULT_COALESCE_ITEMS`.  The wait bound
+    (``coalesce_wait_seconds``) still caps the latency a small frame pays for joining."""
+    if configured > 0:
+        return configured
+    sizes = [size for b in engine.accelerated if isinstance(b, SizesBatches)
+             for s in sorted(b.schemes()) if (size := b.preferred_batch_items(s))]
+    return max(sizes, default=DEFAULT_COALESCE_ITEMS)

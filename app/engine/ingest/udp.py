@@ -24,11 +24,11 @@ import sys
 import threading
 from dataclasses import replace
 
-from app.engine import zap
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
-from app.engine.pool import land
-from app.engine.ring import Entry
+from app.engine.ingest.ring import Entry
+from app.engine.memory.heap import land
 from app.errors import BufferTooLarge, FrameTooLarge, PoolExhausted, WireError, ZapVerifyError
+from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest.udp")
 
@@ -171,7 +171,7 @@ class UdpListener(Listener):
         except ZapVerifyError:  # the pool is closed: shutting down
             return self._drop("internal")
         try:
-            n, addr = self.sock.recvfrom_into(memoryview(buf.array), buf.array.shape[0])
+            n, addr = self.sock.recvfrom_into(buf.array.data, buf.array.shape[0])
         except OSError:
             buf.release()
             return self._drop("truncated", discard=False)

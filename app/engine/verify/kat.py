@@ -1,0 +1,193 @@
+"""Our own known answers: items signed with the reference libraries, and their mutations.
+
+Used by the engine's start-up self-test, the tests (so they mean something where
+``../shared/vectors`` is absent), the generated-vector CLI and the benchmarks.  The start-up
+self-test reads fixed answers shipped with the package (:func:`known_answers`); the rest
+sign fresh items with :func:`generate`.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import importlib
+import json
+import random
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from app.engine.verify.batch import Item
+from app.engine.verify.schemes import SCHEMES, Scheme
+
+
+@dataclass(frozen=True)
+class KnownAnswer:
+    """An item with the verdict our semantics give it.
+
+    ``source`` names where it came from (``generated``, ``wycheproof/ed25519_test.json``...);
+    ``rule`` is set where our documented semantics give another verdict than the source
+    expected, and says which rule (see app/vectors.py).
+    """
+
+    item: Item
+    expected: bool
+    id: str
+    source: str = "generated"
+    rule: str = ""
+
+
+# ------------------------------------------------------------------ signers
+def _sign_ed25519(rng: random.Random, msgs: list[bytes], ctx: bytes, **_) -> list[tuple[bytes, bytes]]:
+    import nacl.signing
+
+    sk = nacl.signing.SigningKey(rng.randbytes(32))
+    return [(sk.verify_key.encode(), sk.sign(m).signature) for m in msgs]
+
+
+def _sign_secp256k1(rng: random.Random, msgs: list[bytes], ctx: bytes, compressed: bool = True,
+                    prehashed: bool = False, **_) -> list[tuple[bytes, bytes]]:
+    import coincurve
+
+    from app.wire.encoding import der_to_compact
+
+    sk = coincurve.PrivateKey(rng.randbytes(32))
+    pk = sk.public_key.format(compressed=compressed)
+    out = []
+    for m in msgs:
+        der = sk.sign(m, hasher=None) if prehashed else sk.sign(m, hasher=lambda x: hashlib.sha256(x).digest())
+        compact = der_to_compact(der)
+        assert compact is not None  # libsecp256k1 parses the DER it wrote
+        out.append((pk, compact))
+    return out
+
+
+def _sign_bls(rng: random.Random, msgs: list[bytes], ctx: bytes, **_) -> list[tuple[bytes, bytes]]:
+    """CoreSign of the POP ciphersuite: sig = sk · H(msg), pk = sk · G1."""
+    import py_arkworks_bls12381 as ark
+
+    from app.engine.verify.reference import BLS_POP_DST
+
+    # A secret key is a scalar in [1, r-1], r the BLS12-381 group order (RFC 9380 §8.8.1).
+    r = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
+    sk = ark.Scalar.from_be_bytes(rng.randrange(1, r).to_bytes(32, "big"))
+    pk = (ark.G1Point() * sk).to_compressed_bytes()
+    return [(bytes(pk), bytes((ark.G2Point.hash_to_curve(m, BLS_POP_DST) * sk).to_compressed_bytes()))
+            for m in msgs]
+
+
+def _sign_mldsa(rng: random.Random, msgs: list[bytes], ctx: bytes, scheme: Scheme, **_):
+    from cryptography.hazmat.primitives.asymmetric import mldsa
+
+    cls: Any = {44: mldsa.MLDSA44PrivateKey, 65: mldsa.MLDSA65PrivateKey, 87: mldsa.MLDSA87PrivateKey}[
+        int(scheme.id.rsplit("-", 1)[1])]
+    sk = cls.from_seed_bytes(rng.randbytes(32))
+    pk = sk.public_key().public_bytes_raw()
+    return [(pk, sk.sign(m, ctx)) for m in msgs]
+
+
+def _sign_slhdsa(rng: random.Random, msgs: list[bytes], ctx: bytes, scheme: Scheme, **_):
+    mod = importlib.import_module("pqcrypto.sign." + scheme.id.replace("-", "_"))
+    pk, sk = mod.keygen()  # pqcrypto takes no seed; these keys are random
+    return [(pk, mod.sign(sk, m, context=ctx)) for m in msgs]
+
+
+_SIGNERS: dict[str, Callable[..., list[tuple[bytes, bytes]]]] = {
+    "ed25519": _sign_ed25519, "secp256k1": _sign_secp256k1, "bls12-381": _sign_bls, "ml-dsa": _sign_mldsa,
+    "slh-dsa": _sign_slhdsa}
+
+
+def sign_items(scheme_id: str, count: int, *, seed: int = 0, msg_len: int | None = None,
+               context: bytes = b"", compressed: bool = True, prehashed: bool = False) -> list[Item]:
+    """``count`` valid items of one scheme, all under one fresh key.
+
+    Messages are random (``msg_len`` bytes, or 0–200 bytes when None; 32 when ``prehashed``).
+    ``context`` applies to ML-DSA and SLH-DSA only.
+    """
+    scheme = SCHEMES[scheme_id]
+    rng = random.Random(f"{scheme_id}/{seed}")
+    if prehashed:
+        msg_len = 32
+    msgs = [rng.randbytes(msg_len if msg_len is not None else rng.randrange(201)) for _ in range(count)]
+    ctx = context if scheme.has_context else b""
+    signed = _SIGNERS[scheme.family](rng, msgs, ctx, scheme=scheme, compressed=compressed,
+                                     prehashed=prehashed)
+    return [Item(scheme_id, pk, m, sig, ctx, prehashed=prehashed) for m, (pk, sig) in zip(msgs, signed)]
+
+
+def mutate(item: Item, rng: random.Random) -> Item:
+    """Flip one random bit of the public key, the message or the signature.
+
+    The result is invalid for every scheme here (a changed message or signature breaks
+    the signature; a changed key either fails to parse or is another key).  An empty
+    message is never chosen, nor the SEC 1 prefix byte of a secp256k1 key: flipping 0x04 to
+    0x06/0x07 makes a hybrid encoding of the *same* key, which stays valid when the parity
+    matches (prefixes are tested on their own).
+    """
+    fields = ["public_key", "signature"] + (["message"] if item.message else [])
+    name = rng.choice(fields)
+    data = bytearray(getattr(item, name))
+    skip = 8 if name == "public_key" and item.scheme == "secp256k1" else 0
+    bit = skip + rng.randrange(len(data) * 8 - skip)
+    data[bit // 8] ^= 1 << (bit % 8)
+    changes: dict[str, Any] = {name: bytes(data)}
+    return replace(item, **changes)
+
+
+def generate(scheme_id: str, valid: int, mutated: int, *, seed: int = 0) -> list[KnownAnswer]:
+    """``valid`` signed items and ``mutated`` one-bit mutations of them, for one scheme."""
+    scheme = SCHEMES[scheme_id]
+    variants: list[dict[str, Any]] = [{}]
+    if scheme.family == "secp256k1":
+        variants = [{"compressed": True}, {"compressed": False}, {"prehashed": True}]
+    elif scheme.has_context:
+        variants = [{}, {"context": b"zapverify-ctx"}]
+    items: list[Item] = []
+    for v, kw in enumerate(variants):
+        share = valid // len(variants) + (1 if v < valid % len(variants) else 0)
+        if share:
+            items += sign_items(scheme_id, share, seed=seed * 31 + v, **kw)
+    rng = random.Random(f"mutate/{scheme_id}/{seed}")
+    out = [KnownAnswer(it, True, f"{scheme_id}/gen/{seed}/valid/{i}") for i, it in enumerate(items)]
+    for i in range(mutated):
+        out.append(KnownAnswer(mutate(items[i % len(items)], rng), False, f"{scheme_id}/gen/{seed}/mutated/{i}"))
+    return out
+
+
+# ------------------------------------------------------------------ shipped known answers
+#: The fixed known answers shipped with the package (written by scripts/gen_known_answers).
+SHIPPED = Path(__file__).with_name("known_answers.json")
+
+_ITEM_BYTES = ("public_key", "message", "signature", "context")
+
+
+def encode(ka: KnownAnswer) -> dict:
+    """``ka`` as a JSON object (byte fields in base64, the densest JSON-safe text)."""
+    d = asdict(ka.item)
+    for k in _ITEM_BYTES:
+        d[k] = base64.b64encode(d[k]).decode()
+    return {"item": d, "expected": ka.expected, "id": ka.id, "source": ka.source}
+
+
+def decode(d: dict) -> KnownAnswer:
+    """The inverse of :func:`encode`."""
+    it = dict(d["item"])
+    for k in _ITEM_BYTES:
+        it[k] = base64.b64decode(it[k], validate=True)
+    return KnownAnswer(Item(**it), d["expected"], d["id"], d.get("source", "generated"))
+
+
+@functools.cache
+def known_answers() -> dict[str, list[KnownAnswer]]:
+    """The fixed known answers: per scheme id, two valid items and two one-bit mutations.
+
+    They are read from the package (``known_answers.json``, made once by
+    ``scripts/gen_known_answers`` and checked against the reference libraries by the
+    tests), so the start-up self-test signs nothing: pqcrypto's SLH-DSA signing holds the
+    GIL for up to a second per signature (docs/operations.md, start-up).  Raises
+    :class:`FileNotFoundError` if the package data is missing (a broken install).
+    """
+    raw = json.loads(SHIPPED.read_text())
+    return {s: [decode(x) for x in raw[s]] for s in SCHEMES}

@@ -1,0 +1,176 @@
+"""CPU reference verifiers: one item at a time, on the kept libraries of docs/architecture.md, "Schemes".
+
+Each ``verify_<family>`` takes bytes-like arguments and returns a plain ``bool``; it never
+raises for bad input (a wrong length, a point off the curve, a bad encoding is ``False``).
+These functions *define* the verdicts every other backend must reproduce.
+
+Whether a library releases the GIL decides how the CPU backend spreads work over cores
+(``RELEASES_GIL``); the values are measured by ``bench/cpu_engine.py`` (the raw loop on two
+threads against one: libsodium, libsecp256k1 through cffi, arkworks' BLS and OpenSSL's
+ML-DSA scale, pqcrypto's SLH-DSA does not).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import nacl.bindings
+import nacl.exceptions
+
+from app.engine.verify.schemes import MAX_CONTEXT_BYTES, Scheme
+from app.wire.encoding import secp256k1_lib
+
+#: True where the library call releases the GIL, so threads use every core.
+RELEASES_GIL: dict[str, bool] = {
+    "ed25519": True,
+    "secp256k1": True,
+    "bls12-381": True,
+    "ml-dsa": True,
+    "slh-dsa": False,
+}
+
+
+# ------------------------------------------------------------------ Ed25519 (libsodium)
+def verify_ed25519(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
+    """RFC 8032 §5.1.7 with libsodium's rules (see :mod:`app.engine.verify.schemes`)."""
+    if len(pk) != 32 or len(sig) != 64:
+        return False
+    try:
+        # crypto_sign_open runs crypto_sign_verify_detached on sig ‖ msg: the same checks.
+        nacl.bindings.crypto_sign_open(bytes(sig) + bytes(msg), bytes(pk))
+        return True
+    except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, ValueError, TypeError):
+        return False
+
+
+# ------------------------------------------------------------------ secp256k1 (libsecp256k1)
+def verify_secp256k1(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
+    """SEC 1 §4.1.4 ECDSA with libsecp256k1's rules: compact r ‖ s, low-S unless allowed."""
+    if len(sig) != 64 or len(pk) not in (33, 65):
+        return False
+    if prehashed:
+        if len(msg) != 32:
+            return False
+        digest = bytes(msg)
+    else:
+        digest = hashlib.sha256(msg).digest()
+    ffi, lib, c = secp256k1_lib()
+    pubkey = ffi.new("secp256k1_pubkey *")
+    if not lib.secp256k1_ec_pubkey_parse(c, pubkey, bytes(pk), len(pk)):
+        return False
+    s = ffi.new("secp256k1_ecdsa_signature *")
+    if not lib.secp256k1_ecdsa_signature_parse_compact(c, s, bytes(sig)):
+        return False  # r or s >= n
+    if allow_high_s:
+        lib.secp256k1_ecdsa_signature_normalize(c, s, s)
+    return lib.secp256k1_ecdsa_verify(c, s, digest, pubkey) == 1
+
+
+# ------------------------------------------------------------------ BLS12-381 (arkworks)
+#: Domain separation tag of the Ethereum proof-of-possession ciphersuite
+#: (draft-irtf-cfrg-bls-signature-04 §4.2.3).
+BLS_POP_DST = b"BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
+_bls = None
+
+
+def _bls_consts():
+    global _bls
+    if _bls is None:
+        import py_arkworks_bls12381 as ark
+
+        _bls = (ark, -ark.G1Point(), ark.G1Point.identity())  # G1Point() is the generator
+    return _bls
+
+
+def verify_bls12_381(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
+    """CoreVerify with KeyValidate (draft-irtf-cfrg-bls-signature-04 §2.7, §2.5), POP suite.
+
+    ``from_compressed_bytes`` checks the flags, that the point is on the curve and in the
+    prime-order subgroup; KeyValidate further rejects the identity key.  The verdict is
+    e(PK, H(msg)) · e(−G1, sig) == 1 with H the RFC 9380 hash to G2 under ``BLS_POP_DST``.
+    """
+    if len(pk) != 48 or len(sig) != 96:
+        return False
+    ark, neg_g1, identity = _bls_consts()
+    try:
+        point = ark.G1Point.from_compressed_bytes(bytes(pk))
+        signature = ark.G2Point.from_compressed_bytes(bytes(sig))
+    except (ValueError, TypeError):
+        return False
+    if point == identity:
+        return False
+    return bool(ark.GT.pairing_check([point, neg_g1], [ark.G2Point.hash_to_curve(bytes(msg), BLS_POP_DST),
+                                                       signature]))
+
+
+# ------------------------------------------------------------------ ML-DSA (OpenSSL)
+_MLDSA: dict[int, object] = {}
+
+
+def _mldsa_class(sig_len: int):
+    if not _MLDSA:
+        from cryptography.hazmat.primitives.asymmetric import mldsa
+
+        _MLDSA.update({2420: mldsa.MLDSA44PublicKey, 3309: mldsa.MLDSA65PublicKey,
+                       4627: mldsa.MLDSA87PublicKey})
+    return _MLDSA[sig_len]
+
+
+def make_verify_mldsa(scheme: Scheme) -> Callable[..., bool]:
+    """FIPS 204 ML-DSA.Verify (Alg. 3, pure, external) for one parameter set."""
+    from cryptography.exceptions import InvalidSignature
+
+    cls = _mldsa_class(scheme.sig_len)
+    pk_len, sig_len = scheme.pk_len, scheme.sig_len
+
+    def verify(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
+        if len(pk) != pk_len or len(sig) != sig_len or len(ctx) > MAX_CONTEXT_BYTES:
+            return False
+        try:
+            cls.from_public_bytes(bytes(pk)).verify(bytes(sig), bytes(msg), bytes(ctx))
+            return True
+        except (InvalidSignature, ValueError):
+            return False
+
+    return verify
+
+
+# ------------------------------------------------------------------ SLH-DSA (pqcrypto)
+def make_verify_slhdsa(scheme: Scheme) -> Callable[..., bool]:
+    """FIPS 205 slh_verify (Alg. 24, pure, external) for one parameter set."""
+    import importlib
+
+    import pqcrypto
+
+    mod = importlib.import_module("pqcrypto.sign." + scheme.id.replace("-", "_"))
+    pk_len, sig_len = scheme.pk_len, scheme.sig_len
+
+    def verify(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
+        if len(pk) != pk_len or len(sig) != sig_len or len(ctx) > MAX_CONTEXT_BYTES:
+            return False
+        try:
+            mod.verify(bytes(pk), bytes(msg), bytes(sig), context=bytes(ctx))
+            return True
+        except (pqcrypto.InvalidSignatureError, ValueError):
+            return False
+
+    return verify
+
+
+_CACHE: dict[str, Callable[..., bool]] = {}
+
+
+def verifier(scheme: Scheme) -> Callable[..., bool]:
+    """The reference ``verify(pk, msg, sig, ctx, prehashed, allow_high_s) -> bool`` of ``scheme``."""
+    fn = _CACHE.get(scheme.id)
+    if fn is None:
+        fn = {
+            "ed25519": lambda: verify_ed25519,
+            "secp256k1": lambda: verify_secp256k1,
+            "bls12-381": lambda: verify_bls12_381,
+            "ml-dsa": lambda: make_verify_mldsa(scheme),
+            "slh-dsa": lambda: make_verify_slhdsa(scheme),
+        }[scheme.family]()
+        _CACHE[scheme.id] = fn
+    return fn

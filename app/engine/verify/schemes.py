@@ -1,0 +1,115 @@
+"""The scheme registry: every signature scheme zapverify verifies, with its exact semantics.
+
+Every backend must give the verdict of the CPU reference named here, on every input,
+malformed ones included (a malformed item is ``False``, never an exception for the batch).
+
+``ed25519`` (wire code 0x01) — RFC 8032 §5.1.7, *cofactorless*, as libsodium's
+    ``crypto_sign_verify_detached`` in its releases up to 1.0.22:
+    pk 32 B, sig 64 B = R ‖ S, any message.  Rejected: S ≥ L (the group order); a public key
+    A that is not a canonical encoding (y ≥ p) or decodes to no point; A or R of small order
+    (the 8-torsion, libsodium's blocklist, including the non-canonical encodings of those
+    points); then the check is encode([S]B − [k]A) == R byte for byte, with
+    k = SHA-512(R ‖ A ‖ M) mod L.  No cofactor multiplication.
+
+``secp256k1`` (0x02) — ECDSA over secp256k1 as libsecp256k1 (SEC 1 §4.1.4):
+    pk 33 B (0x02/0x03 ‖ x) or 65 B (0x04 ‖ x ‖ y, or the hybrid 0x06/0x07 whose parity
+    matches y), exactly what ``secp256k1_ec_pubkey_parse`` accepts; sig 64 B compact r ‖ s
+    (big-endian).  r, s ∈ [1, n−1]; s ≤ n/2 (low-S) is required unless the batch sets
+    ``allow_high_s``, in which case s is normalised to n − s first.  The message is hashed
+    with SHA-256 unless the batch is ``prehashed``, in which case it must be exactly 32 bytes.
+
+``bls12-381`` (0x03) — ciphersuite ``BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_``
+    (Ethereum consensus; draft-irtf-cfrg-bls-signature-04 CoreVerify with KeyValidate):
+    pk 48 B compressed G1, sig 96 B compressed G2 (ZCash encoding flags), any message.
+    Rejected: bad flags or length, points off the curve or outside the prime-order
+    subgroup, the identity public key.
+
+``ml-dsa-44/65/87`` (0x10–0x12) — FIPS 204 ML-DSA.Verify (Alg. 3), pure, external
+    interface: M' = 0 ‖ |ctx| ‖ ctx ‖ M with a context of at most 255 bytes.
+
+``slh-dsa-{sha2,shake}-{128,192,256}{s,f}`` (0x20–0x2B) — FIPS 205 slh_verify (Alg. 24),
+    pure, external interface with a context of at most 255 bytes; sizes from FIPS 205
+    table 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from app.errors import UnknownScheme
+
+Family = Literal["ed25519", "secp256k1", "bls12-381", "ml-dsa", "slh-dsa"]
+
+#: Largest FIPS 204/205 context string, bytes.
+MAX_CONTEXT_BYTES = 255
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One signature scheme.
+
+    Attributes:
+        id: the name used in JSON and the CLI (``"ml-dsa-65"``).
+        code: the one-byte ZAP wire code (docs/architecture.md, "Schemes").
+        family: the algorithm family, which selects the verify routine.
+        pk_lens: the public-key lengths accepted, bytes (two for secp256k1: 33 and 65).
+        sig_len: the signature length, bytes.
+        has_context: True where FIPS 204/205 define a context string.
+        standard: the document and section implemented.
+    """
+
+    id: str
+    code: int
+    family: Family
+    pk_lens: tuple[int, ...]
+    sig_len: int
+    has_context: bool
+    standard: str
+
+    @property
+    def pk_len(self) -> int:
+        """The usual public-key length, bytes (the first of ``pk_lens``)."""
+        return self.pk_lens[0]
+
+
+def _registry() -> list[Scheme]:
+    out = [
+        Scheme("ed25519", 0x01, "ed25519", (32,), 64, False, "RFC 8032 §5.1.7 (libsodium rules)"),
+        Scheme("secp256k1", 0x02, "secp256k1", (33, 65), 64, False, "SEC 1 §4.1.4 (libsecp256k1 rules)"),
+        Scheme("bls12-381", 0x03, "bls12-381", (48,), 96, False,
+               "draft-irtf-cfrg-bls-signature-04 CoreVerify, POP ciphersuite"),
+    ]
+    for i, (level, pk, sig) in enumerate([(44, 1312, 2420), (65, 1952, 3309), (87, 2592, 4627)]):
+        out.append(Scheme(f"ml-dsa-{level}", 0x10 + i, "ml-dsa", (pk,), sig, True, "FIPS 204 Alg. 3"))
+    # FIPS 205 table 2: (n, signature bytes) per parameter set, in wire-code order.
+    slh = [("128s", 32, 7856), ("128f", 32, 17088), ("192s", 48, 16224),
+           ("192f", 48, 35664), ("256s", 64, 29792), ("256f", 64, 49856)]
+    code = 0x20
+    for hash_name in ("sha2", "shake"):
+        for name, pk, sig in slh:
+            out.append(Scheme(f"slh-dsa-{hash_name}-{name}", code, "slh-dsa", (pk,), sig, True,
+                              "FIPS 205 Alg. 24"))
+            code += 1
+    return out
+
+
+SCHEMES: dict[str, Scheme] = {s.id: s for s in _registry()}
+BY_CODE: dict[int, Scheme] = {s.code: s for s in SCHEMES.values()}
+
+
+def get(scheme_id: str) -> Scheme:
+    """Return the scheme named ``scheme_id``; raises :class:`UnknownScheme`."""
+    try:
+        return SCHEMES[scheme_id]
+    except KeyError:
+        raise UnknownScheme(f"unknown scheme {scheme_id!r}; known: {', '.join(SCHEMES)}",
+                            field="scheme") from None
+
+
+def by_code(code: int) -> Scheme:
+    """Return the scheme with ZAP wire code ``code``; raises :class:`UnknownScheme`."""
+    try:
+        return BY_CODE[code]
+    except KeyError:
+        raise UnknownScheme(f"unknown scheme code 0x{code:02x}", field="scheme") from None
