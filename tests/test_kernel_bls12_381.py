@@ -2,7 +2,7 @@
 
 The Fp6/Fp12 tower and the pairing are checked through host hooks against py_ecc's FQ12
 and pairing on random elements and points; every verdict is compared with arkworks
-(:func:`app.engine.reference.verify_bls12_381`) on the handed vectors and on a CI sample
+(:func:`app.engine.verify.reference.verify_bls12_381`) on the handed vectors and on a CI sample
 of generated valid and mutated items.  ``scripts/bls_agreement`` runs the same comparison
 on >= 20 k valid and >= 20 k mutated items.  Every test ends with zero failed ZV_CHECKs.
 """
@@ -20,9 +20,9 @@ from importlib.util import module_from_spec, spec_from_loader
 import numpy as np
 import pytest
 
-from app.engine import kat
-from app.engine.kat import Item
 from app.engine.kernels import hostbuild
+from app.engine.verify import kat
+from app.engine.verify.batch import Item
 from app.vectors import _ethereum_bls, _wycheproof, from_json
 from tests.conftest import ROOT
 
