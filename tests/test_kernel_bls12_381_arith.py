@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import json
-import os
 import random
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.kernels import hostbuild
+from tests.conftest import VECTORS, vectors_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -262,14 +262,13 @@ def test_fast_subgroup_check_equals_plain_r_check(group):
 
 # ------------------------------------------------------------------ point decoding
 decode_batch, kernel_decode, arkworks_decode = kern.decode_batch, kern.kernel_decode, kern.arkworks_decode
-VECTORS = Path(os.environ.get("ZAPVERIFY_VECTORS", str(ROOT.parent / "shared" / "vectors")))
 ETH = VECTORS / "ethereum-bls12-381-tests" / "bls_tests_json"
 
 
 def _eth_cases(handler):
     folder = ETH / handler
     if not folder.is_dir():
-        pytest.skip(f"{folder} absent (../shared/vectors)")
+        vectors_missing(str(folder))
     return [(p.stem, json.loads(p.read_text())) for p in sorted(folder.glob("*.json"))]
 
 
@@ -397,7 +396,7 @@ def test_map_to_curve_and_clear_cofactor_against_py_ecc():
 def test_hash_to_g2_wycheproof_vectors():
     path = VECTORS / "wycheproof" / "testvectors_v1" / "bls_hash_to_g2_test.json"
     if not path.is_file():
-        pytest.skip(f"{path} absent (../shared/vectors)")
+        vectors_missing(str(path))
     data = json.loads(path.read_text())
     [group] = data["testGroups"]
     tests = group["tests"]
