@@ -70,6 +70,24 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_message_bytes: int = Field(1024 * 1024, ge=1)
 
+    # --- load shedding and slow clients (docs/operations.md, "Load shedding"); app/api/admission.py
+    admission_max_items: int = Field(262144, ge=1, description=(
+        "items in flight per process (verify requests between admission and answer) beyond which a new "
+        "request is answered 503 OVERLOADED with Retry-After; one request alone is always admitted"))
+    admission_max_bytes: int = Field(256 * 1024 * 1024, ge=1024, description=(
+        "request body bytes in flight per process beyond which a new request is refused the same way, "
+        "before its body is read"))
+    admission_retry_after_seconds: float = Field(1.0, gt=0, description="the Retry-After of an OVERLOADED answer")
+    body_read_timeout_seconds: float = Field(30.0, gt=0, description=(
+        "a request body that sends no byte for this long is cut with 408 BODY_TIMEOUT"))
+    body_min_bytes_per_second: float = Field(65536.0, ge=0, description=(
+        "after the first body_read_timeout_seconds a body must average at least this rate; 0 = no minimum"))
+    zap_reserve_step_bytes: int = Field(1024 * 1024, ge=4096, description=(
+        "pool memory a ZAP body over HTTP gets before its bytes arrive; it grows (doubling) as they do"))
+    shutdown_timeout_seconds: float = Field(10.0, ge=0, description=(
+        "on SIGTERM, how long requests in flight may finish before their connections are cut "
+        "(uvicorn's timeout_graceful_shutdown)"))
+
     # --- ZAP frames (docs/wire-format.md) and the WebSocket stream
     zap_max_frame_bytes: int = Field(256 * 1024 * 1024, ge=64,
                                      description="largest ZAP frame accepted (HTTP body or WebSocket message)")

@@ -21,11 +21,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
 from app.api import metrics, security, workers
+from app.api.admission import Admission, AdmissionControl
 from app.api.deps import zap_limits
 from app.api.routes import dashboard, ops, receipts, stats, verify, ws, zap
 from app.api.routes import metrics as metrics_routes
 from app.api.schemas import loc_to_field
-from app.api.service import is_zap, zap_error_response
+from app.api.service import error_response, is_zap, json_error_response, zap_error_of
+from app.api.slowbody import BodyDeadline
 from app.config import Settings, get_settings
 from app.engine.backends.factory import accelerated_backends
 from app.engine.ingest import Ingest, IngestConfig
@@ -126,9 +128,7 @@ class BodyLimit:
 
     @staticmethod
     def _refuse(exc: LimitExceeded, zap_body: bool):
-        if zap_body:
-            return zap_error_response(exc)
-        return _error(413, exc.code, exc.message, exc.field)
+        return error_response(exc, zap_body=zap_body)
 
 
 async def open_store_waiting(settings: Settings) -> ReceiptStore:
@@ -222,7 +222,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     @app.exception_handler(ZapVerifyError)
     async def _zap_error(request: Request, exc: ZapVerifyError) -> JSONResponse:
-        return _error(exc.status, exc.code, exc.message, exc.field)
+        return json_error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException):
@@ -230,7 +230,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         # a chunked body) into a plain 400; answer the error that was really raised.
         cause = exc.__cause__
         if isinstance(cause, BaseExceptionGroup):  # the http middleware's task group wraps it
-            cause = next((e for e in cause.exceptions if isinstance(e, ZapVerifyError)), cause)
+            cause = zap_error_of(cause) or cause
         if isinstance(cause, ZapVerifyError):
             return await _zap_error(request, cause)
         if exc.status_code < 400:
@@ -257,7 +257,12 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         response.headers["X-Zapverify-Instance"] = settings.instance
         return response
 
+    app.add_middleware(BodyDeadline, timeout=settings.body_read_timeout_seconds,
+                       min_rate=settings.body_min_bytes_per_second)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
+    app.state.admission = Admission(settings.admission_max_items, settings.admission_max_bytes,
+                                    settings.admission_retry_after_seconds)
+    app.add_middleware(AdmissionControl, admission=app.state.admission)  # after the key check, before the body
     keys = security.load_keys(settings)
     security.warn_if_open(settings, keys)
     app.add_middleware(security.AccessControl, keys=security.KeyRing(keys) if keys else None,

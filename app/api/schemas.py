@@ -92,10 +92,12 @@ class ErrorResponse(BaseModel):
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    408: {"model": ErrorResponse, "description": "BODY_TIMEOUT: the body stalled or came too slowly"},
     413: {"model": ErrorResponse, "description": "a limit (items, body or message bytes) was exceeded"},
     415: {"model": ErrorResponse, "description": "Content-Type is not application/json"},
     422: {"model": ErrorResponse, "description": "the request cannot be read; `field` names where"},
-    503: {"model": ErrorResponse, "description": "not ready, or the service failed"},
+    503: {"model": ErrorResponse, "description": "over the admission bound (OVERLOADED), not ready, or the "
+                                                 "service failed; Retry-After where a retry can help"},
 }
 
 

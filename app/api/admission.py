@@ -1,0 +1,149 @@
+"""Admission control: a bound on the verify work in flight in one process (docs/operations.md,
+"Load shedding").
+
+Each verify request is charged its body bytes (``Content-Length``, or each chunk as it comes
+when the body is chunked) when it arrives, before any of its body is read, and its item
+count as soon as that is known (a ZAP header's ``count``; a JSON body once parsed).  While
+the process holds more than ``max_items`` items or ``max_bytes`` bytes, a new charge is
+refused with :class:`app.errors.Overloaded` (503, ``Retry-After``) instead of queueing: a
+queued request costs memory (about 8 MB per 4,096-item JSON batch) and time that the
+client would rather spend on another replica.  A request that finds nothing in flight is
+always admitted, so a request larger than the bound (but within the request limits) is
+served when the process is idle rather than never.
+
+The charge is given back when the answer has been sent (or the client went away).  The
+counters are guarded by a lock: the WebSocket tasks and the HTTP requests share them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.api.service import error_response, is_zap
+from app.errors import Overloaded
+
+#: The routes whose requests are charged (POST): the verify work of the HTTP API.
+ADMITTED_PATHS = ("/v1/verify", "/v1/verify/zap")
+
+
+@dataclass
+class AdmissionStats:
+    items_in_flight: int = 0
+    bytes_in_flight: int = 0
+    requests_in_flight: int = 0
+    admitted_total: int = 0
+    refused_total: int = 0
+    items_peak: int = 0
+    bytes_peak: int = 0
+
+
+class Admission:
+    """The items and bytes in flight in this process, and their bounds."""
+
+    def __init__(self, max_items: int, max_bytes: int, retry_after: float = 1.0):
+        self.max_items, self.max_bytes, self.retry_after = max_items, max_bytes, retry_after
+        self.stats = AdmissionStats()
+        self._lock = threading.Lock()
+
+    def admit(self, nbytes: int = 0, items: int = 0) -> Ticket:
+        """A ticket charged ``nbytes`` bytes and ``items`` items; raises :class:`Overloaded`."""
+        ticket = Ticket(self)
+        with self._lock:
+            self._charge(ticket, nbytes, items, new=True)
+        return ticket
+
+    def _charge(self, ticket: Ticket, nbytes: int, items: int, *, new: bool = False) -> None:
+        s = self.stats
+        # Alone in flight (this ticket's own earlier charges aside): always admitted.
+        others = s.requests_in_flight - (0 if new else 1)
+        if others > 0 and (s.items_in_flight + items > self.max_items or s.bytes_in_flight + nbytes > self.max_bytes):
+            s.refused_total += 1
+            raise Overloaded(f"over the admission bound ({s.items_in_flight} items, {s.bytes_in_flight} bytes in "
+                             f"flight; bounds {self.max_items} items, {self.max_bytes} bytes); retry later",
+                             retry_after=self.retry_after, field="admission")
+        if new:
+            s.requests_in_flight += 1
+            s.admitted_total += 1
+        s.items_in_flight += items
+        s.bytes_in_flight += nbytes
+        s.items_peak = max(s.items_peak, s.items_in_flight)
+        s.bytes_peak = max(s.bytes_peak, s.bytes_in_flight)
+        ticket.items += items
+        ticket.nbytes += nbytes
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return {**self.stats.__dict__, "max_items": self.max_items, "max_bytes": self.max_bytes}
+
+
+class Ticket:
+    """One admitted request's charge; :meth:`add` charges more, :meth:`release` gives it all back."""
+
+    def __init__(self, admission: Admission):
+        self.admission = admission
+        self.items = self.nbytes = 0
+        self.released = False
+
+    def add(self, nbytes: int = 0, items: int = 0) -> None:
+        """Charge ``nbytes`` and ``items`` more; raises :class:`Overloaded` beyond the bounds."""
+        if self.released:
+            return
+        with self.admission._lock:
+            self.admission._charge(self, nbytes, items)
+
+    def release(self) -> None:
+        with self.admission._lock:
+            if self.released:
+                return
+            self.released = True
+            s = self.admission.stats
+            s.items_in_flight -= self.items
+            s.bytes_in_flight -= self.nbytes
+            s.requests_in_flight -= 1
+
+    def __enter__(self) -> Ticket:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def ticket_of(scope: Scope) -> Ticket | None:
+    """The admission ticket the middleware put on this request (None outside :data:`ADMITTED_PATHS`)."""
+    return (scope.get("state") or {}).get("admission")
+
+
+class AdmissionControl:
+    """ASGI middleware: charge each verify request before its body is read; refuse beyond the
+    bound with 503 ``OVERLOADED`` + ``Retry-After`` (a ZAP error frame for a ZAP body), sent
+    at once.  The ticket is on ``request.state.admission`` for the route to charge items."""
+
+    def __init__(self, app: ASGIApp, admission: Admission):
+        self.app, self.admission = app, admission
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in ADMITTED_PATHS:
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length", b"")
+        declared = int(length) if length.isdigit() else None
+        try:
+            ticket = self.admission.admit(nbytes=declared or 0)
+        except Overloaded as exc:
+            zap_body = is_zap(headers.get(b"content-type", b"").decode("latin-1"))
+            return await error_response(exc, zap_body=zap_body)(scope, receive, send)
+        scope.setdefault("state", {})["admission"] = ticket
+
+        async def charged() -> Message:
+            msg = await receive()
+            if declared is None and msg["type"] == "http.request":
+                ticket.add(nbytes=len(msg.get("body", b"")))  # a chunked body: charged as it comes
+            return msg
+
+        try:
+            await self.app(scope, charged, send)
+        finally:
+            ticket.release()
