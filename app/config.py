@@ -46,6 +46,9 @@ class Settings(BaseSettings):
         "measured at start where absent"))
     hybrid: bool = Field(False, description="split large batches between the GPU and the CPU by their rates")
     hybrid_min: int = Field(4096, ge=2, description="smallest batch that hybrid mode splits")
+    faults: dict[str, Literal["selftest", "raise", "garbage"]] = Field(default_factory=dict, description=(
+        "fault injection for tests and drills, as JSON {\"<backend>:<scheme>\": \"selftest\"|\"raise\"|"
+        "\"garbage\"} (app/engine/verify/faults.py); empty in production"))
     cuda_device: int = Field(0, ge=0, description="the GPU ordinal the CUDA backend uses")
     cuda_transfer: Literal["auto", "zero-copy", "copy"] = Field(
         "auto", description="how kernels read batch columns: in place from pinned memory, or copied to the GPU")
@@ -84,7 +87,7 @@ class Settings(BaseSettings):
         "after the first body_read_timeout_seconds a body must average at least this rate; 0 = no minimum"))
     zap_reserve_step_bytes: int = Field(1024 * 1024, ge=4096, description=(
         "pool memory a ZAP body over HTTP gets before its bytes arrive; it grows (doubling) as they do"))
-    shutdown_timeout_seconds: float = Field(10.0, ge=0, description=(
+    shutdown_timeout_seconds: int = Field(10, ge=0, description=(
         "on SIGTERM, how long requests in flight may finish before their connections are cut "
         "(uvicorn's timeout_graceful_shutdown)"))
 

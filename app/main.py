@@ -46,7 +46,7 @@ def engine_config(settings: Settings) -> EngineConfig:
                         hybrid_min=settings.hybrid_min,
                         pool_bytes=settings.uma_pool_bytes, transport=settings.transport,
                         pool_source=settings.pool_source, pool_wait_seconds=settings.pool_wait_seconds,
-                        pool_debug=settings.pool_debug)
+                        pool_debug=settings.pool_debug, faults=dict(settings.faults))
 
 
 def ingest_config(settings: Settings, *, reuse_port: bool = False) -> IngestConfig:

@@ -57,16 +57,19 @@ async def verify_zap(request: Request) -> Response:
         length = request.headers.get("content-length")
         reader = zap.FrameReader(zap_limits(settings), expected=int(length) if length and length.isdigit() else None)
         async with AsyncExitStack() as stack:
+            grow: GrowingLanding | None = None
             async for received in request.stream():
                 chunk: bytes | memoryview = received
-                if reader.header is None:
+                if grow is None:
                     chunk = reader.take_header(chunk)
                     if reader.header is None:
                         continue
                     # Pool memory follows the bytes that arrived, not the size the header declares.
                     grow = await stack.enter_async_context(
                         GrowingLanding(engine, reader.header.size, settings.zap_reserve_step_bytes))
-                    reader.attach(await grow.room_for(reader.filled + len(chunk) + HEADER_SIZE, 0), partial=True)
+                    first = await grow.room_for(HEADER_SIZE + len(chunk), 0)
+                    assert first is not None  # the first call always lands a buffer
+                    reader.attach(first, partial=True)
                 elif (bigger := await grow.room_for(reader.filled + len(chunk), reader.filled)) is not None:
                     reader.rebind(bigger)
                 reader.feed(chunk)
