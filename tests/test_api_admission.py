@@ -74,9 +74,9 @@ def test_bytes_bound_refuses_json_and_zap_with_retry_after(app, client):
     finally:
         held.release()
     assert client.post("/v1/verify", json=_json_body(1)).status_code == 200
-    snap = app.state.admission.snapshot()
+    snap = client.get("/v1/status").json()["admission"]
     assert snap["items_in_flight"] == snap["bytes_in_flight"] == snap["requests_in_flight"] == 0
-    assert snap["refused_total"] >= 2
+    assert snap["refused_total"] >= 2 and snap["max_bytes"] == 1 << 20
 
 
 def test_items_bound_counts_the_items_of_json_and_zap(app, client):

@@ -52,7 +52,8 @@ class VerifyRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "encoding": "hex", "items": [_EXAMPLE_ITEM]}]})
 
-    items: list[VerifyItem]
+    # minItems in the schema only: an empty list stays the engine's EMPTY_BATCH (422, field items).
+    items: list[VerifyItem] = Field(json_schema_extra={"minItems": 1})
     encoding: Literal["hex", "base64"] = "hex"
     prehashed: StrictBool = Field(False, description="secp256k1: messages are 32-byte digests")
     allow_high_s: StrictBool = Field(False, description="secp256k1: accept s > n/2 (normalised first)")
