@@ -143,7 +143,14 @@ class AdmissionControl:
                 ticket.add(nbytes=len(msg.get("body", b"")))  # a chunked body: charged as it comes
             return msg
 
+        async def released_first(msg: Message) -> None:
+            # Given back before the last bytes of the answer go out, so a client that sends its
+            # next request as soon as it has this answer never finds its own charge in flight.
+            if msg["type"] == "http.response.body" and not msg.get("more_body", False):
+                ticket.release()
+            await send(msg)
+
         try:
-            await self.app(scope, charged, send)
+            await self.app(scope, charged, released_first)
         finally:
             ticket.release()
