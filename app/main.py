@@ -49,7 +49,7 @@ def engine_config(settings: Settings) -> EngineConfig:
                         pool_debug=settings.pool_debug, faults=dict(settings.faults))
 
 
-def ingest_config(settings: Settings, *, reuse_port: bool = False) -> IngestConfig:
+def ingest_config(settings: Settings, *, reuse_port: bool = False, admission: Admission | None = None) -> IngestConfig:
     """The ingest listeners of ``settings`` (a port of 0 leaves its transport off).
 
     ``reuse_port``: several worker processes bind the same ports (``SO_REUSEPORT``)."""
@@ -65,7 +65,7 @@ def ingest_config(settings: Settings, *, reuse_port: bool = False) -> IngestConf
                         quic_key=str(settings.ingest_quic_key) if settings.ingest_quic_key else None,
                         shutdown_seconds=settings.ingest_shutdown_seconds,
                         pool_wait_seconds=settings.pool_wait_seconds, limits=zap_limits(settings),
-                        reuse_port=reuse_port)
+                        reuse_port=reuse_port, admission=admission)
 
 
 def build_engine(settings: Settings) -> Engine:
@@ -205,7 +205,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             # answered NOT_READY.  Its frame outcomes feed the dashboard and /metrics through the
             # engine's stats.  Stopped first on the way out (the stack unwinds last in, first out),
             # so every frame taken in is answered, with its receipt, before the store closes.
-            ingest = Ingest(eng, ingest_config(settings, reuse_port=app.state.workers is not None), store=store,
+            ingest = Ingest(eng, ingest_config(settings, reuse_port=app.state.workers is not None,
+                                               admission=app.state.admission), store=store,
                             observer=eng.stats.record_frame)
             app.state.ingest = ingest
             ingest.start()

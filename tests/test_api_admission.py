@@ -236,3 +236,37 @@ def test_a_body_slower_than_the_minimum_rate_is_cut(engine):
         status, _ = _status(s)
         s.close()
     assert status == 408 and time.monotonic() - t0 < 8
+
+
+def test_ingest_tcp_frame_over_the_bound_gets_an_overloaded_frame(pooled):
+    from app.engine.admission import Admission
+    from app.engine.ingest import Ingest, IngestConfig
+
+    admission = Admission(max_items=1 << 20, max_bytes=4096)
+    ing = Ingest(pooled, IngestConfig(tcp_port=0, admission=admission, shutdown_seconds=5.0))
+    ing.start()
+    try:
+        frame = _frame(2, request_id=41)
+
+        def exchange() -> bytes:
+            with socket.create_connection(("127.0.0.1", ing.ports["tcp"]), timeout=10) as s:
+                s.sendall(frame)
+                buf = b""
+                while len(buf) < 16 or len(buf) < struct.unpack_from("<I", buf, 12)[0]:
+                    buf += s.recv(65536)
+                return buf
+
+        held = admission.admit(nbytes=4096)
+        try:
+            assert _error_code(exchange()) == (41, 0x0105)
+        finally:
+            held.release()
+        reply = exchange()
+        assert reply[6] == 0x02 and struct.unpack_from("<I", reply, 8)[0] == 41  # verified once there is room
+        deadline = time.monotonic() + 5
+        while admission.snapshot()["requests_in_flight"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        snap = admission.snapshot()
+        assert snap["requests_in_flight"] == snap["bytes_in_flight"] == 0 and snap["refused_total"] == 1
+    finally:
+        ing.stop()
