@@ -71,7 +71,8 @@ def ingest_config(settings: Settings, *, reuse_port: bool = False, admission: Ad
 def build_engine(settings: Settings) -> Engine:
     """The engine of ``settings``, with the accelerated backends this host has."""
     backends = accelerated_backends(settings.backend, cuda_device=settings.cuda_device,
-                                    cuda_transfer=settings.cuda_transfer)
+                                    cuda_transfer=settings.cuda_transfer, chunk_items=settings.cuda_chunk_items,
+                                    waves=settings.cuda_waves, streams=settings.cuda_streams)
     return Engine(engine_config(settings), backends=backends)
 
 

@@ -46,6 +46,7 @@ typedef struct {
 ZV_HD zv_u64 zv_rotl64(zv_u64 x, int n) { return n ? (x << n) | (x >> (64 - n)) : x; }
 
 ZV_HD void zv_keccak_f1600(zv_u64 a[25]) {
+    ZV_COUNT(ZV_OP_KECCAK_F1600);
     ZV_UNROLL
     for (int round = 0; round < 24; round++) {
         /* θ: each lane takes the parity of two neighbouring columns. */
@@ -86,6 +87,18 @@ ZV_HD void zv_keccak_f1600(zv_u64 a[25]) {
     }
 }
 
+/* The permutation as the sponge functions below call it.  Inlined by default: the hash
+ * kernels keep the state in registers.  A kernel that calls the sponge from many places
+ * per thread (ML-DSA: about thirty per parameter set) defines ZV_KECCAK_OUTLINE before its
+ * first include of this header, so that every site calls one out-of-line copy instead of
+ * inlining the unrolled 24 rounds again (which multiplies the code size and ptxas's time). */
+#if defined(ZV_KECCAK_OUTLINE) && ZV_DEVICE_BUILD
+#define ZV_KECCAK_PERMUTE_FN __host__ __device__ __noinline__
+#else
+#define ZV_KECCAK_PERMUTE_FN ZV_HD
+#endif
+ZV_KECCAK_PERMUTE_FN void zv_keccak_permute(zv_u64 a[25]) { zv_keccak_f1600(a); }
+
 ZV_HD void zv_keccak_init(zv_keccak_ctx *c, zv_u32 rate, zv_u8 ds) {
     for (int i = 0; i < 25; i++) c->a[i] = 0;
     c->rate = rate;
@@ -105,7 +118,7 @@ ZV_HD void zv_keccak_absorb(zv_keccak_ctx *c, const zv_u8 *in, zv_u64 n) {
             /* Whole blocks go in a lane at a time. */
             while (n >= c->rate) {
                 for (zv_u32 i = 0; i < c->rate / 8; i++) c->a[i] ^= zv_load_le64(in + 8 * i);
-                zv_keccak_f1600(c->a);
+                zv_keccak_permute(c->a);
                 in += c->rate;
                 n -= c->rate;
             }
@@ -114,7 +127,7 @@ ZV_HD void zv_keccak_absorb(zv_keccak_ctx *c, const zv_u8 *in, zv_u64 n) {
         zv_keccak_xor_byte(c, c->pos++, *in++);
         n--;
         if (c->pos == c->rate) {
-            zv_keccak_f1600(c->a);
+            zv_keccak_permute(c->a);
             c->pos = 0;
         }
     }
@@ -125,13 +138,13 @@ ZV_HD void zv_keccak_squeeze(zv_keccak_ctx *c, zv_u8 *out, zv_u64 n) {
     if (!c->squeezing) {
         zv_keccak_xor_byte(c, c->pos, c->ds);
         zv_keccak_xor_byte(c, c->rate - 1, 0x80);
-        zv_keccak_f1600(c->a);
+        zv_keccak_permute(c->a);
         c->pos = 0;
         c->squeezing = 1;
     }
     while (n) {
         if (c->pos == c->rate) {
-            zv_keccak_f1600(c->a);
+            zv_keccak_permute(c->a);
             c->pos = 0;
         }
         *out++ = (zv_u8)(c->a[c->pos >> 3] >> (8 * (c->pos & 7)));

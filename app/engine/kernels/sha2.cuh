@@ -72,6 +72,7 @@ ZV_HD zv_u64 zv_rotr64(zv_u64 x, int n) { return (x >> n) | (x << (64 - n)); }
 
 /* ------------------------------------------------------------------ SHA-256 */
 ZV_HD void zv_sha256_block(zv_u32 h[8], const zv_u8 *p) {
+    ZV_COUNT(ZV_OP_SHA256_BLOCK);
     zv_u32 w[16];
     ZV_UNROLL
     for (int i = 0; i < 16; i++) w[i] = zv_load_be32(p + 4 * i);
@@ -101,6 +102,13 @@ ZV_HD void zv_sha256_block(zv_u32 h[8], const zv_u8 *p) {
 ZV_HD void zv_sha256_init(zv_sha256_ctx *c) {
     for (int i = 0; i < 8; i++) c->h[i] = ZV_SHA256_IV[i];
     c->len = 0;
+}
+
+/* Midstate API: resume hashing from a chaining value h saved after `len` bytes, a whole
+ * number of blocks (FIPS 205 §11.2 reuses the state after the padded PK.seed block). */
+ZV_HD void zv_sha256_resume(zv_sha256_ctx *c, const zv_u32 h[8], zv_u64 len) {
+    for (int i = 0; i < 8; i++) c->h[i] = h[i];
+    c->len = len;
 }
 
 ZV_HD void zv_sha256_update(zv_sha256_ctx *c, const zv_u8 *in, zv_u64 n) {
@@ -141,6 +149,7 @@ ZV_HD void zv_sha256(const zv_u8 *in, zv_u64 n, zv_u8 out[32]) {
 
 /* ------------------------------------------------------------------ SHA-512 */
 ZV_HD void zv_sha512_block(zv_u64 h[8], const zv_u8 *p) {
+    ZV_COUNT(ZV_OP_SHA512_BLOCK);
     zv_u64 w[16];
     ZV_UNROLL
     for (int i = 0; i < 16; i++) w[i] = zv_load_be64(p + 8 * i);
@@ -170,6 +179,11 @@ ZV_HD void zv_sha512_block(zv_u64 h[8], const zv_u8 *p) {
 ZV_HD void zv_sha512_init(zv_sha512_ctx *c) {
     for (int i = 0; i < 8; i++) c->h[i] = ZV_SHA512_IV[i];
     c->len = 0;
+}
+
+ZV_HD void zv_sha512_resume(zv_sha512_ctx *c, const zv_u64 h[8], zv_u64 len) {
+    for (int i = 0; i < 8; i++) c->h[i] = h[i];
+    c->len = len;
 }
 
 ZV_HD void zv_sha512_update(zv_sha512_ctx *c, const zv_u8 *in, zv_u64 n) {
