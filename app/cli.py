@@ -33,8 +33,11 @@ def _serve(args: argparse.Namespace) -> int:
         workers.clear(os.environ["PROMETHEUS_MULTIPROC_DIR"])
     print(f"zapverify: dashboard at http://{args.host}:{args.port}/  (API docs at /docs)", flush=True)
     # A WebSocket message is a whole ZAP frame or JSON request: let it be as large as those limits.
+    # On SIGTERM, requests in flight get shutdown_timeout_seconds, then their connections are cut
+    # (a stalled upload must not hold the process; docs/operations.md, "Load shedding").
     uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
-                log_level=args.log_level, ws_max_size=max(settings.zap_max_frame_bytes, settings.max_body_bytes))
+                log_level=args.log_level, ws_max_size=max(settings.zap_max_frame_bytes, settings.max_body_bytes),
+                timeout_graceful_shutdown=settings.shutdown_timeout_seconds)
     return 0
 
 

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
         "measured at start where absent"))
     hybrid: bool = Field(False, description="split large batches between the GPU and the CPU by their rates")
     hybrid_min: int = Field(4096, ge=2, description="smallest batch that hybrid mode splits")
+    faults: dict[str, Literal["selftest", "raise", "garbage"]] = Field(default_factory=dict, description=(
+        "fault injection for tests and drills, as JSON {\"<backend>:<scheme>\": \"selftest\"|\"raise\"|"
+        "\"garbage\"} (app/engine/verify/faults.py); empty in production"))
     cuda_device: int = Field(0, ge=0, description="the GPU ordinal the CUDA backend uses")
     cuda_transfer: Literal["auto", "zero-copy", "copy"] = Field(
         "copy", description=("how kernels read batch columns: copy (one transfer per batch into device "
@@ -74,6 +77,24 @@ class Settings(BaseSettings):
     max_items: int = Field(65536, ge=1)
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_message_bytes: int = Field(1024 * 1024, ge=1)
+
+    # --- load shedding and slow clients (docs/operations.md, "Load shedding"); app/api/admission.py
+    admission_max_items: int = Field(262144, ge=1, description=(
+        "items in flight per process (verify requests between admission and answer) beyond which a new "
+        "request is answered 503 OVERLOADED with Retry-After; one request alone is always admitted"))
+    admission_max_bytes: int = Field(256 * 1024 * 1024, ge=1024, description=(
+        "request body bytes in flight per process beyond which a new request is refused the same way, "
+        "before its body is read"))
+    admission_retry_after_seconds: float = Field(1.0, gt=0, description="the Retry-After of an OVERLOADED answer")
+    body_read_timeout_seconds: float = Field(30.0, gt=0, description=(
+        "a request body that sends no byte for this long is cut with 408 BODY_TIMEOUT"))
+    body_min_bytes_per_second: float = Field(65536.0, ge=0, description=(
+        "after the first body_read_timeout_seconds a body must average at least this rate; 0 = no minimum"))
+    zap_reserve_step_bytes: int = Field(1024 * 1024, ge=4096, description=(
+        "pool memory a ZAP body over HTTP gets before its bytes arrive; it grows (doubling) as they do"))
+    shutdown_timeout_seconds: int = Field(10, ge=0, description=(
+        "on SIGTERM, how long requests in flight may finish before their connections are cut "
+        "(uvicorn's timeout_graceful_shutdown)"))
 
     # --- ZAP frames (docs/wire-format.md) and the WebSocket stream
     zap_max_frame_bytes: int = Field(256 * 1024 * 1024, ge=64,
@@ -116,6 +137,31 @@ class Settings(BaseSettings):
     database_wait_seconds: float = Field(
         0.0, ge=0, description="at start, keep retrying to open the receipt store for this long (a database "
                                "container that is still starting)")
+
+    # --- access (docs/operations.md, "Access control"); app/api/security.py
+    api_keys: list[str] = Field(default_factory=list, description=(
+        "API keys as '<sha256 hex of the key>:<scope>[+<scope>...][:<name>]', scopes verify, receipts, admin; "
+        "empty (with no api_keys_file) = no authentication"))
+    api_keys_file: Path | None = Field(None, description="a file of api_keys entries, one a line (# comments); "
+                                                         "a mounted secret")
+    rate_limit_per_second: float = Field(0.0, ge=0, description="requests per second per API key (token bucket); "
+                                                                "0 = no limit")
+    rate_limit_burst: int = Field(20, ge=1, description="requests a key may make at once before the rate applies")
+    allowed_hosts: list[str] = Field(default_factory=list, description=(
+        "Host header values accepted (TrustedHost: blocks DNS rebinding); empty = the loopback names when "
+        "bound to loopback, else any"))
+    allowed_origins: list[str] = Field(default_factory=list, description=(
+        "Origin values a browser WebSocket may come from (scheme://host[:port]); a same-origin page and "
+        "clients that send no Origin are always accepted"))
+
+    @property
+    def trusted_hosts(self) -> list[str]:
+        """``allowed_hosts``, or its default: loopback names on a loopback bind, else any host."""
+        if self.allowed_hosts:
+            return self.allowed_hosts
+        if self.host in ("127.0.0.1", "localhost", "::1"):
+            return ["127.0.0.1", "localhost", "::1", "[::1]"]
+        return ["*"]
 
     @property
     def receipts_database_url(self) -> str:

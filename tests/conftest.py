@@ -21,6 +21,9 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 os.environ.setdefault("ZAPVERIFY_KERNEL_CACHE", str(ROOT / ".cache" / "kernels"))
 os.environ.setdefault("ZAPVERIFY_DATA_DIR", str(ROOT / ".cache" / "data"))
 os.environ.setdefault("ZAPVERIFY_KERNEL_VERIFY", "1")  # kernels' ZV_CHECK bounds checks on (zv_port.cuh)
+# In-process clients call the app as Host "testserver", which the loopback default of
+# allowed_hosts refuses (tests/test_api_security.py checks that default explicitly).
+os.environ.setdefault("ZAPVERIFY_ALLOWED_HOSTS", '["*"]')
 
 #: A PostgreSQL server for the store tests (``scripts/pg_test_cluster start`` prints one).
 PG_URL = os.environ.get("ZAPVERIFY_TEST_POSTGRES_URL")

@@ -164,6 +164,11 @@ def test_same_root_as_the_json_route(client):
     (lambda f: f[:6] + b"\x02" + f[7:], 400, "BAD_TYPE", True),
     (lambda f: f[:20] + (0).to_bytes(4, "little") + f[24:], 400, "EMPTY_BATCH", True),
     (lambda f: b"", 400, "BAD_SIZE", False),
+    # header-level errors are still addressed to the request (issue 15: they answered 0)
+    (lambda f: f[:4] + b"\x02\x00" + f[6:], 400, "BAD_VERSION", True),
+    (lambda f: f[:7] + b"\x80" + f[8:], 400, "BAD_RESERVED", True),
+    (lambda f: f[:12] + (2**31).to_bytes(4, "little") + f[16:], 413, "FRAME_TOO_LARGE", True),
+    (lambda f: f[:12] + (20).to_bytes(4, "little") + f[16:], 400, "BAD_SIZE", True),
 ])
 def test_bad_frames_get_error_frames(client, mutate, status, name, echoed):
     r = _post(client, mutate(hand_frame(0x01, [RFC1, RFC2], request_id=99)))
@@ -291,3 +296,28 @@ def test_zap_answer_is_recorded_as_a_receipt(engine, tmp_path):
         assert receipt["schemes"] == ["ed25519"] and receipt["source"] == "http"
         proof = c.get(f"/v1/receipts/{r.headers['x-zapverify-batch-id']}/proof/2").json()
         assert proof["verdict"] is False and proof["merkle_root"] == root.hex()
+
+
+def test_a_client_gone_mid_upload_is_counted_not_a_500(live_server):
+    """A client that sends the header and part of the body, then closes: no 500 in /metrics,
+    no traceback, the outcome counted as client_disconnected."""
+    import socket
+
+    frame = hand_frame(0x01, [RFC1, RFC2], request_id=5)
+    host, port = live_server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /v1/verify/zap HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-zap\r\n"
+                     + f"Content-Length: {len(frame)}\r\n\r\n".encode() + frame[:40])
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        ingest = httpx.get(live_server.url + "/v1/status").json()["stats"]["ingest"]
+        if ingest.get("http", {}).get("client_disconnected"):
+            break
+        time.sleep(0.05)
+    assert ingest["http"]["client_disconnected"] >= 1
+    metrics = httpx.get(live_server.url + "/metrics").text
+    assert not re.search(r'zapverify_http_requests_total\{[^}]*status="500"', metrics)

@@ -52,7 +52,8 @@ class VerifyRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "encoding": "hex", "items": [_EXAMPLE_ITEM]}]})
 
-    items: list[VerifyItem]
+    # minItems in the schema only: an empty list stays the engine's EMPTY_BATCH (422, field items).
+    items: list[VerifyItem] = Field(json_schema_extra={"minItems": 1})
     encoding: Literal["hex", "base64"] = "hex"
     prehashed: StrictBool = Field(False, description="secp256k1: messages are 32-byte digests")
     allow_high_s: StrictBool = Field(False, description="secp256k1: accept s > n/2 (normalised first)")
@@ -92,10 +93,12 @@ class ErrorResponse(BaseModel):
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    408: {"model": ErrorResponse, "description": "BODY_TIMEOUT: the body stalled or came too slowly"},
     413: {"model": ErrorResponse, "description": "a limit (items, body or message bytes) was exceeded"},
     415: {"model": ErrorResponse, "description": "Content-Type is not application/json"},
     422: {"model": ErrorResponse, "description": "the request cannot be read; `field` names where"},
-    503: {"model": ErrorResponse, "description": "not ready, or the service failed"},
+    503: {"model": ErrorResponse, "description": "over the admission bound (OVERLOADED), not ready, or the "
+                                                 "service failed; Retry-After where a retry can help"},
 }
 
 

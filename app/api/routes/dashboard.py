@@ -8,10 +8,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from app.api.security import HTML_SECURITY_HEADERS
+
 router = APIRouter(tags=["dashboard"])
 templates = Jinja2Templates(directory=str(Path(__file__).resolve().parents[2] / "templates"))
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 async def dashboard(request: Request) -> HTMLResponse:
-    return templates.TemplateResponse(request, "dashboard.html", {"instance": request.app.state.settings.instance})
+    return templates.TemplateResponse(request, "dashboard.html", {"instance": request.app.state.settings.instance},
+                                      headers=HTML_SECURITY_HEADERS)

@@ -13,7 +13,9 @@ never reads its replies, which blocks the server's sends — is held back by TCP
 instead of growing the server's memory.  A bad message gets an error reply and the
 connection stays open.
 
-A binary message is copied once into the engine's UMA pool and verified there.  When
+A binary message is copied once into the engine's UMA pool and verified there.  Each
+request is charged to the process's admission bound (app/api/admission.py); beyond it the
+reply is an ``OVERLOADED`` error (wire code 0x0105) and the connection stays open.  When
 receipts are on, each request's receipt (source ``ws``) is written before its reply.
 """
 
@@ -90,6 +92,7 @@ class Connection:
         self.store = getattr(app.state, "store", None)
         self.stats: WsStats = app.state.ws_stats
         self.limits = zap_limits(self.settings)
+        self.admission = app.state.admission
         self.bound = self.settings.ws_max_in_flight
         self.slots = asyncio.Semaphore(self.bound)
         self.send_lock = asyncio.Lock()
@@ -156,10 +159,11 @@ class Connection:
             if header.size != len(data):
                 raise BadSize(f"size field says {header.size} bytes, the message has {len(data)}", field="size")
             # The message is copied once, into pool memory the engine (and a GPU) reads in place.
-            async with landing(self.engine, len(data)) as buf:
-                buf[:len(data)] = np.frombuffer(data, dtype=np.uint8)
-                _, reply = await verify_frame(self.engine, self.store, buf[:len(data)], self.limits, source="ws",
-                                              started=t0)
+            with self.admission.admit(nbytes=len(data)) as ticket:
+                async with landing(self.engine, len(data)) as buf:
+                    buf[:len(data)] = np.frombuffer(data, dtype=np.uint8)
+                    _, reply = await verify_frame(self.engine, self.store, buf[:len(data)], self.limits,
+                                                  source="ws", started=t0, ticket=ticket)
             self.engine.stats.record_frame("ws", "accepted")
             return reply
         except ZapVerifyError as exc:
@@ -181,7 +185,9 @@ class Connection:
             except ValidationError as exc:
                 first = exc.errors()[0]
                 raise RequestError(str(first.get("msg")), field=loc_to_field(tuple(first.get("loc", ())))) from None
-            response = await verify_json(self.engine, self.store, self.settings, req, source="ws", started=t0)
+            with self.admission.admit(nbytes=len(text)) as ticket:
+                response = await verify_json(self.engine, self.store, self.settings, req, source="ws", started=t0,
+                                             ticket=ticket)
             body = response.model_dump()
             return json.dumps({"request_id": req.request_id, **body})
         except ZapVerifyError as exc:

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal, TypeGuard
+from typing import Literal, TypeGuard, cast
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from app.engine.host.pick import Pick
 from app.engine.host.pick import pick as pick_transport
 from app.engine.host.probe import HostProbe, probe_host
 from app.engine.memory.pool import UmaPool
-from app.engine.verify import calibrate, kat, selftest
+from app.engine.verify import calibrate, faults, kat, selftest
 from app.engine.verify.batch import Batch, Item
 from app.engine.verify.grouping import batch_of, group_items
 from app.engine.verify.schemes import SCHEMES, Scheme
@@ -79,6 +79,8 @@ class EngineConfig:
     pool_debug: bool = False
     #: Directory the host probe reads as ``/``.
     probe_root: str = "/"
+    #: Injected faults, ``{"<backend>:<scheme>": "selftest" | "raise" | "garbage"}`` (app/engine/verify/faults.py).
+    faults: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -165,6 +167,17 @@ class Engine:
         self.cpu = next((b for b in backends if b.name == "cpu"), None) or CpuBackend(
             self.config.cpu_workers, self.config.cpu_chunk, self.config.cpu_parallelism)
         self.backends: list[Backend] = [b for b in backends if b.name != "cpu"] + [self.cpu]
+        self._started = False
+        if self.config.faults:
+            injected = faults.parse(self.config.faults)
+
+            def inject(b: Backend) -> Backend:
+                if b.name not in injected:
+                    return b
+                return cast(Backend, faults.FaultyBackend(b, injected[b.name], lambda: self._started))
+
+            self.cpu = inject(self.cpu)
+            self.backends = [inject(b) for b in self.backends[:-1]] + [self.cpu]
         self.routes: dict[str, SchemeRoute] = {s: SchemeRoute() for s in SCHEMES}
         #: Per accelerated backend: "ready" when its Merkle kernels matched the CPU at start.
         self.merkle: dict[str, str] = {}
@@ -207,6 +220,7 @@ class Engine:
             self.cpu.warm_up()
         answers = kat.known_answers()
         for backend in self.backends:
+            self._unbuilt(backend)
             for scheme_id, kas in answers.items():
                 if scheme_id not in backend.schemes():
                     continue
@@ -216,6 +230,7 @@ class Engine:
                     self.routes[scheme_id].failures[backend.name] = why
                     log.warning("self-test of %s on %s failed (%s): routed elsewhere", scheme_id,
                                 backend.name, why)
+        self._started = True  # injected runtime faults act from here on
         for backend in self.accelerated:
             self.merkle[backend.name] = selftest.check_merkle(backend, answers)
         cpu_bad = [s for s, r in self.routes.items() if not r.selftest.get("cpu")]
@@ -225,6 +240,19 @@ class Engine:
             self.calibrate(answers)
         self.ready = not cpu_bad
         log.info("engine ready=%s backends=%s", self.ready, [b.name for b in self.backends])
+
+    def _unbuilt(self, backend: Backend) -> None:
+        """Record the schemes whose kernel exists but did not build (or whose device is
+        unavailable) as failed self-tests of ``backend``: they are served by the CPU and must
+        show as degraded (/readyz, /v1/status, ``zapverify_backend_available``), not vanish."""
+        availability = getattr(backend, "availability", None)
+        if availability is None:
+            return
+        for scheme_id, state in availability().items():
+            if state.startswith(("build failed", "unavailable")) and scheme_id in self.routes:
+                self.routes[scheme_id].selftest[backend.name] = False
+                self.routes[scheme_id].failures[backend.name] = state
+                log.warning("%s kernel of %s not usable (%s): routed to the CPU", backend.name, scheme_id, state)
 
     def _merkle_on(self, backend: Backend) -> TypeGuard[CommittingBackend]:
         """Whether ``backend`` commits on its device: its Merkle kernels passed the start-up check."""

@@ -1,0 +1,241 @@
+"""Access control: API keys with scopes, a token bucket per key, WebSocket origins, security
+headers (docs/operations.md, "Access control").
+
+Keys are configured by their SHA-256 digest only (``settings.api_keys`` / ``api_keys_file``,
+entries ``<sha256 hex>:<scope>[+<scope>...][:<name>]``), so a leaked configuration does not
+leak a key; API keys are long random strings, for which one SHA-256 is a sound digest.  A
+presented key is hashed and compared with every configured digest by
+:func:`hmac.compare_digest`, all of them each time, so timing tells nothing about which
+digest came close.
+
+Scopes: ``verify`` (POST /v1/verify*, WS /v1/ws/verify), ``receipts`` (GET /v1/receipts*),
+``admin`` (/metrics, /v1/status, WS /v1/ws/stats).  Always open: /healthz, /readyz, the
+API docs, /v1/schemes and the dashboard page itself (it holds no data; its script reads
+/v1/status and /v1/ws/stats with a key given in the page's ``#key=`` fragment).  A key is
+read from ``Authorization: Bearer <key>``, ``X-API-Key: <key>`` or, for browser WebSockets
+which cannot set headers, the ``access_token`` query parameter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.config import Settings
+from app.errors import Forbidden, RateLimited, Unauthorized, ZapVerifyError
+
+log = logging.getLogger("zapverify.security")
+
+SCOPES = frozenset({"verify", "receipts", "admin"})
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def required_scope(path: str) -> str | None:
+    """The scope ``path`` needs, or None for an open path."""
+    if path.startswith("/v1/verify") or path == "/v1/ws/verify":
+        return "verify"
+    if path.startswith("/v1/receipts"):
+        return "receipts"
+    if path in ("/metrics", "/v1/status", "/v1/ws/stats"):
+        return "admin"
+    return None
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A configured key: the SHA-256 of its text, its scopes and a name for logs and metrics."""
+
+    digest: bytes
+    scopes: frozenset[str]
+    name: str
+
+
+def parse_key(entry: str) -> ApiKey:
+    """One ``<sha256 hex>:<scope>[+<scope>...][:<name>]`` entry.  Raises ``ValueError`` naming
+    what is wrong (the settings then refuse to start)."""
+    parts = entry.strip().split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"API key entry {entry[:12]!r}…: expected <sha256 hex>:<scopes>[:<name>]")
+    hexdigest, scopes_text = parts[0], parts[1]
+    try:
+        digest = bytes.fromhex(hexdigest)
+    except ValueError:
+        digest = b""
+    if len(digest) != 32:
+        raise ValueError(f"API key entry {entry[:12]!r}…: the first part must be 64 hex digits (SHA-256 of the key)")
+    scopes = frozenset(scopes_text.split("+"))
+    if not scopes or not scopes <= SCOPES:
+        raise ValueError(f"API key entry {entry[:12]!r}…: scopes must be among {sorted(SCOPES)}, joined by '+'")
+    return ApiKey(digest, scopes, parts[2] if len(parts) == 3 and parts[2] else hexdigest[:8])
+
+
+def load_keys(settings: Settings) -> list[ApiKey]:
+    """Every key of ``settings.api_keys`` and ``settings.api_keys_file`` (blank lines and
+    ``#`` comments skipped).  Raises ``ValueError`` or ``OSError`` for a bad entry or file."""
+    entries = list(settings.api_keys)
+    if settings.api_keys_file is not None:
+        for line in Path(settings.api_keys_file).read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                entries.append(line)
+    return [parse_key(e) for e in entries]
+
+
+def key_digest(key: str) -> str:
+    """The hex digest to configure for the key text ``key`` (``zapverify`` docs show how)."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class KeyRing:
+    """The configured keys; :meth:`lookup` in constant time over all of them."""
+
+    def __init__(self, keys: list[ApiKey]):
+        self.keys = keys
+
+    def lookup(self, presented: str) -> ApiKey | None:
+        digest = hashlib.sha256(presented.encode()).digest()
+        found = None
+        for key in self.keys:  # no early exit: every comparison runs
+            if hmac.compare_digest(digest, key.digest):
+                found = key
+        return found
+
+
+class TokenBuckets:
+    """One token bucket per key name: ``rate`` tokens a second, at most ``burst`` saved."""
+
+    def __init__(self, rate: float, burst: int):
+        self.rate, self.burst = rate, burst
+        self._state: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, name: str, now: float | None = None) -> float:
+        """Take a token for ``name``: 0.0 when granted, else the seconds until one is there."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            tokens, at = self._state.get(name, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - at) * self.rate)
+            if tokens >= 1.0:
+                self._state[name] = (tokens - 1.0, now)
+                return 0.0
+            self._state[name] = (tokens, now)
+            return (1.0 - tokens) / self.rate
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def presented_key(scope: Scope) -> str | None:
+    """The API key a request carries (see the module doc for where), or None."""
+    headers = _headers(scope)
+    auth = headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    if "x-api-key" in headers:
+        return headers["x-api-key"].strip()
+    token = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("access_token")
+    return token[0] if token else None
+
+
+def origin_allowed(scope: Scope, allowed: list[str]) -> bool:
+    """Whether a WebSocket's ``Origin`` may connect: absent (not a browser), the page's own
+    origin (same scheme-less host as the ``Host`` header), or in ``allowed``."""
+    headers = _headers(scope)
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    if origin in allowed:
+        return True
+    host = headers.get("host", "")
+    return origin.split("://", 1)[-1] == host
+
+
+class AccessControl:
+    """ASGI middleware: WebSocket origin check, then API key, scope and rate limit.
+
+    Refusals are the usual error shape (401 with ``WWW-Authenticate: Bearer``, 403, 429 with
+    ``Retry-After``); a WebSocket is refused before it is accepted (close code 1008), which
+    the client sees as HTTP 403.
+    """
+
+    def __init__(self, app: ASGIApp, *, keys: KeyRing | None, buckets: TokenBuckets | None,
+                 allowed_origins: list[str]):
+        self.app, self.keys, self.buckets, self.allowed_origins = app, keys, buckets, allowed_origins
+
+    def check(self, scope: Scope) -> None:
+        """Raise the :class:`ZapVerifyError` that refuses ``scope``, or return."""
+        if scope["type"] == "websocket" and not origin_allowed(scope, self.allowed_origins):
+            raise Forbidden("this Origin may not open a WebSocket here (settings.allowed_origins)", field="origin")
+        need = required_scope(scope["path"])
+        if self.keys is None or need is None:
+            return
+        text = presented_key(scope)
+        key = self.keys.lookup(text) if text else None
+        if key is None:
+            raise Unauthorized("an API key is required: Authorization: Bearer <key>" if text is None
+                               else "unknown API key", field="authorization")
+        if need not in key.scopes:
+            raise Forbidden(f"this key lacks the {need!r} scope", field="authorization")
+        if self.buckets is not None:
+            wait = self.buckets.take(key.name)
+            if wait > 0:
+                raise RateLimited(f"rate limit of key {key.name!r}; retry in {wait:.2f} s", retry_after=wait)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        try:
+            self.check(scope)
+        except ZapVerifyError as exc:
+            await refuse(scope, receive, send, exc)
+            return
+        await self.app(scope, receive, send)
+
+
+async def refuse(scope: Scope, receive: Receive, send: Send, exc: ZapVerifyError) -> None:
+    """Answer ``exc`` without running the app: the JSON error (HTTP) or a close (WebSocket)."""
+    if scope["type"] == "websocket":
+        await receive()  # websocket.connect
+        await send({"type": "websocket.close", "code": 1008, "reason": f"{exc.code}: {exc.message}"[:120]})
+        return
+    from starlette.responses import JSONResponse
+
+    headers = {}
+    if isinstance(exc, RateLimited) or getattr(exc, "retry_after", None):
+        headers["Retry-After"] = str(max(1, math.ceil(getattr(exc, "retry_after", 1))))
+    if type(exc) is Unauthorized:
+        headers["WWW-Authenticate"] = 'Bearer realm="zapverify"'
+    await JSONResponse({"error": exc.to_dict()}, status_code=exc.status, headers=headers)(scope, receive, send)
+
+
+#: Headers every HTML page gets: no framing (clickjacking), no MIME sniffing, no referrer
+#: leaking batch ids, and a CSP that lets the dashboard's own inline script and style and
+#: its same-origin feeds run, nothing else.
+HTML_SECURITY_HEADERS = {
+    "Content-Security-Policy": ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' "
+                                "'unsafe-inline'; img-src 'self' data:; connect-src 'self' ws: wss:; "
+                                "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def warn_if_open(settings: Settings, keys: list[ApiKey]) -> bool:
+    """Log a warning when the server listens beyond loopback with no API keys; True if it did."""
+    if keys or settings.host in _LOOPBACK:
+        return False
+    log.warning("listening on %s with no API keys: anyone who reaches this port may verify, read receipts "
+                "and metrics (set ZAPVERIFY_API_KEYS or ZAPVERIFY_API_KEYS_FILE; docs/operations.md)", settings.host)
+    return True
