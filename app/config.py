@@ -41,6 +41,9 @@ class Settings(BaseSettings):
         "auto", description="force one backend for every scheme; auto picks per scheme")
     cpu_workers: int = Field(0, ge=0, description="CPU verify workers; 0 = every core")
     cpu_chunk: int = Field(256, ge=1, description="items per CPU work unit")
+    bls_batch: bool = Field(True, description=(
+        "verify BLS12-381 batches on the CPU by random linear combination (same verdicts, "
+        "faster from a few items up, bench/results/bls_batch.md); false: one CoreVerify per item"))
     crossover: dict[str, int] = Field(default_factory=dict, description=(
         "fixed smallest batch per scheme id that goes to the GPU, as JSON ({\"ed25519\": 512}); "
         "measured at start where absent"))

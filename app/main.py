@@ -35,6 +35,7 @@ log = logging.getLogger("zapverify")
 
 def engine_config(settings: Settings) -> EngineConfig:
     return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk,
+                        bls_batch=settings.bls_batch,
                         crossover=dict(settings.crossover), hybrid=settings.hybrid,
                         hybrid_min=settings.hybrid_min,
                         pool_bytes=settings.uma_pool_bytes, transport=settings.transport,

@@ -58,6 +58,8 @@ class EngineConfig:
     cpu_workers: int = 0
     cpu_chunk: int = 256
     cpu_parallelism: str = "auto"
+    #: Verify BLS12-381 batches on the CPU by random linear combination (app/engine/bls_batch.py).
+    bls_batch: bool = True
     #: Fixed crossover batch size per scheme id (items), for every accelerated backend.
     crossover: dict[str, int] = field(default_factory=dict)
     #: Measure crossovers and rates at start: None = for backends that ask (``calibrate_at_start``).
@@ -162,7 +164,8 @@ class Engine:
 
         self.config = config or EngineConfig()
         self.cpu = next((b for b in backends if b.name == "cpu"), None) or CpuBackend(
-            self.config.cpu_workers, self.config.cpu_chunk, self.config.cpu_parallelism)
+            self.config.cpu_workers, self.config.cpu_chunk, self.config.cpu_parallelism,
+            bls_batch=self.config.bls_batch)
         self.backends: list[Backend] = [b for b in backends if b.name != "cpu"] + [self.cpu]
         self.routes: dict[str, SchemeRoute] = {s: SchemeRoute() for s in SCHEMES}
         #: Per accelerated backend: "ready" when its Merkle kernels matched the CPU at start.
