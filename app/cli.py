@@ -47,7 +47,8 @@ def _engine(backend: str):
 
 
 def _check_vectors(args: argparse.Namespace) -> int:
-    from app.vectors import read_jsonl
+    from app.engine.bls_aggregate import LABELS
+    from app.vectors import AggregateAnswer, read_jsonl
 
     records = [ka for path in args.files for ka in read_jsonl(path)]
     if not records:
@@ -57,22 +58,27 @@ def _check_vectors(args: argparse.Namespace) -> int:
     try:
         tally: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
         disagreements = []
-        for lo in range(0, len(records), args.chunk):
-            part = records[lo:lo + args.chunk]
-            result = engine.verify_items([ka.item for ka in part])
-            for ka, got in zip(part, result.verdicts.tolist()):
-                row = tally[(ka.item.scheme, ka.source)]
-                if got == ka.expected:
-                    row[0] += 1
-                else:
-                    row[1] += 1
-                    disagreements.append((ka, got))
+        def name(ka) -> str:
+            return LABELS.get(ka.item.mode, ka.item.mode) if isinstance(ka, AggregateAnswer) else ka.item.scheme
+
+        plain = [ka for ka in records if not isinstance(ka, AggregateAnswer)]
+        aggregate = [ka for ka in records if isinstance(ka, AggregateAnswer)]
+        for group, verify in ((plain, engine.verify_items), (aggregate, engine.verify_aggregate)):
+            for lo in range(0, len(group), args.chunk):
+                part = group[lo:lo + args.chunk]
+                for ka, got in zip(part, verify([ka.item for ka in part]).verdicts.tolist()):
+                    row = tally[(name(ka), ka.source)]
+                    if got == ka.expected:
+                        row[0] += 1
+                    else:
+                        row[1] += 1
+                        disagreements.append((ka, got))
         width = max(len(f"{s}  {src}") for s, src in tally)
         print(f"{'scheme  source':<{width}}  {'agree':>7}  {'disagree':>8}")
         for (scheme, source), (ok, bad) in sorted(tally.items()):
             print(f"{scheme + '  ' + source:<{width}}  {ok:>7}  {bad:>8}")
         for ka, got in disagreements[:50]:
-            print(f"DISAGREE {ka.item.scheme} {ka.source} id={ka.id}: expected {ka.expected}, got {got}")
+            print(f"DISAGREE {name(ka)} {ka.source} id={ka.id}: expected {ka.expected}, got {got}")
         total_bad = len(disagreements)
         print(f"backend={args.backend} vectors={len(records)} agree={len(records) - total_bad} disagree={total_bad}")
         return 1 if total_bad else 0

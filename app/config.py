@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     max_items: int = Field(65536, ge=1)
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_message_bytes: int = Field(1024 * 1024, ge=1)
+    bls_aggregate_max_keys: int = Field(2048, ge=1, description=(
+        "POST /v1/verify/bls-aggregate: most public keys in one item (an Ethereum committee has at most 2048)"))
+    bls_aggregate_max_pairings: int = Field(16384, ge=2, description=(
+        "POST /v1/verify/bls-aggregate: most work in one request, counted as the sum over items of "
+        "public keys + 1 (the pairings an aggregate item needs at most)"))
 
     # --- ZAP frames (docs/wire-format.md) and the WebSocket stream
     zap_max_frame_bytes: int = Field(256 * 1024 * 1024, ge=64,

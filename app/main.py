@@ -19,8 +19,8 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import (metrics, routes_dashboard, routes_metrics, routes_ops, routes_receipts, routes_stats,
-                     routes_verify, routes_ws, routes_zap, workers)
+from app.api import (metrics, routes_bls_aggregate, routes_dashboard, routes_metrics, routes_ops, routes_receipts,
+                     routes_stats, routes_verify, routes_ws, routes_zap, workers)
 from app.api.deps import zap_limits
 from app.api.schemas import loc_to_field
 from app.config import Settings, get_settings
@@ -250,7 +250,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
     app.add_middleware(metrics.HttpMetrics)  # outermost: counts the 413s of BodyLimit too
-    for module in (routes_verify, routes_zap, routes_ws, routes_receipts, routes_ops, routes_metrics, routes_stats,
-                   routes_dashboard):
+    for module in (routes_verify, routes_bls_aggregate, routes_zap, routes_ws, routes_receipts, routes_ops,
+                   routes_metrics, routes_stats, routes_dashboard):
         app.include_router(module.router)
     return app
