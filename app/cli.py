@@ -39,7 +39,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _engine(backend: str):
     from app.engine.backends.factory import accelerated_backends
-    from app.engine.dispatch import Engine, EngineConfig
+    from app.engine.verify.engine import Engine, EngineConfig
 
     engine = Engine(EngineConfig(backend=backend), backends=accelerated_backends(backend))
     engine.start()
@@ -47,7 +47,10 @@ def _engine(backend: str):
 
 
 def _check_vectors(args: argparse.Namespace) -> int:
-    from app.engine.bls_aggregate import LABELS
+    from collections.abc import Sequence
+
+    from app.engine.verify.bls_aggregate import LABELS
+    from app.engine.verify.kat import KnownAnswer
     from app.vectors import AggregateAnswer, read_jsonl
 
     records = [ka for path in args.files for ka in read_jsonl(path)]
@@ -57,22 +60,28 @@ def _check_vectors(args: argparse.Namespace) -> int:
     engine = _engine(args.backend)
     try:
         tally: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-        disagreements = []
-        def name(ka) -> str:
+        disagreements: list[tuple[KnownAnswer | AggregateAnswer, bool]] = []
+
+        def name(ka: KnownAnswer | AggregateAnswer) -> str:
             return LABELS.get(ka.item.mode, ka.item.mode) if isinstance(ka, AggregateAnswer) else ka.item.scheme
 
-        plain = [ka for ka in records if not isinstance(ka, AggregateAnswer)]
+        def count(part: Sequence[KnownAnswer | AggregateAnswer], verdicts: list[bool]) -> None:
+            for ka, got in zip(part, verdicts):
+                row = tally[(name(ka), ka.source)]
+                if got == ka.expected:
+                    row[0] += 1
+                else:
+                    row[1] += 1
+                    disagreements.append((ka, got))
+
+        plain = [ka for ka in records if isinstance(ka, KnownAnswer)]
         aggregate = [ka for ka in records if isinstance(ka, AggregateAnswer)]
-        for group, verify in ((plain, engine.verify_items), (aggregate, engine.verify_aggregate)):
-            for lo in range(0, len(group), args.chunk):
-                part = group[lo:lo + args.chunk]
-                for ka, got in zip(part, verify([ka.item for ka in part]).verdicts.tolist()):
-                    row = tally[(name(ka), ka.source)]
-                    if got == ka.expected:
-                        row[0] += 1
-                    else:
-                        row[1] += 1
-                        disagreements.append((ka, got))
+        for lo in range(0, len(plain), args.chunk):
+            part = plain[lo:lo + args.chunk]
+            count(part, engine.verify_items([ka.item for ka in part]).verdicts.tolist())
+        for lo in range(0, len(aggregate), args.chunk):
+            agg_part = aggregate[lo:lo + args.chunk]
+            count(agg_part, engine.verify_aggregate([ka.item for ka in agg_part]).verdicts.tolist())
         width = max(len(f"{s}  {src}") for s, src in tally)
         print(f"{'scheme  source':<{width}}  {'agree':>7}  {'disagree':>8}")
         for (scheme, source), (ok, bad) in sorted(tally.items()):
@@ -89,7 +98,9 @@ def _check_vectors(args: argparse.Namespace) -> int:
 def _selftest(args: argparse.Namespace) -> int:
     engine = _engine(args.backend)
     try:
-        status = engine.status()
+        from app.engine.verify.status import engine_status
+
+        status = engine_status(engine)
         for scheme, route in status["schemes"].items():
             tests = " ".join(f"{b}={'pass' if ok else 'FAIL'}" for b, ok in route["selftest"].items())
             print(f"{scheme:<22} -> {route['backend']:<12} {tests}")
@@ -104,9 +115,9 @@ def _probe(args: argparse.Namespace) -> int:
     import json
 
     from app.config import get_settings
-    from app.engine.pick import pick, render_report, report_dict
-    from app.engine.pool import plan_pool
-    from app.engine.probe import probe_host
+    from app.engine.host.pick import pick, render_report, report_dict
+    from app.engine.host.probe import probe_host
+    from app.engine.memory.pool import plan_pool
 
     settings = get_settings()
     probe = probe_host(args.root, system=args.system, machine=args.machine)
@@ -129,7 +140,7 @@ def _bench(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from app import loadgen
+    from app.client import loadgen
 
     cfg = loadgen.BenchConfig(url=args.url, scheme=args.scheme, batch=args.batch, duration=args.duration,
                               concurrency=args.concurrency, transport=args.transport, unique=args.unique,
@@ -184,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--backend", default="auto", choices=backends)
     t.set_defaults(func=_selftest)
 
-    from app.engine.schemes import SCHEMES
+    from app.engine.verify.schemes import SCHEMES
 
     b = sub.add_parser("bench", help="load a running server with real signed items; print throughput and latency")
     b.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)")

@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     ingest_shutdown_seconds: float = Field(10.0, ge=0, description="how long shutdown waits for the replies of "
                                                                   "frames already taken in")
 
-    # --- receipts (DESIGN.md section 5; app/engine/store.py)
+    # --- receipts (DESIGN.md section 5; app/engine/receipts/store.py)
     database_url: str | None = Field(
         None, description="sqlite:///relative/path, sqlite:////absolute/path or postgresql://user:pw@host/db; "
                           "unset = sqlite under data_dir")

@@ -5,29 +5,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from http import HTTPStatus
 import threading
 import time
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 
 from fastapi import FastAPI, Request
-from fastapi_offline import FastAPIOffline
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import (metrics, routes_bls_aggregate, routes_dashboard, routes_metrics, routes_ops, routes_receipts,
-                     routes_stats, routes_verify, routes_ws, routes_zap, workers)
+from app.api import metrics, workers
 from app.api.deps import zap_limits
+from app.api.routes import bls_aggregate, dashboard, ops, receipts, stats, verify, ws, zap
+from app.api.routes import metrics as metrics_routes
 from app.api.schemas import loc_to_field
 from app.config import Settings, get_settings
 from app.engine.backends.factory import accelerated_backends
-from app.engine.dispatch import Engine, EngineConfig
 from app.engine.ingest import Ingest, IngestConfig
-from app.engine.store import Pruner, ReceiptStore, open_store
+from app.engine.receipts.store import Pruner, ReceiptStore, open_store
+from app.engine.verify.engine import Engine, EngineConfig
 from app.errors import FrameTooLarge, LimitExceeded, NotReady, StoreUnavailable, ZapVerifyError
 
 log = logging.getLogger("zapverify")
@@ -92,7 +93,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        zap_body = routes_zap.is_zap(headers.get(b"content-type", b"").decode("latin-1"))
+        zap_body = zap.is_zap(headers.get(b"content-type", b"").decode("latin-1"))
         limit = self.zap_limit if zap_body else self.limit
         too_big = (FrameTooLarge if zap_body else LimitExceeded)(f"request body over {limit} bytes", field="body")
         if length is not None and length.isdigit() and int(length) > limit:
@@ -123,7 +124,7 @@ class BodyLimit:
     @staticmethod
     def _refuse(exc: LimitExceeded, zap_body: bool):
         if zap_body:
-            return routes_zap.error_response(exc)
+            return zap.error_response(exc)
         return _error(413, exc.code, exc.message, exc.field)
 
 
@@ -213,7 +214,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app = FastAPIOffline(title="zapverify", version=__version__, lifespan=lifespan,
                   description="Batch signature verification: Ed25519, secp256k1, BLS12-381, ML-DSA, SLH-DSA.")
     app.state.settings = settings
-    app.state.ws_stats = routes_ws.WsStats()
+    app.state.ws_stats = ws.WsStats()
 
     @app.exception_handler(ZapVerifyError)
     async def _zap_error(request: Request, exc: ZapVerifyError) -> JSONResponse:
@@ -250,7 +251,6 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
     app.add_middleware(metrics.HttpMetrics)  # outermost: counts the 413s of BodyLimit too
-    for module in (routes_verify, routes_bls_aggregate, routes_zap, routes_ws, routes_receipts, routes_ops,
-                   routes_metrics, routes_stats, routes_dashboard):
+    for module in (verify, bls_aggregate, zap, ws, receipts, ops, metrics_routes, stats, dashboard):
         app.include_router(module.router)
     return app

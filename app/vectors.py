@@ -13,7 +13,7 @@ A BLS aggregate record (docs/bls-aggregate.md) has ``mode`` instead of ``scheme`
      "signature": "<hex>", "expected": true, "source": "...", "id": "..."}
     {"mode": "aggregate", "public_keys": [...], "messages": ["<hex>", ...], ...}
 
-``expected`` is the verdict under zapverify's documented semantics (app/engine/schemes.py).
+``expected`` is the verdict under zapverify's documented semantics (app/engine/verify/schemes.py).
 Where that differs from what the source file expects, ``rule`` names the rule; the rules are
 the constants ``RULE_*`` below, never lists of case ids.
 
@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from dataclasses import dataclass
-
-from app.engine.bls_aggregate import AggregateItem
-from app.engine.kat import Item, KnownAnswer
+from app.engine.verify.bls_aggregate import AggregateItem
+from app.engine.verify.kat import Item, KnownAnswer
 
 #: FIPS 205 slh_verify (external, pure) signs M' = 0 ‖ |ctx| ‖ ctx ‖ M; ACVP v1.1.0.37
 #: sigVer vectors exercise slh_verify_internal on M directly.  Under the external interface
@@ -91,13 +90,13 @@ def from_json(d: dict) -> KnownAnswer | AggregateAnswer:
     """
     if "mode" in d:
         msgs = [d["message"]] if d["mode"] == "fast_aggregate" else d["messages"]
-        item = AggregateItem(d["mode"], tuple(bytes.fromhex(pk) for pk in d["public_keys"]),
-                             tuple(bytes.fromhex(m) for m in msgs), bytes.fromhex(d["signature"]))
-        return AggregateAnswer(item, bool(d["expected"]), str(d["id"]), d.get("source", ""), d.get("rule", ""))
+        aggregate = AggregateItem(d["mode"], tuple(bytes.fromhex(pk) for pk in d["public_keys"]),
+                                  tuple(bytes.fromhex(m) for m in msgs), bytes.fromhex(d["signature"]))
+        return AggregateAnswer(aggregate, bool(d["expected"]), str(d["id"]), d.get("source", ""), d.get("rule", ""))
     sig = bytes.fromhex(d["signature"])
     fmt = d.get("signature_format", "raw")
     if d["scheme"] == "secp256k1" and fmt != "raw":
-        from app.engine.reference import compact_signature  # DER needs the reference library
+        from app.engine.verify.reference import compact_signature  # DER needs the reference library
 
         sig = compact_signature(sig, fmt)
     item = Item(d["scheme"], bytes.fromhex(d["public_key"]), bytes.fromhex(d["message"]), sig,
@@ -244,8 +243,8 @@ def convert_all(root: str | Path = DEFAULT_ROOT) -> Iterator[dict]:
 
 def generated(valid: int, mutated: int, seed: int = 0, schemes: Iterable[str] | None = None) -> Iterator[dict]:
     """Freshly signed valid items and their one-bit mutations for every scheme, as records."""
-    from app.engine.kat import generate
-    from app.engine.schemes import SCHEMES
+    from app.engine.verify.kat import generate
+    from app.engine.verify.schemes import SCHEMES
 
     for s in schemes or SCHEMES:
         for ka in generate(s, valid, mutated, seed=seed):
@@ -260,7 +259,7 @@ def generated_aggregate(count: int, seed: int = 0) -> Iterator[dict]:
 
     import py_arkworks_bls12381 as ark
 
-    from app.engine.reference import BLS_POP_DST
+    from app.engine.verify.reference import BLS_POP_DST
 
     rng = random.Random(f"aggregate/{seed}")
     r = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001  # group order (RFC 9380 §8.8.1)
@@ -277,7 +276,8 @@ def generated_aggregate(count: int, seed: int = 0) -> Iterator[dict]:
         fast_sig = bytes(sum((sign(sk, msg) for sk in sks[1:]), sign(sks[0], msg)).to_compressed_bytes())
         agg_sig = bytes(sum((sign(sk, m) for sk, m in zip(sks[1:], msgs[1:])), sign(sks[0], msgs[0]))
                         .to_compressed_bytes())
-        fast, agg = AggregateItem("fast_aggregate", pks, (msg,), fast_sig), AggregateItem("aggregate", pks, msgs, agg_sig)
+        fast = AggregateItem("fast_aggregate", pks, (msg,), fast_sig)
+        agg = AggregateItem("aggregate", pks, msgs, agg_sig)
         bad = [("fast_aggregate", "wrong-message", AggregateItem("fast_aggregate", pks, (msg + b"!",), fast_sig)),
                ("fast_aggregate", "identity-key", AggregateItem("fast_aggregate", pks + (identity,), (msg,), fast_sig)),
                ("fast_aggregate", "infinity-signature", AggregateItem("fast_aggregate", pks, (msg,), infinity)),

@@ -7,7 +7,7 @@ Two parts, both through the CPU backend (``CpuBackend(bls_batch=...)``, every co
              message: decodes, fails only the pairing check, the costly case); the two
              modes run alternately, ``--rounds`` times each; medians of items/s.
   agreement  ``--agreement N`` items at 0 %, 1 %, 10 % and 50 % invalid, every kind of
-             :data:`app.engine.kat.BLS_INVALID_KINDS`; batch verdicts must equal the
+             :data:`app.engine.verify.kat.BLS_INVALID_KINDS`; batch verdicts must equal the
              single CoreVerify verdicts item by item.
 
 Writes bench/results/bls_batch.json and bench/results/bls_batch.md (speed), and
@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.engine import kat  # noqa: E402
 from app.engine.backends.cpu import CpuBackend  # noqa: E402
-from app.engine.batch import Batch  # noqa: E402
-from app.engine.schemes import SCHEMES  # noqa: E402
+from app.engine.verify import kat  # noqa: E402
+from app.engine.verify.batch import Batch  # noqa: E402
+from app.engine.verify.schemes import SCHEMES  # noqa: E402
 
 FRACTIONS = (0.0, 0.01, 0.10, 0.50)
 
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
         lines = ["# BLS12-381 batch verdicts against single CoreVerify", "",
                  f"Written by `bench/bls_batch.py --agreement {args.agreement}` on {meta['when']}. "
-                 "Invalid items cycle through every kind of `app.engine.kat.BLS_INVALID_KINDS`.", "",
+                 "Invalid items cycle through every kind of `app.engine.verify.kat.BLS_INVALID_KINDS`.", "",
                  "| invalid fraction | items | invalid | disagreements | single s | batch s |",
                  "|---:|---:|---:|---:|---:|---:|"]
         for r in rows:

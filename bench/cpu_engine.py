@@ -26,11 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.engine import kat, reference  # noqa: E402
-from app.engine.backends.cpu import CpuBackend  # noqa: E402
-from app.engine.batch import Batch  # noqa: E402
-from app.engine.dispatch import Engine, EngineConfig  # noqa: E402
-from app.engine.schemes import SCHEMES  # noqa: E402
+from app.engine.backends.cpu import CpuBackend
+from app.engine.verify import kat, reference
+from app.engine.verify.batch import Batch
+from app.engine.verify.engine import Engine, EngineConfig
+from app.engine.verify.schemes import SCHEMES
 
 DISTINCT = {"slh-dsa": 2}  # SLH-DSA "s" signing costs up to a second: sign few, tile them
 

@@ -25,25 +25,26 @@ import argparse
 import json
 import os
 import platform
+import signal
 import socket
 import statistics
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app import __version__  # noqa: E402
-from app.client import Client, json_body  # noqa: E402
-from app.engine import kat, zap  # noqa: E402
-from app.engine.batch import Batch  # noqa: E402
-from app.engine.dispatch import Engine, EngineConfig  # noqa: E402
-from app.engine.schemes import SCHEMES  # noqa: E402
+from app import __version__
+from app.client import Client, json_body
+from app.engine.verify import kat
+from app.engine.verify.batch import Batch
+from app.engine.verify.engine import Engine, EngineConfig
+from app.engine.verify.schemes import SCHEMES
+from app.wire import zap
 
 TARGETS = {"zap": 0.85, "json": 0.6}
 
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     met = {f"{m}/engine": ratios[f"{m}/engine"] >= t for m, t in TARGETS.items()}
     result = {
         "benchmark": "http_overhead",
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "zapverify": __version__,
         "host": {"machine": platform.machine(), "system": platform.system(), "cpus": os.cpu_count(),
                  "python": platform.python_version(), "loadavg_before": load_before, "loadavg_after": load_after},

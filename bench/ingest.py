@@ -32,22 +32,23 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from http_overhead import _free_port, start_server, stop_server, wait_ready  # noqa: E402
+from http_overhead import _free_port, start_server, stop_server, wait_ready
 
-from app import __version__  # noqa: E402
-from app.client import Client  # noqa: E402
-from app.engine import kat, zap  # noqa: E402
-from app.engine.batch import Batch  # noqa: E402
-from app.engine.dispatch import Engine, EngineConfig  # noqa: E402
-from app.engine.schemes import SCHEMES  # noqa: E402
-from app.ingest_client import connect  # noqa: E402
+from app import __version__
+from app.client import Client
+from app.client.ingest import connect
+from app.engine.verify import kat
+from app.engine.verify.batch import Batch
+from app.engine.verify.engine import Engine, EngineConfig
+from app.engine.verify.schemes import SCHEMES
+from app.wire import zap
 
 MODES = ("engine", "tcp", "engine_small", "tcp_small")
 
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     tcp = ingest["transports"]["tcp"]
     result = {
         "benchmark": "ingest",
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "zapverify": __version__,
         "host": {"machine": platform.machine(), "system": platform.system(), "cpus": os.cpu_count(),
                  "python": platform.python_version(), "loadavg_before": load_before, "loadavg_after": load_after},
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                    "rounds": args.rounds, "reps_per_round": args.reps, "small_frames_per_round": small_frames,
                    "in_flight": args.in_flight, "small_in_flight": args.small_in_flight, "cpu_workers": workers,
                    "backend": "cpu", "server": "uvicorn on 127.0.0.1, one process, receipts off",
-                   "client": "app.ingest_client over TCP, in this process", "frame_bytes": len(frame),
+                   "client": "app.client.ingest over TCP, in this process", "frame_bytes": len(frame),
                    "small_frame_bytes": len(small_frame), "coalesce": ingest["coalesce"]},
         "items_per_second": {m: {"median": median[m], "rounds": v} for m, v in rates.items()},
         "ratios": {"tcp/engine": median["tcp"] / median["engine"],

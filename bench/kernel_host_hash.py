@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from app.engine.kernels import hostbuild, hostlib, ops  # noqa: E402
+from app.engine.kernels import hostbuild, hostlib, ops
 
 REFERENCE = {"sha256": (hashlib.sha256, None), "sha512": (hashlib.sha512, None),
              "sha3-256": (hashlib.sha3_256, None), "shake128": (hashlib.shake_128, 32),

@@ -27,7 +27,7 @@ needs_vectors = pytest.mark.skipif(not VECTORS.is_dir(), reason="../shared/vecto
 
 @pytest.fixture(scope="session")
 def engine():
-    from app.engine.dispatch import Engine, EngineConfig
+    from app.engine.verify.engine import Engine, EngineConfig
 
     eng = Engine(EngineConfig(backend="cpu"))
     eng.start()

@@ -40,14 +40,14 @@ class CompileException(RuntimeError):
 class FakeArray:
     """A "device" array: a flat uint8 numpy buffer (or a view of host memory for aliases)."""
 
-    def __init__(self, fake: "FakeCupy", data: np.ndarray, alias_of=None):
+    def __init__(self, fake: FakeCupy, data: np.ndarray, alias_of=None):
         self.fake, self.data, self.alias_of = fake, data, alias_of
 
     @property
     def nbytes(self) -> int:
         return self.data.nbytes
 
-    def __getitem__(self, sl) -> "FakeArray":
+    def __getitem__(self, sl) -> FakeArray:
         return FakeArray(self.fake, self.data[sl], self.alias_of)
 
     def set(self, arr, stream=None) -> None:
@@ -65,7 +65,7 @@ class FakeArray:
 
 
 class FakeKernel:
-    def __init__(self, fake: "FakeCupy", name: str, fn):
+    def __init__(self, fake: FakeCupy, name: str, fn):
         self.fake, self.name, self.fn = fake, name, fn
         self.num_regs, self.local_size_bytes, self.shared_size_bytes = 0, 0, 0
         self.max_threads_per_block = fake.max_threads.get(name, 1024)

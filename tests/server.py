@@ -38,7 +38,7 @@ class ServerProcess:
         self.log = log
         self.proc: subprocess.Popen | None = None
 
-    def start(self, ready_timeout: float = 120.0) -> "ServerProcess":
+    def start(self, ready_timeout: float = 120.0) -> ServerProcess:
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--host", "127.0.0.1",
@@ -96,7 +96,7 @@ class LiveServer:
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **config))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
-    def __enter__(self) -> "LiveServer":
+    def __enter__(self) -> LiveServer:
         self.thread.start()
         deadline = time.monotonic() + 30
         while not self.server.started:

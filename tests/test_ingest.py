@@ -16,13 +16,15 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from app.engine import kat, merkle, zap
-from app.engine.dispatch import Engine, EngineConfig
+from app.client.ingest import connect
+from app.engine.commit import merkle
 from app.engine.ingest import Ingest, IngestConfig
-from app.engine.schemes import SCHEMES
-from app.engine.store import open_store
+from app.engine.receipts.store import open_store
+from app.engine.verify import kat
+from app.engine.verify.engine import Engine, EngineConfig
+from app.engine.verify.schemes import SCHEMES
 from app.errors import ConfigError, RemoteError
-from app.ingest_client import connect
+from app.wire import zap
 
 LOCAL = "127.0.0.1"
 TRANSPORTS = ("tcp", "udp", "quic")
@@ -268,7 +270,7 @@ def test_tcp_client_that_stops_reading_does_not_stall_others(engine_p, catalogue
             for _ in range(20000):  # never reads: its window fills, then ours, then sendall times out
                 hog.sendall(frame)
                 sent += 1
-        except (socket.timeout, OSError):
+        except (TimeoutError, OSError):
             pass
         results = run(drive("tcp", port, catalogue, list(range(len(catalogue))) * 30))
         for i, result in results:
@@ -389,7 +391,7 @@ def test_no_buffer_is_reused_while_a_backend_holds_it(catalogue):
 def test_the_check_sees_memory_released_under_a_backend(catalogue):
     """The check above can fail: a buffer released (and taken again) while the backend holds
     its batch changes what the backend reads."""
-    from app.engine.pool import UmaPool
+    from app.engine.memory.pool import UmaPool
 
     frame, other = catalogue[3].frame, catalogue[4].frame[:len(catalogue[3].frame)]
     with UmaPool.create(4 << 20, "heap", debug=True) as pool:
@@ -462,7 +464,7 @@ def test_shutdown_answers_every_frame_taken_in_and_closes_the_ports(engine_p, ca
             for i, f in futures:
                 try:
                     received[transport].append((i, await asyncio.wait_for(f, 20)))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     stuck.append(transport)
                 except Exception:  # never taken in (or, UDP, taken in after it stopped reading)
                     pass

@@ -41,9 +41,10 @@ def test_configured_files_load_and_bad_ones_name_the_setting(tmp_path):
 def test_a_client_that_pins_the_configured_certificate_connects(engine, tmp_path):
     import asyncio
 
-    from app.engine import kat, zap
+    from app.client.ingest import connect
     from app.engine.ingest import Ingest, IngestConfig
-    from app.ingest_client import connect
+    from app.engine.verify import kat
+    from app.wire import zap
 
     cert, key = tls.self_signed()
     (tmp_path / "c.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))

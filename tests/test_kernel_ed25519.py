@@ -1,6 +1,6 @@
 """The Ed25519 kernel (app/engine/kernels/ed25519.cu), host build, against libsodium.
 
-Every verdict is compared with :func:`app.engine.reference.verify_ed25519` (libsodium via
+Every verdict is compared with :func:`app.engine.verify.reference.verify_ed25519` (libsodium via
 pynacl); the field, scalar and group layers are also checked one by one against Python
 integers and the pure-Python model.  ``scripts/ed25519_agreement`` runs the same
 comparison on >= 100k valid and >= 100k mutated items; this file runs a CI-sized sample.
@@ -20,11 +20,11 @@ import nacl.signing
 import numpy as np
 import pytest
 
-from app.engine import kat, reference
-from app.engine.kat import Item
-from app.engine.kernels import ed25519_model as m
 from app.engine.kernels import hostbuild
+from app.engine.verify import kat, reference
+from app.engine.verify.kat import Item
 from tests.conftest import ROOT
+from tests.oracles import ed25519_model as m
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
 

@@ -1,5 +1,5 @@
 """The secp256k1 ECDSA kernel (app/engine/kernels/secp256k1.cu), host build, against
-libsecp256k1 through coincurve (app/engine/reference.py verify_secp256k1).
+libsecp256k1 through coincurve (app/engine/verify/reference.py verify_secp256k1).
 
 Three layers: the kernel's field, scalar and group routines against Python integers
 (through tests/kernel_harness/secp256k1_unit.cu); the verify entry point against the
@@ -23,8 +23,8 @@ import coincurve
 import numpy as np
 import pytest
 
-from app.engine import kat, reference
 from app.engine.kernels import hostbuild
+from app.engine.verify import kat, reference
 from app.vectors import DEFAULT_ROOT, convert_all, from_json
 
 ROOT = Path(__file__).resolve().parents[1]

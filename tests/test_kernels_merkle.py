@@ -1,15 +1,16 @@
-"""Merkle kernels (merkle.cu), host build, against the CPU reference app/engine/merkle.py."""
+"""Merkle kernels (merkle.cu), host build, against the CPU reference app/engine/commit/merkle.py."""
 
 import random
 
 import numpy as np
 import pytest
 
-from app.engine import kat, merkle
-from app.engine.batch import Batch
-from app.engine.grouping import batch_of, group_items
+from app.engine.commit import merkle
 from app.engine.kernels import hostlib, ops
-from app.engine.schemes import SCHEMES
+from app.engine.verify import kat
+from app.engine.verify.batch import Batch
+from app.engine.verify.grouping import batch_of, group_items
+from app.engine.verify.schemes import SCHEMES
 from app.errors import EmptyBatch, RequestError
 
 pytestmark = pytest.mark.skipif(hostlib.hostbuild.compiler() is None, reason="no C++ compiler")

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from app.client import AggregateItem, Client, aggregate_body, aggregate_leaf, verify_inclusion
 from app.config import Settings
-from app.engine import merkle
+from app.engine.commit import merkle
 from app.main import create_app
 from app.vectors import from_json, generated_aggregate
 

@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.config import Settings
-from app.engine.dispatch import Engine, EngineConfig
+from app.engine.verify.engine import Engine, EngineConfig
 from app.main import create_app, engine_config, ingest_config
 from tests.server import free_port, free_udp_port
 
@@ -69,8 +69,9 @@ def own_engine():
 def test_status_reports_ingest_ports_and_counters(own_engine):
     import asyncio
 
-    from app.engine import kat, zap
-    from app.ingest_client import connect
+    from app.client.ingest import connect
+    from app.engine.verify import kat
+    from app.wire import zap
 
     tcp, udp, quic = free_port(), free_udp_port(), free_udp_port()
     settings = Settings(receipts=False, ingest_tcp_port=tcp, ingest_udp_port=udp, ingest_quic_port=quic)
@@ -101,8 +102,9 @@ def test_ingest_frames_reach_metrics_and_the_dashboard_feed(own_engine, tmp_path
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from app.engine import kat, zap
-    from app.ingest_client import connect
+    from app.client.ingest import connect
+    from app.engine.verify import kat
+    from app.wire import zap
 
     tcp = free_port()
     settings = Settings(receipts=False, ingest_tcp_port=tcp, data_dir=tmp_path)

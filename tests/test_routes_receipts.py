@@ -10,10 +10,10 @@ from fastapi.testclient import TestClient
 
 from app.client import leaf_hash, verify_inclusion
 from app.config import Settings
-from app.engine.dispatch import Engine
-from app.engine.ids import new_batch_id
-from app.engine.schemes import SCHEMES
-from app.engine.store import open_store
+from app.engine.receipts.ids import new_batch_id
+from app.engine.receipts.store import open_store
+from app.engine.verify.engine import Engine
+from app.engine.verify.schemes import SCHEMES
 from app.main import create_app
 
 

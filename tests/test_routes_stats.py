@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api import routes_stats
+from app.api.routes import stats as stats_routes
 from app.config import Settings
-from app.engine import kat
+from app.engine.verify import kat
 from app.main import create_app
 
 
@@ -20,7 +20,7 @@ def client(engine, tmp_path_factory):
 
 
 def test_feed_pushes_status_snapshots_with_recent_batches(client, monkeypatch):
-    monkeypatch.setattr(routes_stats, "PUSH_SECONDS", 0.05)  # keep the test quick; the cadence is not under test
+    monkeypatch.setattr(stats_routes, "PUSH_SECONDS", 0.05)  # keep the test quick; the cadence is not under test
     kas = kat.known_answers()["bls12-381"]
     items = [{"scheme": "bls12-381", "public_key": k.item.public_key.hex(), "message": k.item.message.hex(),
               "signature": k.item.signature.hex()} for k in kas]

@@ -1,4 +1,4 @@
-"""WebSocket /v1/ws/verify (app/api/routes_ws.py): pipelining, replies matched by id, bad messages
+"""WebSocket /v1/ws/verify (app/api/routes/ws.py): pipelining, replies matched by id, bad messages
 mid-stream, and the in-flight bound that makes the server stop reading."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from app.config import Settings
-from app.engine import kat, zap
-from app.engine.dispatch import Engine, EngineConfig
+from app.engine.verify import kat
+from app.engine.verify.engine import Engine, EngineConfig
 from app.main import create_app
+from app.wire import zap
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""POST /v1/verify/zap (app/api/routes_zap.py): frames built by hand from docs/wire-format.md,
+"""POST /v1/verify/zap (app/api/routes/zap.py): frames built by hand from docs/wire-format.md,
 error frames with 4xx statuses, and hypothesis fuzzing through the ASGI app (never a 5xx)."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from app.config import Settings
-from app.engine import kat, zap
-from app.engine.dispatch import Engine, EngineConfig
+from app.engine.verify import kat
+from app.engine.verify.engine import Engine, EngineConfig
 from app.errors import by_wire_code
 from app.main import create_app
+from app.wire import zap
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "wire-format.md"
 ZAP = {"content-type": "application/x-zap"}
@@ -78,7 +79,7 @@ def parse_error(frame: bytes) -> tuple[int, int, str]:
 
 
 def rfc6962_root(leaves: list[bytes]) -> bytes:
-    """RFC 6962 §2.1 MTH, written recursively (app/engine/merkle.py builds it bottom-up)."""
+    """RFC 6962 §2.1 MTH, written recursively (app/engine/commit/merkle.py builds it bottom-up)."""
     if len(leaves) == 1:
         return leaves[0]
     k = 1

@@ -3,9 +3,9 @@
 import httpx
 import pytest
 
-from app.engine import kat
+from app.engine.verify import kat
 from tests.server import running_server
-from tests.test_api import as_json, five_scheme_items
+from tests.test_routes_verify import as_json, five_scheme_items
 
 
 @pytest.fixture(scope="module")

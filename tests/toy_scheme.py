@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from app.engine.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED
-from app.engine.kat import Item, KnownAnswer
 from app.engine.kernels.registry import KernelSource, VerifyKernel
-from app.engine.schemes import SCHEMES
+from app.engine.verify.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED
+from app.engine.verify.kat import Item, KnownAnswer
+from app.engine.verify.schemes import SCHEMES
 
 TOY_SOURCE = KernelSource("toy", Path(__file__).resolve().parent / "kernels")
 TOY = VerifyKernel(TOY_SOURCE, "zv_verify_toy")

@@ -12,10 +12,10 @@ from starlette.concurrency import run_in_threadpool
 from app.api.receipting import record
 from app.api.schemas import VerifyResponse, decode_text, verify_response
 from app.config import Settings
-from app.engine.bls_aggregate import LABELS, AggregateItem
-from app.engine.dispatch import Engine
-from app.engine.ids import new_batch_id
-from app.engine.store import ReceiptStore
+from app.engine.receipts.ids import new_batch_id
+from app.engine.receipts.store import ReceiptStore
+from app.engine.verify.bls_aggregate import LABELS, AggregateItem
+from app.engine.verify.engine import Engine
 from app.errors import LimitExceeded, RequestError
 
 # Secret keys 1, 2 and 3 of the POP suite signing the message "zapverify"

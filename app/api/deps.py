@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import Request
 
 from app.config import Settings
-from app.engine.dispatch import Engine
-from app.engine.store import ReceiptStore
-from app.engine.zap import Limits
+from app.engine.receipts.store import ReceiptStore
+from app.engine.verify.engine import Engine
+from app.wire.zap import Limits
 
 
 def get_engine(request: Request) -> Engine:

@@ -2,7 +2,7 @@
 heap memory when the engine has no pool (scripts, tests).  The engine then verifies the
 frame's columns in that buffer, so the bytes are copied once, from the socket's chunks.
 The socket listeners of :mod:`app.engine.ingest` land frames with the same
-:func:`app.engine.pool.land`."""
+:func:`app.engine.memory.pool.land`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
-from app.engine.dispatch import Engine
-from app.engine.pool import land
+from app.engine.memory.pool import land
+from app.engine.verify.engine import Engine
 
 
 @asynccontextmanager
@@ -21,7 +21,7 @@ async def landing(engine: Engine, nbytes: int) -> AsyncIterator[np.ndarray]:
     """A writable ``uint8[nbytes]`` buffer, given back to the pool on exit.
 
     Waiting for room in the pool happens off the event loop.  Raises what
-    :meth:`app.engine.pool.UmaPool.acquire` raises: :class:`app.errors.PoolExhausted` (503)
+    :meth:`app.engine.memory.pool.UmaPool.acquire` raises: :class:`app.errors.PoolExhausted` (503)
     when no room frees up in time, :class:`app.errors.BufferTooLarge` (413) for a frame
     larger than the whole pool.
     """

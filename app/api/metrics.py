@@ -26,8 +26,7 @@ import re
 import time
 from typing import Any
 
-from prometheus_client import (REGISTRY, CollectorRegistry, Counter, Gauge, Histogram,
-                               generate_latest, multiprocess)
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.workers import pid_alive

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
+from app.engine.receipts.store import Receipt, ReceiptStore
 from app.engine.stats import RecentRequest, Stats
-from app.engine.store import Receipt, ReceiptStore
 
 
 async def record(store: ReceiptStore | None, *, batch_id: str, verdicts: np.ndarray, leaves: np.ndarray,
@@ -19,7 +19,7 @@ async def record(store: ReceiptStore | None, *, batch_id: str, verdicts: np.ndar
     """Durably write the receipt of one answered batch; nothing when receipts are off (``store`` None).
 
     ``started`` is the ``time.perf_counter()`` of the batch's arrival; ``source`` one of
-    :data:`app.engine.store.SOURCES`; ``schemes`` the scheme of each item, or the one scheme
+    :data:`app.engine.receipts.store.SOURCES`; ``schemes`` the scheme of each item, or the one scheme
     of a single-scheme batch.  Raises :class:`app.errors.StoreUnavailable` (503): the caller
     must then withhold the verdicts.  Once written (or with receipts off), the batch is
     listed in ``stats``' recent requests (the dashboard's list), when given.

@@ -8,10 +8,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.engine import schemes
-from app.engine.dispatch import ItemsResult
-from app.engine.kat import Item
-from app.engine.reference import compact_signature
+from app.engine.verify import schemes
+from app.engine.verify.engine import ItemsResult
+from app.engine.verify.kat import Item
+from app.engine.verify.reference import compact_signature
 from app.errors import LimitExceeded, RequestError, UnknownScheme
 
 # RFC 8032 §7.1 TEST 1 (empty message): a valid Ed25519 item.

@@ -53,7 +53,7 @@ class WorkerExchange:
 
     Args:
         path: the exchange directory (created if absent).
-        engine: this worker's :class:`app.engine.dispatch.Engine`.
+        engine: this worker's :class:`app.engine.verify.engine.Engine`.
         pid: this worker's process id.
     """
 

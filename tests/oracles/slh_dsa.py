@@ -70,7 +70,7 @@ class ADRS:
     def __init__(self) -> None:
         self.b = bytearray(32)
 
-    def copy(self) -> "ADRS":
+    def copy(self) -> ADRS:
         c = ADRS()
         c.b[:] = self.b
         return c

@@ -94,7 +94,7 @@ class Replica:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Replica":
+    def start(self) -> Replica:
         out = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [str(ROOT / ".venv" / "bin" / "zapverify"), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
@@ -154,7 +154,7 @@ class Nginx:
         if test.returncode:
             raise RuntimeError(f"nginx -t failed:\n{test.stderr}")
 
-    def start(self) -> "Nginx":
+    def start(self) -> Nginx:
         self.check()
         self.proc = subprocess.Popen(self.command(), stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -192,7 +192,7 @@ class Cluster:
                    ZAPVERIFY_DATA_DIR=str(self.scratch / f"data-{name}"), PROMETHEUS_MULTIPROC_DIR=str(metrics))
         return env
 
-    def start(self) -> "Cluster":
+    def start(self) -> Cluster:
         self.artifacts.mkdir(parents=True, exist_ok=True)
         for name in ("a", "b"):
             self.replicas[name] = Replica(name, free_port(), self.replica_env(name),

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from app.client import Client
-from app.engine import kat
+from app.engine.verify import kat
 from tests.system.conftest import ARTIFACTS
 from tests.system.requests_util import SCHEMES, verify_body
 

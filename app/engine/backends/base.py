@@ -1,12 +1,18 @@
-"""The small protocol every verification backend implements (DESIGN.md section 3)."""
+"""The protocol every verification backend implements, and the optional abilities a backend
+may declare (docs/architecture.md, "Backends").
+
+The engine asks for an ability with ``isinstance(backend, Ability)`` on these
+runtime-checkable protocols, so each optional method is written down once here, with its
+shapes, instead of being probed for by name.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from app.engine.batch import Batch
+from app.engine.verify.batch import Batch
 
 
 @runtime_checkable
@@ -16,10 +22,6 @@ class Backend(Protocol):
     ``verify`` returns ``bool[N]`` in item order and must never raise for a malformed
     item (that item is ``False``); it may raise for a failure of the backend itself, in
     which case the engine falls back to the CPU and says so.
-
-    A backend may also offer ``verify_with_leaves(batch) -> (bool[N], uint8[N, 32])``,
-    returning the Merkle leaf hashes (DESIGN.md section 5) it computed beside the verdicts;
-    the engine then uses them instead of hashing the leaves itself.
     """
 
     name: str
@@ -31,3 +33,56 @@ class Backend(Protocol):
     def verify(self, batch: Batch) -> np.ndarray: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class WarmsUp(Protocol):
+    """A backend with start-up work (worker pools) worth doing before the first batch."""
+
+    def warm_up(self) -> None: ...
+
+
+@runtime_checkable
+class HashesLeaves(Protocol):
+    """A backend that hashes the Merkle leaves (docs/architecture.md, "Merkle leaf") beside
+    the verdicts, on the same cores; the engine then uses them instead of hashing again."""
+
+    def verify_with_leaves(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        """(``bool[N]`` verdicts, ``uint8[N, 32]`` leaf hashes), in item order."""
+        ...
+
+
+@runtime_checkable
+class CommitsOnDevice(Protocol):
+    """A backend with Merkle kernels: it builds leaves and RFC 6962 roots where the verdicts
+    are, so they need not come back to the host first.  The engine uses them only once
+    ``merkle_state()`` is ``"ready"`` and the start-up check matched the CPU's tree."""
+
+    def merkle_state(self) -> str:
+        """``"ready"``, or why the Merkle kernels cannot run here."""
+        ...
+
+    def verify_commit(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, bytes]:
+        """(``bool[N]`` verdicts, ``uint8[N, 32]`` leaves, 32-byte root) of ``batch``."""
+        ...
+
+    def commit(self, batch: Batch, verdicts: np.ndarray) -> tuple[np.ndarray, bytes]:
+        """(``uint8[N, 32]`` leaves, 32-byte root) of ``batch`` under host ``verdicts``."""
+        ...
+
+    def merkle_root(self, leaves: np.ndarray) -> bytes:
+        """RFC 6962 root of ``uint8[N, 32]`` leaves (N ≥ 1)."""
+        ...
+
+
+@runtime_checkable
+class Device(Protocol):
+    """A backend on a device: it describes itself for /v1/status and says whether the
+    engine should measure its crossover against the CPU at start."""
+
+    #: Measure crossover and rates at start (the GPU: yes; the host build: no).
+    calibrate_at_start: bool
+
+    def info(self) -> dict[str, Any]:
+        """Device, per-scheme availability and Merkle state (JSON-ready)."""
+        ...

@@ -1,7 +1,7 @@
 """The CPU backend: the reference libraries, spread over every core.
 
 A batch is cut into chunks of ``chunk`` items.  Libraries that release the GIL
-(:data:`app.engine.reference.RELEASES_GIL`) run their chunks on a thread pool; the others
+(:data:`app.engine.verify.reference.RELEASES_GIL`) run their chunks on a thread pool; the others
 on a pool of worker processes (started with ``spawn``, so a threaded server is never
 forked), to which a chunk travels as a few byte strings rather than Python objects.
 """
@@ -17,11 +17,12 @@ from typing import Literal
 
 import numpy as np
 
-from app.engine import bls_aggregate, merkle, reference
-from app.engine.batch import Batch
-from app.engine.bls_aggregate import AggregateItem
-from app.engine.bls_batch import BlsBatchVerifier
-from app.engine.schemes import SCHEMES, Scheme
+from app.engine.commit import merkle
+from app.engine.verify import bls_aggregate, reference
+from app.engine.verify.batch import Batch
+from app.engine.verify.bls_aggregate import AggregateItem
+from app.engine.verify.bls_batch import BlsBatchVerifier
+from app.engine.verify.schemes import SCHEMES, Scheme
 
 Parallelism = Literal["auto", "thread", "process"]
 
@@ -35,7 +36,7 @@ def _verify_range(scheme_id: str, pk_len: int, pks: bytes, sigs: bytes, msgs: by
     """Verify a chunk given as flat bytes.
 
     BLS12-381 chunks go through :class:`BlsBatchVerifier` when ``bls_batch`` is set (same
-    verdicts as the one-by-one loop, see app/engine/bls_batch.py).
+    verdicts as the one-by-one loop, see app/engine/verify/bls_batch.py).
 
     Returns (one verdict byte per item, the 32-byte Merkle leaf hash of each item): the
     leaves are hashed here so that they too are spread over the cores.  Runs in a worker
@@ -93,7 +94,7 @@ class CpuBackend:
         parallelism: ``auto`` follows :data:`reference.RELEASES_GIL`; ``thread`` or
             ``process`` forces one kind of pool for every scheme (used by the benchmark).
         bls_batch: verify BLS12-381 chunks by random linear combination
-            (app/engine/bls_batch.py); off, one CoreVerify per item.  Same verdicts either
+            (app/engine/verify/bls_batch.py); off, one CoreVerify per item.  Same verdicts either
             way; on is faster from a few items up (bench/results/bls_batch.md).
     """
 
@@ -163,7 +164,7 @@ class CpuBackend:
         return verdicts, leaves
 
     def verify_aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
-        """Verify BLS aggregate items (app/engine/bls_aggregate.py) on the thread pool.
+        """Verify BLS aggregate items (app/engine/verify/bls_aggregate.py) on the thread pool.
 
         Returns (``bool[N]`` verdicts, ``uint8[N, 32]`` aggregate leaf hashes) in item order;
         never raises for bad items.  arkworks releases the GIL, so threads use every core.

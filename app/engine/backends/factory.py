@@ -16,7 +16,7 @@ log = logging.getLogger("zapverify.engine")
 
 
 def accelerated_backends(backend: str = "auto", *, cuda_device: int = 0, cuda_transfer: str = "auto") -> list[Backend]:
-    """Backends to pass to :class:`app.engine.dispatch.Engine` (the CPU is added by it)."""
+    """Backends to pass to :class:`app.engine.verify.engine.Engine` (the CPU is added by it)."""
     out: list[Backend] = []
     if backend in ("auto", "cuda"):
         from app.engine.backends.cuda import CudaBackend

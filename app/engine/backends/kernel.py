@@ -14,10 +14,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from app.engine.batch import Batch
 from app.engine.kernels import ops
 from app.engine.kernels.registry import MERKLE, VerifyKernel, verify_kernel
-from app.engine.schemes import SCHEMES, Scheme
+from app.engine.verify.batch import Batch
+from app.engine.verify.schemes import SCHEMES, Scheme
 from app.errors import BackendUnavailable, KernelError
 
 READY = "ready"

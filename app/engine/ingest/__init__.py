@@ -14,7 +14,7 @@ rules: TCP replies are tagged by ``request_id``, not ordered; UDP replies go to 
 sender; QUIC answers on the frame's own stream).  They check the 4 magic bytes before
 anything else and drop bad frames there, counted by reason
 (:data:`~app.engine.ingest.counters.DROP_REASONS`).  Whole frames go to one bounded
-:class:`~app.engine.ring.Ring`; when it is full TCP and QUIC stop reading and UDP drops.
+:class:`~app.engine.ingest.ring.Ring`; when it is full TCP and QUIC stop reading and UDP drops.
 :class:`~app.engine.ingest.worker.VerifyWorker` threads verify them.
 
 :class:`Ingest` starts and stops all of it with the engine (``app/main.py``): a port of
@@ -35,14 +35,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine import zap
-from app.engine.dispatch import Engine
 from app.engine.ingest.base import Listener, ListenerContext
 from app.engine.ingest.counters import DROP_REASONS, OUTCOMES, TransportCounters
+from app.engine.ingest.ring import Ring
 from app.engine.ingest.worker import VerifyWorker
-from app.engine.ring import Ring
-from app.engine.store import ReceiptStore
+from app.engine.receipts.store import ReceiptStore
+from app.engine.verify.engine import Engine
 from app.errors import ConfigError
+from app.wire import zap
 
 __all__ = ["DROP_REASONS", "OUTCOMES", "TRANSPORTS", "Ingest", "IngestConfig"]
 

@@ -6,10 +6,10 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from app.engine import zap
 from app.engine.ingest.counters import TransportCounters
-from app.engine.pool import UmaPool
-from app.engine.ring import Ring
+from app.engine.ingest.ring import Ring
+from app.engine.memory.pool import UmaPool
+from app.wire import zap
 
 
 @dataclass

@@ -40,13 +40,21 @@ from aioquic.asyncio.server import QuicServer
 from aioquic.quic import events
 from aioquic.quic.configuration import QuicConfiguration
 
-from app.engine import zap
 from app.engine.ingest import tls
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
-from app.engine.pool import land
-from app.engine.ring import Entry
-from app.errors import (BadMagic, BadSize, BufferTooLarge, FrameTooLarge, NotReady, PoolExhausted, WireError,
-                        ZapVerifyError)
+from app.engine.ingest.ring import Entry
+from app.engine.memory.pool import land
+from app.errors import (
+    BadMagic,
+    BadSize,
+    BufferTooLarge,
+    FrameTooLarge,
+    NotReady,
+    PoolExhausted,
+    WireError,
+    ZapVerifyError,
+)
+from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest.quic")
 

@@ -3,7 +3,7 @@
 One receive thread serves the listening socket and every connection with non-blocking
 sockets and a selector.  Per connection it reads the 16-byte header into a small scratch
 buffer, checks the magic as soon as 4 bytes are in, then the rest of the header
-(:func:`app.engine.zap.read_header`), takes a pool buffer of exactly ``size`` bytes and
+(:func:`app.wire.zap.read_header`), takes a pool buffer of exactly ``size`` bytes and
 ``recv_into``-s the rest of the frame straight into it, so the frame is copied once, by the
 kernel.  The whole frame goes to the ring.
 
@@ -43,11 +43,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from app.engine import zap
 from app.engine.ingest.base import Listener, ListenerContext
-from app.engine.pool import land
-from app.engine.ring import Entry
+from app.engine.ingest.ring import Entry
+from app.engine.memory.pool import land
 from app.errors import BadMagic, BufferTooLarge, FrameTooLarge, PoolExhausted, WireError, ZapVerifyError
+from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest.tcp")
 

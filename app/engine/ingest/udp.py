@@ -24,11 +24,11 @@ import sys
 import threading
 from dataclasses import replace
 
-from app.engine import zap
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
-from app.engine.pool import land
-from app.engine.ring import Entry
+from app.engine.ingest.ring import Entry
+from app.engine.memory.pool import land
 from app.errors import BufferTooLarge, FrameTooLarge, PoolExhausted, WireError, ZapVerifyError
+from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest.udp")
 

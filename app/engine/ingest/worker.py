@@ -1,19 +1,19 @@
 """The verify worker: takes frames out of the ring, verifies them, answers each one.
 
-One worker thread loops over :meth:`app.engine.ring.Ring.take`, which hands it the frames
+One worker thread loops over :meth:`app.engine.ingest.ring.Ring.take`, which hands it the frames
 that are waiting (up to ``max_frames``), lingering up to ``linger`` seconds for more so
 that small frames can share a batch.  For those frames it:
 
 1. takes each buffer over from the receive thread (owner ``ingest`` → ``dispatch``) and
-   decodes the frame in place (:func:`app.engine.zap.decode_request`: the columns are views
+   decodes the frame in place (:func:`app.wire.zap.decode_request`: the columns are views
    of the pool buffer); a frame that breaks ZAP v1 is answered with an error frame;
 2. groups the frames by batch key and joins consecutive frames of one group into batches
-   of at most ``max_items`` items (:func:`app.engine.coalesce.join`, into a pool buffer);
+   of at most ``max_items`` items (:func:`app.engine.ingest.coalesce.join`, into a pool buffer);
    a frame of ``max_items`` or more goes alone and is verified where it lies;
 3. verifies each batch (owner ``backend``), splits the verdicts and leaves per frame and
-   builds each frame's Merkle root (:func:`app.engine.coalesce.split`);
+   builds each frame's Merkle root (:func:`app.engine.ingest.coalesce.split`);
 4. writes one receipt per frame (owner ``store``; one transaction per batch,
-   :meth:`app.engine.store.ReceiptStore.put_many`) before any of them is answered — a
+   :meth:`app.engine.receipts.store.ReceiptStore.put_many`) before any of them is answered — a
    frame whose receipt cannot be written is answered ``STORE_UNAVAILABLE``, never with
    verdicts;
 5. hands each reply to the frame's route; the route calls back once the reply is written,
@@ -32,15 +32,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
-from app.engine import zap
-from app.engine.coalesce import batch_key, join, joined_bytes, split
-from app.engine.dispatch import Engine
-from app.engine.ids import new_batch_id
+from app.engine.ingest.coalesce import batch_key, join, joined_bytes, split
 from app.engine.ingest.counters import TransportCounters
-from app.engine.pool import land
-from app.engine.ring import Entry, Ring
-from app.engine.store import Receipt, ReceiptStore
+from app.engine.ingest.ring import Entry, Ring
+from app.engine.memory.pool import land
+from app.engine.receipts.ids import new_batch_id
+from app.engine.receipts.store import Receipt, ReceiptStore
+from app.engine.verify.engine import Engine
 from app.errors import NotReady, PoolExhausted, StoreUnavailable, ZapVerifyError
+from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest")
 

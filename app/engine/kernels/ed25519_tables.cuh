@@ -1,6 +1,6 @@
 /* ed25519_tables.cuh — constants of the Ed25519 kernel.  GENERATED, do not edit:
  * made by `scripts/gen_ed25519_tables --width 6` from the curve's definition
- * (RFC 8032 §5.1) with app/engine/kernels/ed25519_model.py; tests check it is current.
+ * (RFC 8032 §5.1) with tests/oracles/ed25519_model.py; tests check it is current.
  * Field elements are 8 little-endian 32-bit limbs, fully reduced. */
 #ifndef ZV_ED25519_TABLES_CUH
 #define ZV_ED25519_TABLES_CUH

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from app.engine.batch import Batch
 from app.engine.kernels.registry import HASH, HASH_KERNELS, MERKLE, KernelSource, VerifyKernel
+from app.engine.verify.batch import Batch
 from app.errors import EmptyBatch, RequestError
 
 #: Levels at or below this many nodes are finished by one block (zv_merkle_tail).
@@ -192,7 +192,7 @@ def hash_messages(dev: Device, algo: str, msgs: Sequence[bytes], out_len: int | 
 
 def batch_leaves(dev: Device, batch: Batch, verdicts: np.ndarray) -> np.ndarray:
     """Leaf hashes of ``batch`` with host ``verdicts`` (bool or uint8 ``[N]``), computed on
-    ``dev``; returns ``uint8[N, 32]`` equal to :func:`app.engine.merkle.batch_leaves`."""
+    ``dev``; returns ``uint8[N, 32]`` equal to :func:`app.engine.commit.merkle.batch_leaves`."""
     n = len(batch)
     if n == 0:
         return np.zeros((0, 32), dtype=np.uint8)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.engine.kernels.hostbuild import KERNEL_DIR
-from app.engine.schemes import Scheme
+from app.engine.verify.schemes import Scheme
 
 
 @dataclass(frozen=True)

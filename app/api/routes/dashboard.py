@@ -1,0 +1,17 @@
+"""GET /: the dashboard page (Jinja2, no CDN: everything it needs is served from here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+router = APIRouter(tags=["dashboard"])
+templates = Jinja2Templates(directory=str(Path(__file__).resolve().parents[2] / "templates"))
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def dashboard(request: Request) -> HTMLResponse:
+    return templates.TemplateResponse(request, "dashboard.html", {"instance": request.app.state.settings.instance})

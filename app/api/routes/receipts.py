@@ -1,0 +1,94 @@
+"""Receipts over HTTP: read a receipt, page through them, fetch an item's inclusion proof.
+
+``GET /v1/receipts/{id}``                 one receipt (without leaf hashes)
+``GET /v1/receipts?after=&limit=``        keyset paging, oldest first; ``next_after`` is the
+                                          cursor of the next page (``null`` on the last)
+``GET /v1/receipts/{id}/proof/{index}``   RFC 6962 §2.1.1 audit path of item ``index``
+
+The store is ``request.app.state.store`` (a :class:`app.engine.receipts.store.ReceiptStore`, or
+``None`` when receipts are off).  Errors: 404 ``RECEIPT_NOT_FOUND``,
+``LEAF_INDEX_OUT_OF_RANGE``, ``RECEIPTS_DISABLED``; 422 ``BAD_REQUEST`` for an id that is
+not a UUID; 503 ``STORE_UNAVAILABLE``.  Store calls block, so the handlers are plain
+functions, which FastAPI runs in its thread pool.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
+
+from app.api.deps import get_store
+from app.engine.receipts.store import MAX_PAGE, ReceiptStore, canonical_id
+from app.errors import ReceiptNotFound, ReceiptsDisabled
+
+router = APIRouter(prefix="/v1/receipts", tags=["receipts"])
+
+
+class ReceiptOut(BaseModel):
+    id: str = Field(description="UUIDv7 batch id; ids sort by creation time")
+    created_at: str = Field(description="RFC 3339 UTC time, microseconds")
+    schemes: list[str]
+    count: int = Field(description="items in the batch")
+    valid: int = Field(description="items whose verdict is true")
+    merkle_root: str = Field(description="RFC 6962 root, hex")
+    verdict_bitmap: str = Field(description="hex; item i is bit i % 8 (least significant first) of byte i // 8")
+    backends: dict[str, str] = Field(description="scheme id -> backend that ran it")
+    duration_seconds: float
+    source: str = Field(description="http, ws, tcp, udp or quic")
+
+
+class ReceiptPage(BaseModel):
+    receipts: list[ReceiptOut]
+    next_after: str | None = Field(description="pass as ?after= for the next page; null when this is the last")
+
+
+class ProofOut(BaseModel):
+    receipt_id: str
+    index: int
+    count: int
+    verdict: bool
+    leaf_hash: str = Field(description="hex of SHA-256(0x00 ‖ code ‖ verdict ‖ H(pk) ‖ H(msg) ‖ H(sig))")
+    audit_path: list[str] = Field(description="RFC 6962 §2.1.1 sibling hashes, leaf to root, hex")
+    merkle_root: str
+
+
+def store_of(request: Request) -> ReceiptStore:
+    """The app's receipt store; raises :class:`ReceiptsDisabled` when receipts are off."""
+    store = get_store(request)
+    if store is None:
+        raise ReceiptsDisabled("receipts are off on this server (ZAPVERIFY_RECEIPTS=false)")
+    return store
+
+
+@router.get("", response_model=ReceiptPage, summary="Page through receipts, oldest first")
+def list_receipts(request: Request,
+                  after: Annotated[str | None, Query(description="id of the last receipt of the previous page")] = None,
+                  limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> dict:
+    store = store_of(request)
+    cursor = None if after is None else canonical_id(after, "after")
+    receipts = store.page(cursor, limit)
+    return {"receipts": [r.to_json() for r in receipts],
+            "next_after": receipts[-1].id if len(receipts) == limit else None}
+
+
+@router.get("/{receipt_id}", response_model=ReceiptOut, summary="One receipt")
+def get_receipt(request: Request, receipt_id: str) -> dict:
+    store = store_of(request)
+    rid = canonical_id(receipt_id, "receipt_id")
+    receipt = store.get(rid, leaves=False)
+    if receipt is None:
+        raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
+    return receipt.to_json()
+
+
+@router.get("/{receipt_id}/proof/{index}", response_model=ProofOut,
+            summary="Inclusion proof of one item (RFC 6962 §2.1.1)")
+def get_proof(request: Request, receipt_id: str, index: int) -> dict:
+    store = store_of(request)
+    rid = canonical_id(receipt_id, "receipt_id")
+    receipt = store.get(rid)
+    if receipt is None:
+        raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
+    return receipt.proof(index).to_json()

@@ -1,0 +1,57 @@
+"""WebSocket /v1/ws/stats: the status snapshot pushed every second (the live dashboard's feed)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from app.api.status import status_body
+from app.api.workers import merge_pools
+
+router = APIRouter(tags=["ops"])
+
+#: Seconds between two snapshots.
+PUSH_SECONDS = 1.0
+
+
+async def snapshot(ws: WebSocket) -> dict:
+    """What GET /v1/status answers, plus ``time`` (server clock, seconds since the epoch) and
+    ``receipts`` (whether the batches listed have receipts).  With several workers, the
+    stats already cover all of them and ``pool`` becomes the sum of their pools."""
+    settings = ws.app.state.settings
+    body = status_body(ws.app.state)
+    exchange = getattr(ws.app.state, "workers", None)
+    if exchange is not None and body.get("pool") is not None:
+        peers = await asyncio.to_thread(exchange.peers)
+        body["pool"] = merge_pools([body["pool"], *(p.get("pool") for p in peers)])
+    return {**body, "time": time.time(), "receipts": settings.receipts}
+
+
+@router.websocket("/v1/ws/stats")
+async def stats_feed(ws: WebSocket) -> None:
+    """Sends one JSON snapshot (as GET /v1/status, plus ``time`` and ``receipts``) at once
+    and then every second, until the client goes away or the server shuts down.
+    Messages from the client are read and ignored."""
+    await ws.accept()
+
+    async def push() -> None:
+        while True:
+            await ws.send_json(await snapshot(ws))
+            await asyncio.sleep(PUSH_SECONDS)
+
+    async def drain() -> None:
+        while (await ws.receive())["type"] != "websocket.disconnect":
+            pass
+
+    tasks = [asyncio.create_task(push()), asyncio.create_task(drain())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError, OSError):
+                await t

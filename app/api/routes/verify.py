@@ -1,0 +1,42 @@
+"""POST /v1/verify: a JSON batch of mixed schemes in, verdicts and a Merkle root out."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Body, Depends
+from starlette.concurrency import run_in_threadpool
+
+from app.api.deps import get_engine, get_settings, get_store
+from app.api.receipting import record
+from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, VerifyResponse, to_items, verify_response
+from app.config import Settings
+from app.engine.receipts.ids import new_batch_id
+from app.engine.receipts.store import ReceiptStore
+from app.engine.verify.engine import Engine
+
+router = APIRouter(prefix="/v1", tags=["verify"])
+
+
+@router.post("/verify", response_model=VerifyResponse, responses=ERROR_RESPONSES)
+async def verify(req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES), engine: Engine = Depends(get_engine),
+                 settings: Settings = Depends(get_settings),
+                 store: ReceiptStore | None = Depends(get_store)) -> VerifyResponse:
+    """Verify every item; verdicts come back in input order.
+
+    Items may mix schemes; each scheme is verified as one batch on the backend chosen for
+    it.  A key or signature of the wrong length, a point off the curve or a bad encoding
+    inside well-formed text is a `false` verdict; text that cannot be decoded, an unknown
+    scheme or a limit exceeded is a 4xx naming `items[i].<field>`.  When receipts are on,
+    the receipt (GET /v1/receipts/{batch_id}) is durably written before this answers; if it
+    cannot be, the answer is 503 `STORE_UNAVAILABLE` and no verdicts.
+    """
+    t0 = time.perf_counter()
+    engine.require_ready()
+    items = to_items(req, max_items=settings.max_items, max_message_bytes=settings.max_message_bytes)
+    result = await run_in_threadpool(engine.verify_items, items)
+    batch_id = new_batch_id()
+    await record(store, batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves, root=result.root,
+                 schemes=[it.scheme for it in items], backends=result.backends, started=t0, source="http",
+                 stats=engine.stats)
+    return verify_response(result, batch_id, time.perf_counter() - t0)

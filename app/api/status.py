@@ -1,0 +1,45 @@
+"""The body of GET /v1/status, also pushed by the /v1/ws/stats feed (one builder, two routes)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Any
+
+from starlette.datastructures import State
+
+from app import __version__
+from app.config import Settings
+from app.engine.verify.engine import Engine
+from app.engine.verify.status import engine_status, host_status
+
+
+def status_body(state: State) -> dict[str, Any]:
+    """Host (class and probe), transport pick, UMA pool use, backends and self-test per
+    scheme, counters and throughput per scheme, limits, WebSocket and NIC ingest counters,
+    from an app's ``state`` (its ``engine``, ``settings``, ``ws_stats`` and ``ingest``).
+    ``pick`` and ``pool`` are null for an engine built without a pool."""
+    engine: Engine = state.engine
+    settings: Settings = state.settings
+    hs = host_status(engine)
+    pick = hs["pick"]
+    ingest = getattr(state, "ingest", None)  # None in an app whose lifespan has not run
+    return {
+        "instance": settings.instance,
+        "version": __version__,
+        "host": {"system": platform.system(), "machine": platform.machine(), "cpus": os.cpu_count(),
+                 "python": sys.version.split()[0],
+                 "class": pick["host_class"] if pick else None, "label": pick["host_label"] if pick else None,
+                 "probe": hs["probe"]},
+        "pick": pick,
+        "pool": hs["pool"],
+        "limits": {"max_items": settings.max_items, "max_body_bytes": settings.max_body_bytes,
+                   "max_message_bytes": settings.max_message_bytes,
+                   "zap_max_frame_bytes": settings.zap_max_frame_bytes, "zap_max_items": settings.zap_max_items,
+                   "ws_max_in_flight": settings.ws_max_in_flight},
+        "engine": engine_status(engine),
+        "stats": engine.stats.snapshot(),
+        "websocket": state.ws_stats.snapshot(),
+        "ingest": ingest.status() if ingest is not None else {"enabled": False, "transports": {}},
+    }

@@ -1,0 +1,588 @@
+"""Python client of the zapverify API.
+
+:class:`Client` (blocking) and :class:`AsyncClient` (asyncio) speak three transports:
+
+- ``verify(items)``: JSON ``POST /v1/verify``, items of mixed schemes;
+- ``verify_bls_aggregate(items)``: JSON ``POST /v1/verify/bls-aggregate``, BLS12-381
+  FastAggregateVerify / AggregateVerify items (:class:`AggregateItem`, docs/bls-aggregate.md);
+- ``verify_batch(scheme, pks, msgs, sigs)``: one ZAP frame ``POST /v1/verify/zap``
+  (docs/wire-format.md), one scheme, no text encoding on either side;
+- streaming over ``WebSocket /v1/ws/verify``: many ZAP (or JSON) requests in flight on one
+  connection — :meth:`Client.verify_stream` yields results in order,
+  :meth:`AsyncClient.stream` hands out futures.
+
+Every failure is an :mod:`app.errors` exception: :class:`~app.errors.RemoteError` when the
+server answered with an error (its ``code``, ``wire_code``, ``status``, ``field``),
+:class:`~app.errors.ConnectionFailed` when it could not be reached or went away, and the
+request errors of :class:`~app.engine.verify.batch.Batch` for items that cannot make a frame.
+
+Example::
+
+    from app.client import Client
+    with Client("http://127.0.0.1:8000") as zv:
+        r = zv.verify_batch("ed25519", pks, msgs, sigs)
+        print(r.valid, r.verdicts, r.merkle_root.hex())
+
+:func:`verify_inclusion` checks an inclusion proof from ``GET /v1/receipts/{id}/proof/{index}``
+offline: it needs only the proof's numbers and hashes, never the server.
+:func:`leaf_hash` recomputes an item's leaf from what the user sent (scheme wire code,
+verdict, public key, message, signature), so a user can show that *their* item got that
+verdict::
+
+    from app.client import leaf_hash, verify_inclusion
+    leaf = leaf_hash(0x01, True, pk, msg, sig)          # must equal the proof's leaf_hash
+    verify_inclusion(bytes.fromhex(p["merkle_root"]), leaf, p["index"], p["count"],
+                     [bytes.fromhex(h) for h in p["audit_path"]])   # -> True
+
+An aggregate item's leaf is :func:`aggregate_leaf` (``item``, verdict), checked the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+
+from app.engine.commit.merkle import aggregate_leaf_hash, leaf_hash, verify_inclusion
+from app.engine.verify.bls_aggregate import AggregateItem
+from app.engine.verify.bls_aggregate import leaf as aggregate_leaf
+from app.engine.verify.kat import Item
+from app.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
+from app.wire import zap
+
+__all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream",
+           "aggregate_body", "aggregate_leaf", "aggregate_leaf_hash", "leaf_hash", "verify_inclusion"]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+WS_PATH = "/v1/ws/verify"
+_ZAP_HEADERS = {"content-type": zap.CONTENT_TYPE, "accept": zap.CONTENT_TYPE}
+
+
+# ------------------------------------------------------------------ typed results
+@dataclass(frozen=True)
+class VerifyResult:
+    """The answer to a JSON verify request (``POST /v1/verify`` or a WebSocket text message).
+
+    Attributes:
+        batch_id: UUIDv7 of the batch.
+        count / valid / invalid: item counts.
+        verdicts: one bool per item, in input order.
+        merkle_root: the 32-byte RFC 6962 root over every item (DESIGN.md section 5).
+        backends: scheme id -> backend that verified it.
+        elapsed_ms / verify_ms / merkle_ms: server-side times, milliseconds.
+        request_id: the WebSocket request id (None over HTTP).
+    """
+
+    batch_id: str
+    count: int
+    valid: int
+    invalid: int
+    verdicts: list[bool]
+    merkle_root: bytes
+    backends: dict[str, str]
+    elapsed_ms: float
+    verify_ms: float
+    merkle_ms: float
+    request_id: int | str | None = None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> VerifyResult:
+        return cls(batch_id=body["batch_id"], count=body["count"], valid=body["valid"], invalid=body["invalid"],
+                   verdicts=list(body["verdicts"]), merkle_root=bytes.fromhex(body["merkle_root"]),
+                   backends=dict(body["backends"]), elapsed_ms=body["elapsed_ms"], verify_ms=body["verify_ms"],
+                   merkle_ms=body["merkle_ms"], request_id=body.get("request_id"))
+
+
+@dataclass(frozen=True)
+class BatchVerdicts:
+    """The answer to a ZAP request frame.
+
+    Attributes:
+        request_id: the frame's ``request_id``, echoed.
+        count / valid: item counts.
+        verdicts: ``bool[count]`` in item order.
+        merkle_root: the 32-byte RFC 6962 root of the batch (DESIGN.md section 5).
+    """
+
+    request_id: int
+    count: int
+    valid: int
+    verdicts: np.ndarray
+    merkle_root: bytes
+
+    @property
+    def invalid(self) -> int:
+        return self.count - self.valid
+
+    @classmethod
+    def from_frame(cls, frame: zap.Response) -> BatchVerdicts:
+        return cls(frame.request_id, frame.count, frame.valid, frame.verdicts.astype(bool), frame.merkle_root)
+
+
+@dataclass
+class BatchRequest:
+    """One scheme's items for a ZAP frame (what :meth:`Client.verify_stream` consumes).
+
+    ``pks`` and ``sigs`` are byte strings of one length each, or ``uint8[N, len]`` arrays.
+    """
+
+    scheme: str
+    pks: Sequence[bytes] | np.ndarray
+    msgs: Sequence[bytes]
+    sigs: Sequence[bytes] | np.ndarray
+    ctx: bytes = b""
+    prehashed: bool = False
+    allow_high_s: bool = False
+
+    def encode(self, request_id: int = 0) -> bytearray:
+        """The request frame (see :func:`app.wire.zap.encode_items` for the errors)."""
+        return zap.encode_items(self.scheme, self.pks, self.msgs, self.sigs, ctx=self.ctx,
+                                prehashed=self.prehashed, allow_high_s=self.allow_high_s, request_id=request_id)
+
+
+# ------------------------------------------------------------------ shared helpers
+def _ws_url(base_url: str) -> str:
+    url = httpx.URL(base_url)
+    scheme = {"http": "ws", "https": "wss"}.get(url.scheme, url.scheme)
+    return str(url.copy_with(scheme=scheme, path=url.path.rstrip("/") + WS_PATH))
+
+
+def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | None = None,
+              allow_high_s: bool | None = None, signature_format: str = "raw") -> dict:
+    """The JSON body of a verify request for ``items`` (base64 fields).
+
+    ``items`` are :class:`app.engine.verify.kat.Item` or mappings with ``scheme``, ``public_key``,
+    ``message``, ``signature`` (bytes) and optionally ``context``.  ``prehashed`` and
+    ``allow_high_s`` apply to the request's secp256k1 items; None takes them from the
+    items, which must then agree (else :class:`RequestError`).
+    """
+    rows = []
+    flags: dict[str, set[bool]] = {"prehashed": set(), "allow_high_s": set()}
+    for i, it in enumerate(items):
+        d = it.__dict__ if isinstance(it, Item) else dict(it)
+        try:
+            row = {"scheme": d["scheme"], "public_key": base64.b64encode(d["public_key"]).decode(),
+                   "message": base64.b64encode(d["message"]).decode(),
+                   "signature": base64.b64encode(d["signature"]).decode()}
+        except (KeyError, TypeError) as exc:
+            raise RequestError(f"item needs scheme, public_key, message, signature as bytes ({exc})",
+                               field=f"items[{i}]") from None
+        if d.get("context"):
+            row["context"] = base64.b64encode(d["context"]).decode()
+        if d["scheme"] == "secp256k1":
+            for k in flags:
+                flags[k].add(bool(d.get(k, False)))
+        rows.append(row)
+    body: dict[str, Any] = {"items": rows, "encoding": "base64", "signature_format": signature_format}
+    for name, given in (("prehashed", prehashed), ("allow_high_s", allow_high_s)):
+        if given is None:
+            if len(flags[name]) > 1:
+                raise RequestError(f"secp256k1 items disagree on {name}; pass {name}= explicitly", field=name)
+            given = flags[name].pop() if flags[name] else False
+        body[name] = given
+    return body
+
+
+def aggregate_body(items: Sequence[AggregateItem]) -> dict:
+    """The JSON body of ``POST /v1/verify/bls-aggregate`` for ``items`` (base64 fields)."""
+    def b64(b: bytes) -> str:
+        return base64.b64encode(b).decode()
+
+    rows = []
+    for it in items:
+        row: dict[str, Any] = {"mode": it.mode, "public_keys": [b64(pk) for pk in it.public_keys],
+                               "signature": b64(it.signature)}
+        if it.mode == "fast_aggregate":
+            row["message"] = b64(it.messages[0]) if it.messages else ""
+        else:
+            row["messages"] = [b64(m) for m in it.messages]
+        rows.append(row)
+    return {"encoding": "base64", "items": rows}
+
+
+def _remote_from_error_frame(frame: zap.ErrorFrame) -> RemoteError:
+    cls = by_wire_code(frame.code)
+    return RemoteError(frame.message, code=frame.name, status=cls.status if cls else 400, wire_code=frame.code)
+
+
+def _remote_from_json(body: Any, status: int) -> RemoteError:
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict):
+        return RemoteError(str(err.get("message", "")), code=str(err.get("code", "ERROR")), status=status,
+                           field=err.get("field"))
+    return RemoteError(f"HTTP {status}: {str(body)[:200]}", code="HTTP_ERROR", status=status)
+
+
+def _zap_result(content: bytes, status: int) -> BatchVerdicts:
+    try:
+        frame = zap.decode(content, zap.CLIENT_LIMITS)
+    except WireError:
+        if status < 400:
+            raise  # a 2xx that is not a frame: the server broke the protocol
+        # Not a frame: something in front of the ZAP endpoint answered (a proxy, a 404).
+        try:
+            body: Any = json.loads(content)
+        except ValueError:
+            body = content[:200]
+        raise _remote_from_json(body, status) from None
+    if isinstance(frame, zap.ErrorFrame):
+        raise _remote_from_error_frame(frame)
+    if not isinstance(frame, zap.Response):
+        raise RemoteError("the server answered with a request frame", code="BAD_TYPE", status=status)
+    return BatchVerdicts.from_frame(frame)
+
+
+def _json_result(response: httpx.Response) -> VerifyResult:
+    try:
+        body = response.json()
+    except ValueError:
+        raise RemoteError(f"HTTP {response.status_code}: not JSON", code="HTTP_ERROR",
+                          status=response.status_code) from None
+    if response.status_code >= 400 or "error" in body:
+        raise _remote_from_json(body, response.status_code)
+    return VerifyResult.from_json(body)
+
+
+class _Ids:
+    """u32 request ids, never 0 (0 addresses a frame whose header could not be read)."""
+
+    def __init__(self) -> None:
+        self._next = itertools.count(1)
+
+    def take(self, busy: Mapping[int, Any]) -> int:
+        while True:
+            rid = next(self._next) % (1 << 32)
+            if rid and rid not in busy:
+                return rid
+
+
+def _reply(message: bytes | str) -> tuple[Any, BatchVerdicts | VerifyResult | RemoteError]:
+    """(request_id, result or error) of one WebSocket reply."""
+    if isinstance(message, (bytes, bytearray, memoryview)):
+        frame = zap.decode(message, zap.CLIENT_LIMITS)
+        if isinstance(frame, zap.ErrorFrame):
+            return frame.request_id, _remote_from_error_frame(frame)
+        if isinstance(frame, zap.Response):
+            return frame.request_id, BatchVerdicts.from_frame(frame)
+        raise RemoteError("the server sent a request frame", code="BAD_TYPE", status=400)
+    body = json.loads(message)
+    if "error" in body:
+        return body.get("request_id"), _remote_from_json(body, 400)
+    return body.get("request_id"), VerifyResult.from_json(body)
+
+
+# ------------------------------------------------------------------ blocking client
+class Client:
+    """Blocking client (httpx for HTTP, websockets' sync client for the stream).
+
+    Args:
+        base_url: the service, e.g. ``http://127.0.0.1:8000``.
+        timeout: seconds per HTTP request.
+        headers: extra headers for every request.
+        transport: an httpx transport (tests pass one that serves an app in process).
+    """
+
+    def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0,
+                 headers: Mapping[str, str] | None = None, transport: httpx.BaseTransport | None = None):
+        self.base_url = base_url
+        self.headers = dict(headers or {})
+        self._http = httpx.Client(base_url=base_url, timeout=timeout, headers=self.headers, transport=transport)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _post(self, path: str, **kw) -> httpx.Response:
+        try:
+            return self._http.post(path, **kw)
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"{self.base_url}{path}: {exc}") from exc
+
+    def verify(self, items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | None = None,
+               allow_high_s: bool | None = None, signature_format: str = "raw") -> VerifyResult:
+        """Verify items of any schemes over JSON ``POST /v1/verify`` (see :func:`json_body`)."""
+        body = json_body(items, prehashed=prehashed, allow_high_s=allow_high_s, signature_format=signature_format)
+        return _json_result(self._post("/v1/verify", json=body))
+
+    def verify_bls_aggregate(self, items: Sequence[AggregateItem]) -> VerifyResult:
+        """Verify BLS aggregate items over ``POST /v1/verify/bls-aggregate``; verdicts in input order."""
+        return _json_result(self._post("/v1/verify/bls-aggregate", json=aggregate_body(items)))
+
+    def verify_json_body(self, body: bytes) -> VerifyResult:
+        """Post an already serialised JSON verify request (see :func:`json_body`)."""
+        return _json_result(self._post("/v1/verify", content=body, headers={"content-type": "application/json"}))
+
+    def verify_batch(self, scheme: str, pks: Sequence[bytes] | np.ndarray, msgs: Sequence[bytes],
+                     sigs: Sequence[bytes] | np.ndarray, *, ctx: bytes = b"", prehashed: bool = False,
+                     allow_high_s: bool = False) -> BatchVerdicts:
+        """Verify one scheme's items as one ZAP frame (``POST /v1/verify/zap``).
+
+        Raises :class:`RemoteError` carrying the error frame's code, or the encoding errors
+        of :func:`app.wire.zap.encode_items`.
+        """
+        frame = zap.encode_items(scheme, pks, msgs, sigs, ctx=ctx, prehashed=prehashed, allow_high_s=allow_high_s)
+        return self.verify_frame(frame)
+
+    def verify_frame(self, frame: bytes | bytearray | memoryview) -> BatchVerdicts:
+        """Post an already encoded request frame."""
+        r = self._post("/v1/verify/zap", content=bytes(frame), headers=_ZAP_HEADERS)
+        return _zap_result(r.content, r.status_code)
+
+    def verify_stream(self, requests: Iterable[BatchRequest | bytes | bytearray], *,
+                      max_in_flight: int = 32) -> Iterator[BatchVerdicts]:
+        """Verify many frames over one WebSocket, ``max_in_flight`` at a time.
+
+        Yields one :class:`BatchVerdicts` per request, in the order of ``requests``; an
+        error reply raises :class:`RemoteError` when its turn comes.  Items of ``requests``
+        are :class:`BatchRequest` or encoded frames (their ``request_id`` is overwritten).
+        """
+        from websockets.exceptions import WebSocketException
+        from websockets.sync.client import connect
+
+        try:
+            ws = connect(_ws_url(self.base_url), compression=None, max_size=None,
+                         additional_headers=self.headers or None)
+        except (OSError, WebSocketException) as exc:
+            raise ConnectionFailed(f"{_ws_url(self.base_url)}: {exc}") from exc
+        ids = _Ids()
+        pending: dict[int, int] = {}  # request_id -> position in `requests`
+        done: dict[int, BatchVerdicts | RemoteError] = {}
+        source = iter(requests)
+        sent = given = 0
+        exhausted = False
+        with ws:
+            while True:
+                while not exhausted and sent - given < max_in_flight:
+                    req = next(source, None)
+                    if req is None:
+                        exhausted = True
+                        break
+                    rid = ids.take(pending)
+                    ws.send(_with_id(req, rid))
+                    pending[rid] = sent
+                    sent += 1
+                if given == sent:
+                    return
+                while given not in done:
+                    try:
+                        rid, result = _reply(ws.recv())
+                    except (OSError, WebSocketException) as exc:
+                        raise ConnectionFailed(f"stream closed with {len(pending)} replies pending: {exc}") from exc
+                    if rid in pending:
+                        done[pending.pop(rid)] = result
+                result = done.pop(given)
+                given += 1
+                if isinstance(result, RemoteError):
+                    raise result
+                yield result
+
+    def ready(self) -> bool:
+        """True when ``GET /readyz`` answers 200 (the engine passed its self-test)."""
+        try:
+            return self._http.get("/readyz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def status(self) -> dict:
+        """``GET /v1/status`` as a dict."""
+        try:
+            return self._http.get("/v1/status").json()
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"{self.base_url}/v1/status: {exc}") from exc
+
+
+def _with_id(req: BatchRequest | bytes | bytearray | memoryview, request_id: int) -> bytes:
+    if isinstance(req, BatchRequest):
+        return bytes(req.encode(request_id))
+    frame = bytearray(req)
+    zap.read_header(frame, zap.CLIENT_LIMITS)
+    frame[8:12] = request_id.to_bytes(4, "little")
+    return bytes(frame)
+
+
+# ------------------------------------------------------------------ asyncio client
+class AsyncClient:
+    """The asyncio twin of :class:`Client` (``httpx.AsyncClient``, websockets' asyncio client)."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0,
+                 headers: Mapping[str, str] | None = None, transport: httpx.AsyncBaseTransport | None = None):
+        self.base_url = base_url
+        self.headers = dict(headers or {})
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=self.headers,
+                                       transport=transport)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _post(self, path: str, **kw) -> httpx.Response:
+        try:
+            return await self._http.post(path, **kw)
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"{self.base_url}{path}: {exc}") from exc
+
+    async def verify(self, items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | None = None,
+                     allow_high_s: bool | None = None, signature_format: str = "raw") -> VerifyResult:
+        """See :meth:`Client.verify`."""
+        body = json_body(items, prehashed=prehashed, allow_high_s=allow_high_s, signature_format=signature_format)
+        return _json_result(await self._post("/v1/verify", json=body))
+
+    async def verify_bls_aggregate(self, items: Sequence[AggregateItem]) -> VerifyResult:
+        """See :meth:`Client.verify_bls_aggregate`."""
+        return _json_result(await self._post("/v1/verify/bls-aggregate", json=aggregate_body(items)))
+
+    async def verify_json_body(self, body: bytes) -> VerifyResult:
+        """Post an already serialised JSON verify request."""
+        return _json_result(await self._post("/v1/verify", content=body,
+                                             headers={"content-type": "application/json"}))
+
+    async def verify_batch(self, scheme: str, pks: Sequence[bytes] | np.ndarray, msgs: Sequence[bytes],
+                           sigs: Sequence[bytes] | np.ndarray, *, ctx: bytes = b"", prehashed: bool = False,
+                           allow_high_s: bool = False) -> BatchVerdicts:
+        """See :meth:`Client.verify_batch`."""
+        frame = zap.encode_items(scheme, pks, msgs, sigs, ctx=ctx, prehashed=prehashed, allow_high_s=allow_high_s)
+        return await self.verify_frame(frame)
+
+    async def verify_frame(self, frame: bytes | bytearray | memoryview) -> BatchVerdicts:
+        """Post an already encoded request frame."""
+        r = await self._post("/v1/verify/zap", content=bytes(frame), headers=_ZAP_HEADERS)
+        return _zap_result(r.content, r.status_code)
+
+    @asynccontextmanager
+    async def stream(self, *, max_in_flight: int = 32) -> AsyncIterator[VerifyStream]:
+        """A :class:`VerifyStream` on ``WebSocket /v1/ws/verify``, closed on exit::
+
+            async with client.stream(max_in_flight=64) as s:
+                futures = [await s.submit(req) for req in requests]
+                results = await asyncio.gather(*futures)
+        """
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import WebSocketException
+
+        try:
+            ws = await connect(_ws_url(self.base_url), compression=None, max_size=None,
+                               additional_headers=self.headers or None)
+        except (OSError, WebSocketException) as exc:
+            raise ConnectionFailed(f"{_ws_url(self.base_url)}: {exc}") from exc
+        s = VerifyStream(ws, max_in_flight)
+        try:
+            yield s
+        finally:
+            await s.aclose()
+
+
+@dataclass
+class VerifyStream:
+    """Pipelined requests on one WebSocket; make it with :meth:`AsyncClient.stream`.
+
+    ``submit*`` wait for a free slot (at most ``max_in_flight`` requests unanswered),
+    send, and return a future of the reply; ``verify*`` also await it.  If the connection
+    closes, every pending future fails with :class:`ConnectionFailed`.
+    """
+
+    ws: Any
+    max_in_flight: int
+    _slots: asyncio.Semaphore = field(init=False)
+    _pending: dict[Any, asyncio.Future] = field(init=False, default_factory=dict)
+    _ids: _Ids = field(init=False, default_factory=_Ids)
+    _reader: asyncio.Task = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._slots = asyncio.Semaphore(self.max_in_flight)
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        error: Exception = ConnectionFailed("the stream was closed")
+        try:
+            async for message in self.ws:
+                try:
+                    rid, result = _reply(message)
+                except Exception as exc:  # a reply we cannot read cannot be matched to a request
+                    error = ConnectionFailed(f"unreadable reply from the server: {exc}")
+                    break
+                fut = self._pending.pop(rid, None)
+                if fut is None:
+                    continue
+                self._slots.release()
+                if fut.done():
+                    continue
+                if isinstance(result, Exception):
+                    fut.set_exception(result)
+                else:
+                    fut.set_result(result)
+        except Exception as exc:
+            error = ConnectionFailed(f"stream closed: {exc}")
+        finally:
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(error)
+            self._pending.clear()
+
+    async def _send(self, message: bytes | str, rid: Any) -> asyncio.Future:
+        if self._reader.done():
+            raise ConnectionFailed("the stream is closed")
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            await self.ws.send(message)
+        except Exception as exc:
+            self._pending.pop(rid, None)
+            self._slots.release()
+            raise ConnectionFailed(f"send failed: {exc}") from exc
+        return fut
+
+    async def submit(self, request: BatchRequest | bytes | bytearray) -> asyncio.Future:
+        """Send one ZAP request (a :class:`BatchRequest` or an encoded frame, whose
+        ``request_id`` is overwritten); the future gives :class:`BatchVerdicts`."""
+        await self._slots.acquire()
+        rid = self._ids.take(self._pending)
+        try:
+            message = _with_id(request, rid)
+        except Exception:
+            self._slots.release()
+            raise
+        return await self._send(message, rid)
+
+    async def submit_items(self, items: Sequence[Item | Mapping[str, Any]], **kw) -> asyncio.Future:
+        """Send one JSON request (see :func:`json_body`); the future gives :class:`VerifyResult`."""
+        body = json_body(items, **kw)
+        await self._slots.acquire()
+        rid = self._ids.take(self._pending)
+        return await self._send(json.dumps({"request_id": rid, **body}), rid)
+
+    async def verify_batch(self, scheme: str, pks, msgs, sigs, **kw) -> BatchVerdicts:
+        """Submit one batch and await its :class:`BatchVerdicts`."""
+        return await (await self.submit(BatchRequest(scheme, pks, msgs, sigs, **kw)))
+
+    async def verify(self, items: Sequence[Item | Mapping[str, Any]], **kw) -> VerifyResult:
+        """Submit JSON items and await the :class:`VerifyResult`."""
+        return await (await self.submit_items(items, **kw))
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    async def aclose(self) -> None:
+        await self.ws.close()
+        try:
+            await asyncio.wait_for(self._reader, timeout=5)
+        except (TimeoutError, Exception):
+            self._reader.cancel()

@@ -1,0 +1,136 @@
+"""The Merkle commitment of a batch (DESIGN.md section 5), on the CPU with hashlib.
+
+Leaf data of item i is ``scheme code ‖ verdict byte ‖ SHA-256(pk) ‖ SHA-256(msg) ‖
+SHA-256(sig)`` (98 bytes); its leaf hash is the RFC 6962 §2.1 leaf hash
+``SHA-256(0x00 ‖ data)``.  Interior nodes are ``SHA-256(0x01 ‖ left ‖ right)`` and a list
+of n leaves is split at k, the largest power of two smaller than n.  The root of zero
+leaves is SHA-256 of the empty string (RFC 6962 §2.1), although the API refuses empty
+batches.  The GPU computes the same tree (kernels/merkle.cuh) and must give the same root.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+_sha256 = hashlib.sha256
+
+
+def leaf_hash(code: int, verdict: bool, pk: bytes, msg: bytes, sig: bytes) -> bytes:
+    """The 32-byte leaf hash of one item."""
+    return _sha256(b"\x00" + bytes((code, 1 if verdict else 0)) + _sha256(pk).digest()
+                   + _sha256(msg).digest() + _sha256(sig).digest()).digest()
+
+
+#: First byte of an aggregate item's leaf data, a value no scheme's wire code takes
+#: (app/engine/verify/schemes.py), so aggregate and single leaves never share a preimage.
+AGGREGATE_LEAF_TAG = 0xA9
+
+
+def _list_digest(parts: Sequence[bytes]) -> bytes:
+    """SHA-256 of the count and each part, all length-prefixed (4-byte big-endian)."""
+    h = _sha256(len(parts).to_bytes(4, "big"))
+    for part in parts:
+        h.update(len(part).to_bytes(4, "big"))
+        h.update(part)
+    return h.digest()
+
+
+def aggregate_leaf_hash(mode: int, verdict: bool, pks: Sequence[bytes], msgs: Sequence[bytes],
+                        sig: bytes) -> bytes:
+    """The 32-byte leaf hash of one BLS aggregate item (docs/bls-aggregate.md).
+
+    Leaf data is ``0xA9 ‖ mode ‖ verdict ‖ L(pks) ‖ L(msgs) ‖ SHA-256(sig)`` (99 bytes),
+    with ``mode`` 1 for ``fast_aggregate`` (``msgs`` is its one message) and 2 for
+    ``aggregate``, and L(list) = SHA-256(u32(len(list)) ‖ u32(len(e)) ‖ e ‖ …) with u32
+    big-endian; the leaf hash is RFC 6962's ``SHA-256(0x00 ‖ data)``.  A single item's data
+    is 98 bytes starting with a scheme code, so no aggregate leaf equals a single one.
+    """
+    data = (bytes((AGGREGATE_LEAF_TAG, mode, 1 if verdict else 0)) + _list_digest([bytes(p) for p in pks])
+            + _list_digest([bytes(m) for m in msgs]) + _sha256(bytes(sig)).digest())
+    return _sha256(b"\x00" + data).digest()
+
+
+def batch_leaves(batch, verdicts: np.ndarray) -> np.ndarray:
+    """Leaf hashes of every item of ``batch`` (an :class:`app.engine.verify.batch.Batch`).
+
+    Returns ``uint8[N, 32]``.
+    """
+    n = len(batch)
+    out = np.empty((n, 32), dtype=np.uint8)
+    code = batch.scheme.code
+    pks, sigs, msgs, off = batch.pks, batch.sigs, batch.msgs, batch.offsets
+    for i in range(n):
+        out[i] = np.frombuffer(
+            leaf_hash(code, bool(verdicts[i]), pks[i].tobytes(),
+                      msgs[int(off[i]):int(off[i + 1])].tobytes(), sigs[i].tobytes()),
+            dtype=np.uint8)
+    return out
+
+
+def _node(left: bytes, right: bytes) -> bytes:
+    return _sha256(b"\x01" + left + right).digest()
+
+
+def root(leaves: Sequence[bytes] | np.ndarray) -> bytes:
+    """RFC 6962 §2.1 Merkle Tree Hash of ``leaves`` (already leaf-hashed), 32 bytes.
+
+    Bottom-up: adjacent pairs are hashed and an odd last node is carried up unchanged,
+    which builds exactly the tree of the "largest power of two below n" split.
+    """
+    level = [bytes(x) for x in leaves]
+    if not level:
+        return _sha256(b"").digest()
+    while len(level) > 1:
+        nxt = [_node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+def audit_path(leaves: Sequence[bytes] | np.ndarray, index: int) -> list[bytes]:
+    """RFC 6962 §2.1.1 audit path PATH(index, D[n]) for leaf ``index``, leaf to root order.
+
+    Raises ``IndexError`` when ``index`` is outside ``[0, n)``.
+    """
+    level = [bytes(x) for x in leaves]
+    if not 0 <= index < len(level):
+        raise IndexError(f"leaf index {index} outside [0, {len(level)})")
+    path: list[bytes] = []
+    while len(level) > 1:
+        sibling = index ^ 1
+        if sibling < len(level):
+            path.append(level[sibling])
+        nxt = [_node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level, index = nxt, index // 2
+    return path
+
+
+def verify_inclusion(root_hash: bytes, leaf: bytes, index: int, count: int,
+                     path: Sequence[bytes]) -> bool:
+    """True when ``path`` proves ``leaf`` is leaf ``index`` of a ``count``-leaf tree with
+    root ``root_hash`` (the RFC 9162 §2.1.3.2 verification algorithm).  Pure; never raises.
+    """
+    if not 0 <= index < count or len(leaf) != 32:
+        return False
+    fn, sn, r = index, count - 1, bytes(leaf)
+    for p in path:
+        p = bytes(p)
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            r = _node(p, r)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            r = _node(r, p)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and r == bytes(root_hash)

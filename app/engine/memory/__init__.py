@@ -1,0 +1,1 @@
+"""The UMA pool: planning, memory sources, the slab allocator and the heap fallback."""

@@ -1,0 +1,184 @@
+"""The shared receipt store: PostgreSQL through psycopg 3 and a psycopg_pool connection pool.
+
+Replicas behind a load balancer point ``ZAPVERIFY_DATABASE_URL`` at one database.  Each
+write is one transaction committed with the server's ``synchronous_commit`` (on by
+default, so the commit is flushed to the WAL before :meth:`PostgresStore.put` returns).
+Migrations run under a transaction-scoped advisory lock so that replicas starting together
+migrate once.  psycopg is imported here only, so the rest of zapverify runs without it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from urllib.parse import urlsplit, urlunsplit
+
+from app.engine.receipts.store import (
+    COLUMNS,
+    MAX_PAGE,
+    Receipt,
+    ReceiptStore,
+    check_limit,
+    check_schema_version,
+    receipt_from_row,
+    to_micros,
+)
+from app.errors import ConfigError, StoreUnavailable
+
+#: Schema migrations; version v is ``MIGRATIONS[v - 1]``, applied in one transaction each.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE receipts (
+               id               uuid PRIMARY KEY,
+               created_us       bigint NOT NULL,
+               schemes          text NOT NULL,
+               item_count       integer NOT NULL CHECK (item_count >= 1),
+               valid_count      integer NOT NULL CHECK (valid_count BETWEEN 0 AND item_count),
+               merkle_root      bytea NOT NULL CHECK (length(merkle_root) = 32),
+               verdict_bitmap   bytea NOT NULL,
+               leaves           bytea NOT NULL,
+               backends         text NOT NULL,
+               duration_seconds double precision NOT NULL,
+               source           text NOT NULL
+           )""",
+        "CREATE INDEX receipts_created_us ON receipts (created_us)",
+        # Leaf hashes are random bytes: trying to compress them only costs CPU.
+        "ALTER TABLE receipts ALTER COLUMN leaves SET STORAGE EXTERNAL",
+    ),
+)
+
+#: pg_advisory_xact_lock key held while migrating (b"zapvrfy\x01" as a big-endian int64).
+MIGRATION_LOCK = int.from_bytes(b"zapvrfy\x01", "big")
+
+_COLS = ", ".join(COLUMNS)
+_COLS_NO_LEAVES = ", ".join("NULL" if c == "leaves" else c for c in COLUMNS)
+
+
+def redact(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for logs and status pages)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+
+
+class PostgresStore(ReceiptStore):
+    """Receipts in the PostgreSQL database at ``url`` (a libpq connection URI).
+
+    Args:
+        url: ``postgresql://user:password@host:port/dbname?…``.
+        pool_size: most connections held open at once.
+        connect_timeout: seconds to wait for a connection (at start and per request).
+
+    Raises :class:`app.errors.ConfigError` when psycopg is not installed,
+    :class:`StoreUnavailable` when the server cannot be reached in time and
+    :class:`app.errors.StoreSchemaTooNew` when the schema is newer than this build.
+    """
+
+    kind = "postgresql"
+
+    def __init__(self, url: str, *, pool_size: int = 8, connect_timeout: float = 10.0,
+                 migrations: tuple[tuple[str, ...], ...] = MIGRATIONS):
+        try:
+            import psycopg
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:
+            raise ConfigError("a postgresql:// database_url needs psycopg 3 and psycopg_pool "
+                              "(pip install 'zapverify[postgres]')", field="database_url") from exc
+        self._errors = (psycopg.Error,)  # PoolTimeout and PoolClosed derive from it
+        self.url = redact(url)
+        self._migrations = migrations
+        self._pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), open=False,
+                                    timeout=connect_timeout, name="zapverify-receipts",
+                                    check=ConnectionPool.check_connection)
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+            self._migrate()
+        except self._errors as exc:
+            self._pool.close()
+            raise StoreUnavailable(f"cannot open PostgreSQL receipt store {self.url}: {exc}") from exc
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # ------------------------------------------------------------------ schema
+    def _migrate(self) -> None:
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            conn.execute("CREATE TABLE IF NOT EXISTS zapverify_schema_migrations ("
+                         "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+            found = conn.execute("SELECT coalesce(max(version), 0) FROM zapverify_schema_migrations"
+                                 ).fetchone()[0]
+            check_schema_version(found, len(self._migrations), self.url)
+            for version in range(found + 1, len(self._migrations) + 1):
+                for stmt in self._migrations[version - 1]:
+                    conn.execute(stmt)
+                conn.execute("INSERT INTO zapverify_schema_migrations (version) VALUES (%s)", (version,))
+
+    def schema_version(self) -> int:
+        return int(self._one("SELECT max(version) FROM zapverify_schema_migrations")[0])
+
+    # ------------------------------------------------------------------ access
+    def _one(self, sql: str, args: tuple = ()) -> tuple | None:
+        try:
+            with self._pool.connection() as conn:
+                return conn.execute(sql, args).fetchone()
+        except self._errors as exc:
+            raise StoreUnavailable(f"receipt store read failed: {exc}") from exc
+
+    def _write(self, sql: str, args: tuple = ()) -> int:
+        try:
+            with self._pool.connection() as conn:  # commits on leaving the block
+                return conn.execute(sql, args).rowcount
+        except self._errors as exc:
+            raise StoreUnavailable(f"receipt store write failed: {exc}") from exc
+
+    def _insert(self, rows: list[tuple]) -> None:
+        try:
+            with self._pool.connection() as conn, conn.cursor() as cur:  # one transaction
+                cur.executemany(f"INSERT INTO receipts ({_COLS}) VALUES ({', '.join(['%s'] * len(COLUMNS))})", rows)
+        except self._errors as exc:
+            raise StoreUnavailable(f"receipt store write failed: {exc}") from exc
+
+    def get(self, receipt_id: str, *, leaves: bool = True) -> Receipt | None:
+        row = self._one(f"SELECT {_COLS if leaves else _COLS_NO_LEAVES} FROM receipts WHERE id = %s",
+                        (receipt_id,))
+        return None if row is None else receipt_from_row(row)
+
+    def page(self, after: str | None = None, limit: int = 100) -> list[Receipt]:
+        check_limit(limit)
+        where, args = ("", (min(limit, MAX_PAGE),)) if after is None else \
+            ("WHERE id > %s", (after, min(limit, MAX_PAGE)))
+        try:
+            with self._pool.connection() as conn:
+                rows = conn.execute(f"SELECT {_COLS_NO_LEAVES} FROM receipts {where} ORDER BY id LIMIT %s",
+                                    args).fetchall()
+        except self._errors as exc:
+            raise StoreUnavailable(f"receipt store read failed: {exc}") from exc
+        return [receipt_from_row(r) for r in rows]
+
+    def delete_older_than(self, cutoff: datetime) -> int:
+        return self._delete_chunks("created_us < %s", (to_micros(cutoff),))
+
+    def delete_beyond_newest(self, keep: int) -> int:
+        row = self._one("SELECT id FROM receipts ORDER BY id DESC OFFSET %s LIMIT 1", (keep - 1,))
+        return 0 if row is None else self._delete_chunks("id < %s", (row[0],))
+
+    def _delete_chunks(self, where: str, args: tuple) -> int:
+        total = 0
+        while True:
+            n = self._write(f"DELETE FROM receipts WHERE id IN "
+                            f"(SELECT id FROM receipts WHERE {where} ORDER BY id LIMIT {self.prune_chunk:d})", args)
+            total += n
+            if n < self.prune_chunk:
+                return total
+
+    def count(self) -> int:
+        return int(self._one("SELECT count(*) FROM receipts")[0])
+
+    def ping(self) -> None:
+        self._one("SELECT 1")
+
+    def close(self) -> None:
+        self._pool.close()

@@ -1,0 +1,450 @@
+"""Receipts: the durable record that a batch was verified (DESIGN.md section 5).
+
+A :class:`Receipt` holds what a batch was committed to: its id (a UUIDv7, so ids sort by
+time), creation time, schemes, item count, valid count, the RFC 6962 Merkle root, the
+verdict bitmap, every leaf hash (so an inclusion proof can be built later), the backends
+that ran, the duration and the transport it came in on.  From a stored receipt
+:meth:`Receipt.proof` builds the RFC 6962 §2.1.1 audit path of one item; anyone can check
+it offline with :func:`app.engine.commit.merkle.verify_inclusion` (re-exported by
+``app.client``).
+
+:class:`ReceiptStore` is the one interface; :func:`open_store` picks the implementation
+from a URL:
+
+* ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or ``sqlite:///:memory:``
+  — embedded SQLite (:mod:`app.engine.receipts.sqlite`), the default;
+* ``postgresql://…`` (or ``postgres://…``) — PostgreSQL through psycopg 3 with a
+  connection pool (:mod:`app.engine.receipts.postgres`), shared by replicas.  psycopg is
+  imported only then, so the engine runs without it.
+
+Both create or migrate their versioned schema when opened.  :class:`Pruner` deletes
+receipts past the retention limits from a background thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from app.engine.commit import merkle
+from app.engine.receipts.ids import new_batch_id
+from app.errors import ConfigError, LeafIndexOutOfRange, RequestError, StoreSchemaTooNew, StoreUnavailable
+
+log = logging.getLogger("zapverify.store")
+
+#: Transports a batch can arrive on (the ``source`` of a receipt).
+SOURCES = ("http", "ws", "tcp", "udp", "quic")
+
+#: Most receipts one page of :meth:`ReceiptStore.page` returns.
+MAX_PAGE = 1000
+
+#: Rows deleted per statement while pruning, so a prune never holds the write lock long.
+PRUNE_CHUNK = 500
+
+
+# ------------------------------------------------------------------ receipt and proof
+@dataclass(frozen=True)
+class InclusionProof:
+    """An RFC 6962 §2.1.1 inclusion proof of one item of a receipt.
+
+    Attributes:
+        receipt_id: the receipt (batch) id.
+        index: the item's position in the batch, 0-based.
+        count: the number of items (leaves) of the batch.
+        leaf_hash: the item's 32-byte leaf hash, ``SHA-256(0x00 ‖ code ‖ verdict ‖ H(pk) ‖
+            H(msg) ‖ H(sig))`` (DESIGN.md section 5).
+        audit_path: sibling hashes from the leaf up to the root, 32 bytes each.
+        merkle_root: the 32-byte root of the batch.
+        verdict: the item's verdict, which the leaf hash commits to.
+    """
+
+    receipt_id: str
+    index: int
+    count: int
+    leaf_hash: bytes
+    audit_path: list[bytes]
+    merkle_root: bytes
+    verdict: bool
+
+    def verify(self) -> bool:
+        """Check this proof with the RFC 9162 §2.1.3.2 algorithm."""
+        return merkle.verify_inclusion(self.merkle_root, self.leaf_hash, self.index, self.count,
+                                       self.audit_path)
+
+    def to_json(self) -> dict:
+        """JSON form; hashes as lowercase hex."""
+        return {"receipt_id": self.receipt_id, "index": self.index, "count": self.count,
+                "verdict": self.verdict, "leaf_hash": self.leaf_hash.hex(),
+                "audit_path": [p.hex() for p in self.audit_path],
+                "merkle_root": self.merkle_root.hex()}
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """The record of one verified batch.
+
+    Attributes:
+        id: UUIDv7 (RFC 9562 §5.7) in canonical lowercase form; ids sort by creation time.
+        created_at: timezone-aware UTC time of creation (microsecond resolution).
+        schemes: the scheme ids present in the batch, sorted.
+        count: number of items, ≥ 1.
+        valid: number of items whose verdict is true.
+        merkle_root: 32-byte RFC 6962 root over the leaf hashes in item order.
+        verdict_bitmap: ``ceil(count / 8)`` bytes; the verdict of item i is bit ``i % 8``
+            (least significant first) of byte ``i // 8`` (numpy ``packbits(bitorder="little")``).
+        leaves: ``count * 32`` bytes, the leaf hashes back to back; ``None`` when the receipt
+            was loaded without them (listings).
+        backends: scheme id → name of the backend that ran it (``"cuda"``, ``"cpu"``, or
+            ``"cuda+cpu"`` when a batch was split).
+        duration_seconds: wall time from receiving the batch to its root, seconds.
+        source: the transport, one of :data:`SOURCES`.
+
+    Raises ``ValueError`` when the fields contradict each other (bitmap length, valid
+    count, leaf bytes, unknown source).
+    """
+
+    id: str
+    created_at: datetime
+    schemes: tuple[str, ...]
+    count: int
+    valid: int
+    merkle_root: bytes
+    verdict_bitmap: bytes
+    leaves: bytes | None
+    backends: Mapping[str, str] = field(default_factory=dict)
+    duration_seconds: float = 0.0
+    source: str = "http"
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise ValueError("a receipt covers at least one item")
+        if len(self.merkle_root) != 32:
+            raise ValueError("merkle_root must be 32 bytes")
+        if len(self.verdict_bitmap) != (self.count + 7) // 8:
+            raise ValueError(f"verdict_bitmap must be {(self.count + 7) // 8} bytes for {self.count} items")
+        if self.leaves is not None and len(self.leaves) != 32 * self.count:
+            raise ValueError(f"leaves must be {32 * self.count} bytes for {self.count} items")
+        if self.valid != int(np.count_nonzero(self.verdicts())):
+            raise ValueError("valid does not match the verdict bitmap")
+        if self.source not in SOURCES:
+            raise ValueError(f"source must be one of {', '.join(SOURCES)}")
+        if self.created_at.tzinfo is None:
+            raise ValueError("created_at must be timezone-aware")
+
+    @classmethod
+    def build(cls, *, verdicts: np.ndarray | Sequence[bool], leaves: np.ndarray, merkle_root: bytes,
+              schemes: Sequence[str], backends: Mapping[str, str] | None = None,
+              duration_seconds: float = 0.0, source: str = "http", id: str | None = None,
+              created_at: datetime | None = None) -> Receipt:
+        """A receipt from an engine result.
+
+        Args:
+            verdicts: ``bool[N]`` in item order.
+            leaves: ``uint8[N, 32]`` leaf hashes (``ItemsResult.leaves`` / ``BatchResult.leaves``).
+            merkle_root: the 32-byte root of ``leaves``.
+            schemes: scheme ids of the items (repeats are fine).
+            id: the batch id; a new UUIDv7 when omitted.
+            created_at: defaults to now (UTC).
+        """
+        v = np.asarray(verdicts, dtype=bool).reshape(-1)
+        lv = np.ascontiguousarray(leaves, dtype=np.uint8)
+        if lv.shape != (v.size, 32):
+            raise ValueError(f"leaves must be uint8[{v.size}, 32], got {lv.shape}")
+        return cls(id=id or new_batch_id(), created_at=created_at or datetime.now(UTC),
+                   schemes=tuple(sorted(set(schemes))), count=int(v.size),
+                   valid=int(np.count_nonzero(v)), merkle_root=bytes(merkle_root),
+                   verdict_bitmap=np.packbits(v, bitorder="little").tobytes(), leaves=lv.tobytes(),
+                   backends=dict(backends or {}), duration_seconds=float(duration_seconds),
+                   source=source)
+
+    def verdicts(self) -> np.ndarray:
+        """``bool[count]`` verdicts unpacked from the bitmap."""
+        bits = np.unpackbits(np.frombuffer(self.verdict_bitmap, np.uint8), bitorder="little")
+        return bits[:self.count].astype(bool)
+
+    def verdict(self, index: int) -> bool:
+        return bool(self.verdict_bitmap[index >> 3] >> (index & 7) & 1)
+
+    def leaf(self, index: int) -> bytes:
+        if self.leaves is None:
+            raise ValueError("receipt loaded without its leaf hashes")
+        return self.leaves[32 * index:32 * index + 32]
+
+    def leaf_array(self) -> np.ndarray:
+        """``uint8[count, 32]`` view of the leaf hashes."""
+        if self.leaves is None:
+            raise ValueError("receipt loaded without its leaf hashes")
+        return np.frombuffer(self.leaves, np.uint8).reshape(self.count, 32)
+
+    def proof(self, index: int) -> InclusionProof:
+        """The inclusion proof of item ``index`` (RFC 6962 §2.1.1 audit path).
+
+        Raises :class:`app.errors.LeafIndexOutOfRange` outside ``[0, count)``.
+        """
+        if not 0 <= index < self.count:
+            raise LeafIndexOutOfRange(f"index {index} outside [0, {self.count}) of receipt {self.id}",
+                                      field="index")
+        path = merkle.audit_path(self.leaf_array(), index)
+        return InclusionProof(self.id, index, self.count, self.leaf(index), path, self.merkle_root,
+                              self.verdict(index))
+
+    def to_json(self) -> dict:
+        """JSON form (without leaf hashes): root and bitmap as lowercase hex."""
+        return {"id": self.id, "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
+                "schemes": list(self.schemes), "count": self.count, "valid": self.valid,
+                "merkle_root": self.merkle_root.hex(), "verdict_bitmap": self.verdict_bitmap.hex(),
+                "backends": dict(self.backends), "duration_seconds": self.duration_seconds,
+                "source": self.source}
+
+
+#: Column order of the ``receipts`` table that both stores read and write.
+COLUMNS = ("id", "created_us", "schemes", "item_count", "valid_count", "merkle_root",
+           "verdict_bitmap", "leaves", "backends", "duration_seconds", "source")
+
+
+def receipt_row(r: Receipt) -> tuple:
+    """``r`` as a row in :data:`COLUMNS` order (id as text, times in µs, JSON backends)."""
+    return (r.id, to_micros(r.created_at), ",".join(r.schemes), r.count, r.valid, r.merkle_root,
+            r.verdict_bitmap, r.leaves, json.dumps(dict(r.backends), sort_keys=True),
+            r.duration_seconds, r.source)
+
+
+def receipt_from_row(row: Sequence) -> Receipt:
+    """The inverse of :func:`receipt_row`; ``leaves`` may be ``None`` (not selected)."""
+    (rid, created_us, schemes, count, valid, root, bitmap, leaves, backends, duration,
+     source) = row
+    return Receipt(id=str(rid), created_at=from_micros(created_us),
+                   schemes=tuple(s for s in schemes.split(",") if s), count=int(count),
+                   valid=int(valid), merkle_root=bytes(root), verdict_bitmap=bytes(bitmap),
+                   leaves=None if leaves is None else bytes(leaves), backends=json.loads(backends),
+                   duration_seconds=float(duration), source=source)
+
+
+def canonical_id(value: str, field: str = "id") -> str:
+    """``value`` as a canonical lowercase UUID string; raises :class:`RequestError` naming
+    ``field`` when it is not a UUID."""
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, TypeError, AttributeError):
+        raise RequestError(f"{field} must be a UUID such as 01890a5d-ac96-774b-bcce-b302099a8057",
+                           field=field) from None
+
+
+def to_micros(t: datetime) -> int:
+    """Microseconds since the Unix epoch (how both stores keep times)."""
+    return (t - _EPOCH) // _MICRO
+
+
+def from_micros(us: int) -> datetime:
+    return _EPOCH + int(us) * _MICRO
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = datetime.resolution  # one microsecond
+
+
+# ------------------------------------------------------------------ interface
+class ReceiptStore(ABC):
+    """Where receipts live.  Thread-safe; every method may raise
+    :class:`app.errors.StoreUnavailable` when the database cannot be reached or written.
+
+    Attributes:
+        kind: ``"sqlite"`` or ``"postgresql"``.
+        url: the URL the store was opened with, password removed.
+    """
+
+    kind: str
+    url: str
+    #: Rows deleted per statement while pruning (see :data:`PRUNE_CHUNK`).
+    prune_chunk: int = PRUNE_CHUNK
+
+    def put(self, receipt: Receipt) -> None:
+        """Write ``receipt`` durably: when this returns, the commit is on stable storage.
+
+        Raises :class:`StoreUnavailable` on any failure, a repeated id included.
+        """
+        self.put_many([receipt])
+
+    def put_many(self, receipts: Sequence[Receipt]) -> None:
+        """Write ``receipts`` durably, all or none, in one transaction (one fsync for a whole
+        coalesced batch of frames).
+
+        Raises :class:`StoreUnavailable` on any failure, a repeated id included.
+        """
+        if any(r.leaves is None for r in receipts):
+            raise StoreUnavailable("a receipt is written with its leaf hashes")
+        self._insert([receipt_row(r) for r in receipts])
+
+    @abstractmethod
+    def _insert(self, rows: list[tuple]) -> None:
+        """Insert ``rows`` (:func:`receipt_row` tuples) in one committed transaction;
+        raises :class:`StoreUnavailable` on any failure."""
+
+    @abstractmethod
+    def get(self, receipt_id: str, *, leaves: bool = True) -> Receipt | None:
+        """The receipt with this canonical id, or ``None``.  ``leaves=False`` skips the leaf
+        hashes (``Receipt.leaves`` is then ``None``)."""
+
+    @abstractmethod
+    def page(self, after: str | None = None, limit: int = 100) -> list[Receipt]:
+        """Keyset paging: up to ``limit`` (1…:data:`MAX_PAGE`) receipts with id greater than
+        ``after`` (all when ``None``), oldest first, loaded without leaf hashes."""
+
+    @abstractmethod
+    def delete_older_than(self, cutoff: datetime) -> int:
+        """Delete receipts created before ``cutoff``; returns how many."""
+
+    @abstractmethod
+    def delete_beyond_newest(self, keep: int) -> int:
+        """Delete all but the ``keep`` newest receipts (by id); returns how many."""
+
+    @abstractmethod
+    def count(self) -> int:
+        """Number of receipts stored."""
+
+    @abstractmethod
+    def schema_version(self) -> int:
+        """The schema version the database is at."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` unless the database answers (for readiness)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections; the store cannot be used afterwards."""
+
+    def prune(self, *, max_age_seconds: float = 0, max_rows: int = 0, now: datetime | None = None) -> int:
+        """Apply the retention limits (0 = no limit); returns how many receipts were deleted."""
+        deleted = 0
+        if max_age_seconds > 0:
+            cutoff = (now or datetime.now(UTC)).timestamp() - max_age_seconds
+            deleted += self.delete_older_than(datetime.fromtimestamp(cutoff, UTC))
+        if max_rows > 0:
+            deleted += self.delete_beyond_newest(max_rows)
+        return deleted
+
+    def __enter__(self) -> ReceiptStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def check_schema_version(found: int, latest: int, where: str) -> None:
+    """Raise :class:`StoreSchemaTooNew` when a database was migrated past this build."""
+    if found > latest:
+        raise StoreSchemaTooNew(f"{where} is at schema version {found}; this zapverify knows up to "
+                                f"{latest}: upgrade zapverify", field="database_url")
+
+
+def check_limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_PAGE:
+        raise RequestError(f"limit must be between 1 and {MAX_PAGE}", field="limit")
+    return limit
+
+
+def open_store(url: str, *, pool_size: int = 8) -> ReceiptStore:
+    """Open (and create or migrate) the store named by ``url``; see the module doc.
+
+    Raises :class:`app.errors.ConfigError` for a URL of another kind and
+    :class:`app.errors.StoreUnavailable` when the database cannot be opened.
+    """
+    if url.startswith("sqlite://"):
+        from app.engine.receipts.sqlite import SqliteStore
+
+        rest = url[len("sqlite://"):]
+        if not rest.startswith("/") or rest == "/":
+            raise ConfigError("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path",
+                              field="database_url")
+        return SqliteStore(rest[1:])
+    if url.startswith(("postgresql://", "postgres://")):
+        from app.engine.receipts.postgres import PostgresStore
+
+        return PostgresStore(url, pool_size=pool_size)
+    raise ConfigError("database_url must start with sqlite:// or postgresql://", field="database_url")
+
+
+# ------------------------------------------------------------------ retention
+class Pruner:
+    """Applies the retention limits every ``interval_seconds`` from a daemon thread.
+
+    Args:
+        store: the store to prune.
+        max_age_seconds / max_rows: the limits, 0 for none.  With both 0 the thread is
+            not started.
+        interval_seconds: time between runs; the first run is at start.
+
+    ``pruned_total`` counts deleted receipts and ``runs_total`` completed runs.  A failing
+    run is logged and retried at the next interval.
+    """
+
+    def __init__(self, store: ReceiptStore, *, max_age_seconds: float = 0, max_rows: int = 0,
+                 interval_seconds: float = 60.0):
+        self.store = store
+        self.max_age_seconds = max_age_seconds
+        self.max_rows = max_rows
+        self.interval_seconds = max(interval_seconds, 0.01)
+        self.pruned_total = 0
+        self.runs_total = 0
+        self.errors_total = 0
+        self._stop = threading.Event()
+        self._ran = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_age_seconds > 0 or self.max_rows > 0
+
+    def run_once(self) -> int:
+        """Prune now, in the calling thread; returns how many receipts were deleted."""
+        n = self.store.prune(max_age_seconds=self.max_age_seconds, max_rows=self.max_rows)
+        with self._ran:
+            self.pruned_total += n
+            self.runs_total += 1
+            self._ran.notify_all()
+        if n:
+            log.info("retention: pruned %d receipts", n)
+        return n
+
+    def start(self) -> None:
+        if not self.enabled or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._loop, name="zapverify-pruner", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception as exc:  # the store may be down for a while; try again later
+                self.errors_total += 1
+                log.warning("retention: prune failed: %s", exc)
+            self._stop.wait(self.interval_seconds)
+
+    def wait_for_runs(self, runs: int, timeout: float) -> bool:
+        """Block until at least ``runs`` runs completed or ``timeout`` seconds passed."""
+        deadline = time.monotonic() + timeout
+        with self._ran:
+            while self.runs_total < runs:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._ran.wait(left)
+        return True
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the thread (waits for a run in progress to finish, up to ``timeout`` s)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None

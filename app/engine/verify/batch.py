@@ -1,0 +1,114 @@
+"""The columnar batch every backend verifies (DESIGN.md section 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.engine.verify.schemes import Scheme
+from app.errors import RequestError
+
+#: Batch option bits, shared with the ZAP wire format (DESIGN.md section 4).
+OPT_PREHASHED = 0x01
+OPT_ALLOW_HIGH_S = 0x02
+
+
+@dataclass
+class Batch:
+    """N items of one scheme, stored column by column.
+
+    Attributes:
+        scheme: the scheme of every item.
+        pks: ``uint8[N, pk_len]`` public keys; ``pk_len`` is one of ``scheme.pk_lens``.
+        sigs: ``uint8[N, sig_len]`` signatures.
+        msgs: ``uint8[M]`` all messages back to back.
+        offsets: ``uint32`` or ``uint64[N + 1]``; message i is ``msgs[offsets[i]:offsets[i+1]]``.
+        ctx: the FIPS 204/205 context string for every item (≤ 255 bytes; empty elsewhere).
+        prehashed: secp256k1 only — messages are 32-byte digests, not hashed again.
+        allow_high_s: secp256k1 only — accept s > n/2 after normalising it.
+
+    Arrays may be zero-copy views into a received frame or pool slab; a Batch never copies
+    them.  :meth:`validate` checks shapes and offsets and raises :class:`RequestError`.
+    """
+
+    scheme: Scheme
+    pks: np.ndarray
+    sigs: np.ndarray
+    msgs: np.ndarray
+    offsets: np.ndarray
+    ctx: bytes = b""
+    prehashed: bool = False
+    allow_high_s: bool = False
+    source: str = field(default="api", compare=False)
+
+    def __len__(self) -> int:
+        return int(self.pks.shape[0])
+
+    @property
+    def options(self) -> int:
+        """The option bits of this batch as on the wire (bit0 prehashed, bit1 allow_high_s)."""
+        return (OPT_PREHASHED if self.prehashed else 0) | (OPT_ALLOW_HIGH_S if self.allow_high_s else 0)
+
+    def message(self, i: int) -> memoryview:
+        """Message ``i`` as a zero-copy view."""
+        return memoryview(self.msgs[int(self.offsets[i]):int(self.offsets[i + 1])])
+
+    def slice(self, lo: int, hi: int) -> Batch:
+        """Items ``lo .. hi-1`` as a batch of their own: views of the key, signature and
+        message columns, fresh offsets rebased to 0 (``uint64[hi - lo + 1]``)."""
+        n = len(self)
+        if not 0 <= lo <= hi <= n:
+            raise IndexError(f"slice [{lo}, {hi}) outside a batch of {n}")
+        off = self.offsets[lo:hi + 1].astype(np.uint64)
+        base = int(off[0])
+        return Batch(self.scheme, self.pks[lo:hi], self.sigs[lo:hi], self.msgs[base:int(off[-1])],
+                     off - np.uint64(base), self.ctx, self.prehashed, self.allow_high_s, self.source)
+
+    def validate(self) -> None:
+        """Check the column shapes and offsets; raises :class:`RequestError` naming the field."""
+        n = len(self)
+        if self.pks.ndim != 2 or self.pks.dtype != np.uint8 or self.pks.shape[1] not in self.scheme.pk_lens:
+            raise RequestError(f"pks must be uint8[N, {'|'.join(map(str, self.scheme.pk_lens))}]", field="pks")
+        if self.sigs.shape != (n, self.scheme.sig_len) or self.sigs.dtype != np.uint8:
+            raise RequestError(f"sigs must be uint8[{n}, {self.scheme.sig_len}]", field="sigs")
+        if self.msgs.ndim != 1 or self.msgs.dtype != np.uint8:
+            raise RequestError("msgs must be a flat uint8 array", field="msgs")
+        if self.offsets.shape != (n + 1,):
+            raise RequestError(f"offsets must have N + 1 = {n + 1} entries", field="offsets")
+        off = self.offsets.astype(np.int64)
+        if n >= 0 and (off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] > self.msgs.shape[0]):
+            raise RequestError("offsets must start at 0, never decrease and end within msgs",
+                               field="offsets")
+        if len(self.ctx) > 255:
+            raise RequestError("context longer than 255 bytes", field="ctx")
+
+    @classmethod
+    def from_items(cls, scheme: Scheme, pks: list[bytes], msgs: list[bytes], sigs: list[bytes],
+                   **kw) -> Batch:
+        """Build a batch from Python byte strings (copies them into fresh columns).
+
+        All ``pks`` must share one length of ``scheme.pk_lens`` and all ``sigs`` be
+        ``scheme.sig_len`` long; raises :class:`RequestError` otherwise.
+        """
+        n = len(pks)
+        if not (len(msgs) == len(sigs) == n):
+            raise RequestError("pks, msgs and sigs must have the same length", field="items")
+        pk_len = len(pks[0]) if n else scheme.pk_len
+        if any(len(p) != pk_len for p in pks):
+            raise RequestError("public keys of one batch must share one length", field="pks")
+        if any(len(s) != scheme.sig_len for s in sigs):
+            raise RequestError(f"signatures must be {scheme.sig_len} bytes", field="sigs")
+        offsets = np.zeros(n + 1, dtype=np.uint64)
+        if n:
+            np.cumsum([len(m) for m in msgs], out=offsets[1:])
+        batch = cls(
+            scheme=scheme,
+            pks=np.frombuffer(b"".join(pks), dtype=np.uint8).reshape(n, pk_len),
+            sigs=np.frombuffer(b"".join(sigs), dtype=np.uint8).reshape(n, scheme.sig_len),
+            msgs=np.frombuffer(b"".join(msgs), dtype=np.uint8),
+            offsets=offsets,
+            **kw,
+        )
+        batch.validate()
+        return batch

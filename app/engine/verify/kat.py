@@ -1,0 +1,261 @@
+"""Our own known answers: items signed with the reference libraries, and their mutations.
+
+Used by the engine's start-up self-test, the tests (so they mean something where
+``../shared/vectors`` is absent), the generated-vector CLI and the benchmarks.  Signing
+SLH-DSA "s" parameter sets takes up to a second per signature, so :func:`known_answers`
+keeps what it generated in a small on-disk cache keyed by the library versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import random
+from dataclasses import asdict, dataclass, replace
+from importlib import metadata
+from pathlib import Path
+
+from app.engine.verify.schemes import SCHEMES, Scheme
+
+
+@dataclass(frozen=True)
+class Item:
+    """One verification item in row form (the JSON API and the vector files use this)."""
+
+    scheme: str
+    public_key: bytes
+    message: bytes
+    signature: bytes
+    context: bytes = b""
+    prehashed: bool = False
+    allow_high_s: bool = False
+
+
+@dataclass(frozen=True)
+class KnownAnswer:
+    """An item with the verdict our semantics give it.
+
+    ``source`` names where it came from (``generated``, ``wycheproof/ed25519_test.json``...);
+    ``rule`` is set where our documented semantics give another verdict than the source
+    expected, and says which rule (see app/vectors.py).
+    """
+
+    item: Item
+    expected: bool
+    id: str
+    source: str = "generated"
+    rule: str = ""
+
+
+# ------------------------------------------------------------------ signers
+def _sign_ed25519(rng: random.Random, msgs: list[bytes], ctx: bytes, **_) -> list[tuple[bytes, bytes]]:
+    import nacl.signing
+
+    sk = nacl.signing.SigningKey(rng.randbytes(32))
+    return [(sk.verify_key.encode(), sk.sign(m).signature) for m in msgs]
+
+
+def _sign_secp256k1(rng: random.Random, msgs: list[bytes], ctx: bytes, compressed: bool = True,
+                    prehashed: bool = False, **_) -> list[tuple[bytes, bytes]]:
+    import coincurve
+
+    from app.engine.verify.reference import der_to_compact
+
+    sk = coincurve.PrivateKey(rng.randbytes(32))
+    pk = sk.public_key.format(compressed=compressed)
+    out = []
+    for m in msgs:
+        der = sk.sign(m, hasher=None) if prehashed else sk.sign(m, hasher=lambda x: hashlib.sha256(x).digest())
+        out.append((pk, der_to_compact(der)))
+    return out
+
+
+def _sign_bls(rng: random.Random, msgs: list[bytes], ctx: bytes, **_) -> list[tuple[bytes, bytes]]:
+    """CoreSign of the POP ciphersuite: sig = sk · H(msg), pk = sk · G1."""
+    import py_arkworks_bls12381 as ark
+
+    from app.engine.verify.reference import BLS_POP_DST
+
+    # A secret key is a scalar in [1, r-1], r the BLS12-381 group order (RFC 9380 §8.8.1).
+    r = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
+    sk = ark.Scalar.from_be_bytes(rng.randrange(1, r).to_bytes(32, "big"))
+    pk = (ark.G1Point() * sk).to_compressed_bytes()
+    return [(bytes(pk), bytes((ark.G2Point.hash_to_curve(m, BLS_POP_DST) * sk).to_compressed_bytes()))
+            for m in msgs]
+
+
+def _sign_mldsa(rng: random.Random, msgs: list[bytes], ctx: bytes, scheme: Scheme, **_):
+    from cryptography.hazmat.primitives.asymmetric import mldsa
+
+    cls = {44: mldsa.MLDSA44PrivateKey, 65: mldsa.MLDSA65PrivateKey, 87: mldsa.MLDSA87PrivateKey}[
+        int(scheme.id.rsplit("-", 1)[1])]
+    sk = cls.from_seed_bytes(rng.randbytes(32))
+    pk = sk.public_key().public_bytes_raw()
+    return [(pk, sk.sign(m, ctx)) for m in msgs]
+
+
+def _sign_slhdsa(rng: random.Random, msgs: list[bytes], ctx: bytes, scheme: Scheme, **_):
+    mod = importlib.import_module("pqcrypto.sign." + scheme.id.replace("-", "_"))
+    pk, sk = mod.keygen()  # pqcrypto takes no seed; these keys are random
+    return [(pk, mod.sign(sk, m, context=ctx)) for m in msgs]
+
+
+_SIGNERS = {"ed25519": _sign_ed25519, "secp256k1": _sign_secp256k1, "bls12-381": _sign_bls,
+            "ml-dsa": _sign_mldsa, "slh-dsa": _sign_slhdsa}
+
+
+def sign_items(scheme_id: str, count: int, *, seed: int = 0, msg_len: int | None = None,
+               context: bytes = b"", compressed: bool = True, prehashed: bool = False) -> list[Item]:
+    """``count`` valid items of one scheme, all under one fresh key.
+
+    Messages are random (``msg_len`` bytes, or 0–200 bytes when None; 32 when ``prehashed``).
+    ``context`` applies to ML-DSA and SLH-DSA only.
+    """
+    scheme = SCHEMES[scheme_id]
+    rng = random.Random(f"{scheme_id}/{seed}")
+    if prehashed:
+        msg_len = 32
+    msgs = [rng.randbytes(msg_len if msg_len is not None else rng.randrange(201)) for _ in range(count)]
+    ctx = context if scheme.has_context else b""
+    signed = _SIGNERS[scheme.family](rng, msgs, ctx, scheme=scheme, compressed=compressed,
+                                     prehashed=prehashed)
+    return [Item(scheme_id, pk, m, sig, ctx, prehashed=prehashed) for m, (pk, sig) in zip(msgs, signed)]
+
+
+def mutate(item: Item, rng: random.Random) -> Item:
+    """Flip one random bit of the public key, the message or the signature.
+
+    The result is invalid for every scheme here (a changed message or signature breaks
+    the signature; a changed key either fails to parse or is another key).  An empty
+    message is never chosen, nor the SEC 1 prefix byte of a secp256k1 key: flipping 0x04 to
+    0x06/0x07 makes a hybrid encoding of the *same* key, which stays valid when the parity
+    matches (prefixes are tested on their own).
+    """
+    fields = ["public_key", "signature"] + (["message"] if item.message else [])
+    name = rng.choice(fields)
+    data = bytearray(getattr(item, name))
+    skip = 8 if name == "public_key" and item.scheme == "secp256k1" else 0
+    bit = skip + rng.randrange(len(data) * 8 - skip)
+    data[bit // 8] ^= 1 << (bit % 8)
+    return replace(item, **{name: bytes(data)})
+
+
+#: Ways a BLS12-381 item is made invalid by :func:`bls_invalid`: each fails a different check
+#: of CoreVerify (draft-irtf-cfrg-bls-signature-04 §2.7, KeyValidate §2.5).
+BLS_INVALID_KINDS = ("message", "signature-negated", "key-other", "key-identity", "signature-infinity",
+                     "key-not-in-subgroup", "signature-not-in-subgroup", "key-bad-infinity-flag", "bit-flip")
+
+
+def _off_subgroup_point(cls, size: int, rng: random.Random) -> bytes:
+    """A compressed point on the curve but outside the prime-order subgroup (a random x
+    that decodes almost never lands in the subgroup: the cofactors are large)."""
+    while True:
+        data = bytearray(rng.randbytes(size))
+        data[0] = 0x80 | (data[0] & 0x1F)  # compressed, finite; an x >= p or off the curve is refused
+        try:
+            point = cls.from_compressed_bytes_unchecked(bytes(data))
+        except ValueError:
+            continue
+        if not point.is_in_subgroup():
+            return bytes(data)
+
+
+def bls_invalid(item: Item, kind: str, rng: random.Random) -> Item:
+    """``item`` (a valid BLS12-381 item) made invalid in the way ``kind`` names
+    (:data:`BLS_INVALID_KINDS`); deterministic for a seeded ``rng``."""
+    import py_arkworks_bls12381 as ark
+
+    if kind == "message":
+        msg = bytearray(item.message or b"\x00")
+        msg[rng.randrange(len(msg))] ^= 1 << rng.randrange(8)
+        return replace(item, message=bytes(msg))
+    if kind == "signature-negated":
+        sig = -ark.G2Point.from_compressed_bytes(item.signature)
+        return replace(item, signature=bytes(sig.to_compressed_bytes()))
+    if kind == "key-other":
+        other = ark.G1Point() * ark.Scalar(rng.randrange(2, 2**128))
+        return replace(item, public_key=bytes(other.to_compressed_bytes()))
+    if kind == "key-identity":
+        return replace(item, public_key=b"\xc0" + bytes(47))
+    if kind == "signature-infinity":
+        return replace(item, signature=b"\xc0" + bytes(95))
+    if kind == "key-not-in-subgroup":
+        return replace(item, public_key=_off_subgroup_point(ark.G1Point, 48, rng))
+    if kind == "signature-not-in-subgroup":
+        return replace(item, signature=_off_subgroup_point(ark.G2Point, 96, rng))
+    if kind == "key-bad-infinity-flag":
+        return replace(item, public_key=b"\xe0" + bytes(47))
+    if kind == "bit-flip":
+        return mutate(item, rng)
+    raise ValueError(f"unknown invalid kind {kind!r}")
+
+
+def generate(scheme_id: str, valid: int, mutated: int, *, seed: int = 0) -> list[KnownAnswer]:
+    """``valid`` signed items and ``mutated`` one-bit mutations of them, for one scheme."""
+    scheme = SCHEMES[scheme_id]
+    variants = [{}]
+    if scheme.family == "secp256k1":
+        variants = [{"compressed": True}, {"compressed": False}, {"prehashed": True}]
+    elif scheme.has_context:
+        variants = [{}, {"context": b"zapverify-ctx"}]
+    items: list[Item] = []
+    for v, kw in enumerate(variants):
+        share = valid // len(variants) + (1 if v < valid % len(variants) else 0)
+        if share:
+            items += sign_items(scheme_id, share, seed=seed * 31 + v, **kw)
+    rng = random.Random(f"mutate/{scheme_id}/{seed}")
+    out = [KnownAnswer(it, True, f"{scheme_id}/gen/{seed}/valid/{i}") for i, it in enumerate(items)]
+    for i in range(mutated):
+        out.append(KnownAnswer(mutate(items[i % len(items)], rng), False, f"{scheme_id}/gen/{seed}/mutated/{i}"))
+    return out
+
+
+# ------------------------------------------------------------------ cached known answers
+def _cache_dir() -> Path:
+    return Path(os.environ.get("ZAPVERIFY_KAT_CACHE", Path.home() / ".cache" / "zapverify"))
+
+
+def _versions() -> str:
+    names = ["pynacl", "coincurve", "py-arkworks-bls12381", "cryptography", "pqcrypto"]
+    return hashlib.sha256(json.dumps({n: metadata.version(n) for n in names}).encode()).hexdigest()[:16]
+
+
+def _encode(ka: KnownAnswer) -> dict:
+    d = asdict(ka.item)
+    for k in ("public_key", "message", "signature", "context"):
+        d[k] = d[k].hex()
+    return {"item": d, "expected": ka.expected, "id": ka.id, "source": ka.source}
+
+
+def _decode(d: dict) -> KnownAnswer:
+    it = dict(d["item"])
+    for k in ("public_key", "message", "signature", "context"):
+        it[k] = bytes.fromhex(it[k])
+    return KnownAnswer(Item(**it), d["expected"], d["id"], d.get("source", "generated"))
+
+
+def known_answers() -> dict[str, list[KnownAnswer]]:
+    """Two valid and two mutated items per scheme, from the cache or freshly signed.
+
+    The cache lives in ``$ZAPVERIFY_KAT_CACHE`` (default ``~/.cache/zapverify``); a
+    cache that cannot be written is not an error.
+    """
+    path = _cache_dir() / f"kat-{_versions()}.json"
+    try:
+        raw = json.loads(path.read_text())
+        out = {s: [_decode(x) for x in v] for s, v in raw.items()}
+        if set(out) == set(SCHEMES):
+            return out
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    out = {s: generate(s, 2, 2, seed=1) for s in SCHEMES}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({s: [_encode(x) for x in v] for s, v in out.items()}))
+        tmp.replace(path)
+    except OSError:
+        pass
+    return out

@@ -1,0 +1,257 @@
+"""CPU reference verifiers: one item at a time, on the kept libraries of DESIGN.md section 2.
+
+Each ``verify_<family>`` takes bytes-like arguments and returns a plain ``bool``; it never
+raises for bad input (a wrong length, a point off the curve, a bad encoding is ``False``).
+These functions *define* the verdicts every other backend must reproduce.
+
+Whether a library releases the GIL decides how the CPU backend spreads work over cores
+(``RELEASES_GIL``); the values are measured by ``bench/cpu_engine.py`` (the raw loop on two
+threads against one: libsodium, libsecp256k1 through cffi, arkworks' BLS and OpenSSL's
+ML-DSA scale, pqcrypto's SLH-DSA does not).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import nacl.bindings
+import nacl.exceptions
+
+from app.engine.verify.schemes import MAX_CONTEXT_BYTES, Scheme
+
+#: True where the library call releases the GIL, so threads use every core.
+RELEASES_GIL: dict[str, bool] = {
+    "ed25519": True,
+    "secp256k1": True,
+    "bls12-381": True,
+    "ml-dsa": True,
+    "slh-dsa": False,
+}
+
+
+# ------------------------------------------------------------------ Ed25519 (libsodium)
+def verify_ed25519(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
+    """RFC 8032 §5.1.7 with libsodium's rules (see :mod:`app.engine.verify.schemes`)."""
+    if len(pk) != 32 or len(sig) != 64:
+        return False
+    try:
+        # crypto_sign_open runs crypto_sign_verify_detached on sig ‖ msg: the same checks.
+        nacl.bindings.crypto_sign_open(bytes(sig) + bytes(msg), bytes(pk))
+        return True
+    except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, ValueError, TypeError):
+        return False
+
+
+# ------------------------------------------------------------------ secp256k1 (libsecp256k1)
+_k1 = None
+
+
+def _k1_lib():
+    global _k1
+    if _k1 is None:
+        from coincurve._libsecp256k1 import ffi, lib
+        from coincurve.context import GLOBAL_CONTEXT
+
+        _k1 = (ffi, lib, GLOBAL_CONTEXT.ctx)
+    return _k1
+
+
+def verify_secp256k1(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
+    """SEC 1 §4.1.4 ECDSA with libsecp256k1's rules: compact r ‖ s, low-S unless allowed."""
+    if len(sig) != 64 or len(pk) not in (33, 65):
+        return False
+    if prehashed:
+        if len(msg) != 32:
+            return False
+        digest = bytes(msg)
+    else:
+        digest = hashlib.sha256(msg).digest()
+    ffi, lib, c = _k1_lib()
+    pubkey = ffi.new("secp256k1_pubkey *")
+    if not lib.secp256k1_ec_pubkey_parse(c, pubkey, bytes(pk), len(pk)):
+        return False
+    s = ffi.new("secp256k1_ecdsa_signature *")
+    if not lib.secp256k1_ecdsa_signature_parse_compact(c, s, bytes(sig)):
+        return False  # r or s >= n
+    if allow_high_s:
+        lib.secp256k1_ecdsa_signature_normalize(c, s, s)
+    return lib.secp256k1_ecdsa_verify(c, s, digest, pubkey) == 1
+
+
+def der_to_compact(der: bytes) -> bytes | None:
+    """Convert a strict-DER ECDSA signature to 64-byte compact r ‖ s.
+
+    Returns ``None`` when ``der`` is not DER (BER variants included).  r or s out of range
+    give the all-zero signature, which never verifies (libsecp256k1's behaviour).
+    """
+    ffi, lib, c = _k1_lib()
+    s = ffi.new("secp256k1_ecdsa_signature *")
+    if not lib.secp256k1_ecdsa_signature_parse_der(c, s, bytes(der), len(der)):
+        return None
+    out = ffi.new("unsigned char[64]")
+    lib.secp256k1_ecdsa_signature_serialize_compact(c, out, s)
+    return bytes(ffi.buffer(out, 64))
+
+
+def compact_signature(sig: bytes, signature_format: str) -> bytes:
+    """The 64-byte compact form of a secp256k1 signature sent as ``raw`` or ``der``.
+
+    A DER signature that does not parse becomes the empty signature, which is invalid by
+    length: the item gets a ``False`` verdict and its Merkle leaf commits to empty bytes.
+    """
+    if signature_format == "raw":
+        return bytes(sig)
+    return der_to_compact(sig) or b""
+
+
+# ------------------------------------------------------------------ BLS12-381 (arkworks)
+#: Domain separation tag of the Ethereum proof-of-possession ciphersuite
+#: (draft-irtf-cfrg-bls-signature-04 §4.2.3).
+BLS_POP_DST = b"BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_"
+_bls = None
+#: The one encoding of the point at infinity (ZCash serialisation, used by the Ethereum
+#: consensus specs): compression and infinity flags set, every other bit zero.
+_G1_INFINITY = b"\xc0" + bytes(47)
+_G2_INFINITY = b"\xc0" + bytes(95)
+
+
+def _bls_consts():
+    global _bls
+    if _bls is None:
+        import py_arkworks_bls12381 as ark
+
+        _bls = (ark, -ark.G1Point(), ark.G1Point.identity())  # G1Point() is the generator
+    return _bls
+
+
+def _bls_point(data, size: int, infinity: bytes, cls):
+    """Decode a compressed point with the subgroup check, or ``None``.
+
+    arkworks accepts an infinity flag with non-zero bits after it (``0xe0…``, ``0xc0…01``),
+    which the ZCash format and the Ethereum deserialization vectors reject; we refuse those
+    before arkworks sees them.  ``from_compressed_bytes_unchecked`` + ``is_in_subgroup``
+    accepts exactly what ``from_compressed_bytes`` accepts (checked on the Ethereum
+    deserialization vectors) and costs about half as much, measured.
+    """
+    if len(data) != size:
+        return None
+    data = bytes(data)
+    if data[0] & 0x40 and data != infinity:
+        return None
+    try:
+        point = cls.from_compressed_bytes_unchecked(data)
+    except (ValueError, TypeError):
+        return None
+    return point if point.is_in_subgroup() else None
+
+
+def bls_public_key(pk):
+    """KeyValidate (draft-irtf-cfrg-bls-signature-04 §2.5): the G1 point of a 48-byte key.
+
+    Returns ``None`` for a bad encoding, a point off the curve or outside the prime-order
+    subgroup, and for the identity.
+    """
+    ark, _, identity = _bls_consts()
+    point = _bls_point(pk, 48, _G1_INFINITY, ark.G1Point)
+    return None if point is None or point == identity else point
+
+
+def bls_signature(sig):
+    """signature_to_point plus signature_subgroup_check (draft-04 §2.7 steps 1–3), or ``None``.
+
+    The identity (``0xc0`` then zeros) is a valid signature point.
+    """
+    return _bls_point(sig, 96, _G2_INFINITY, _bls_consts()[0].G2Point)
+
+
+def bls_hash(msg):
+    """hash_to_point: RFC 9380 hash to G2 (``BLS12381G2_XMD:SHA-256_SSWU_RO_``) under ``BLS_POP_DST``."""
+    return _bls_consts()[0].G2Point.hash_to_curve(bytes(msg), BLS_POP_DST)
+
+
+def verify_bls12_381(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
+    """CoreVerify with KeyValidate (draft-irtf-cfrg-bls-signature-04 §2.7, §2.5), POP suite.
+
+    Keys and signatures are decoded by :func:`bls_public_key` and :func:`bls_signature`
+    (flags, on the curve, in the prime-order subgroup; the identity key is refused).  The
+    verdict is e(PK, H(msg)) · e(−G1, sig) == 1 with H the RFC 9380 hash to G2 under
+    ``BLS_POP_DST``.
+    """
+    point, signature = bls_public_key(pk), bls_signature(sig)
+    if point is None or signature is None:
+        return False
+    ark, neg_g1, _ = _bls_consts()
+    return bool(ark.GT.pairing_check([point, neg_g1], [bls_hash(msg), signature]))
+
+
+# ------------------------------------------------------------------ ML-DSA (OpenSSL)
+_MLDSA: dict[int, object] = {}
+
+
+def _mldsa_class(sig_len: int):
+    if not _MLDSA:
+        from cryptography.hazmat.primitives.asymmetric import mldsa
+
+        _MLDSA.update({2420: mldsa.MLDSA44PublicKey, 3309: mldsa.MLDSA65PublicKey,
+                       4627: mldsa.MLDSA87PublicKey})
+    return _MLDSA[sig_len]
+
+
+def make_verify_mldsa(scheme: Scheme) -> Callable[..., bool]:
+    """FIPS 204 ML-DSA.Verify (Alg. 3, pure, external) for one parameter set."""
+    from cryptography.exceptions import InvalidSignature
+
+    cls = _mldsa_class(scheme.sig_len)
+    pk_len, sig_len = scheme.pk_len, scheme.sig_len
+
+    def verify(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
+        if len(pk) != pk_len or len(sig) != sig_len or len(ctx) > MAX_CONTEXT_BYTES:
+            return False
+        try:
+            cls.from_public_bytes(bytes(pk)).verify(bytes(sig), bytes(msg), bytes(ctx))
+            return True
+        except (InvalidSignature, ValueError):
+            return False
+
+    return verify
+
+
+# ------------------------------------------------------------------ SLH-DSA (pqcrypto)
+def make_verify_slhdsa(scheme: Scheme) -> Callable[..., bool]:
+    """FIPS 205 slh_verify (Alg. 24, pure, external) for one parameter set."""
+    import importlib
+
+    import pqcrypto
+
+    mod = importlib.import_module("pqcrypto.sign." + scheme.id.replace("-", "_"))
+    pk_len, sig_len = scheme.pk_len, scheme.sig_len
+
+    def verify(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
+        if len(pk) != pk_len or len(sig) != sig_len or len(ctx) > MAX_CONTEXT_BYTES:
+            return False
+        try:
+            mod.verify(bytes(pk), bytes(msg), bytes(sig), context=bytes(ctx))
+            return True
+        except (pqcrypto.InvalidSignatureError, ValueError):
+            return False
+
+    return verify
+
+
+_CACHE: dict[str, Callable[..., bool]] = {}
+
+
+def verifier(scheme: Scheme) -> Callable[..., bool]:
+    """The reference ``verify(pk, msg, sig, ctx, prehashed, allow_high_s) -> bool`` of ``scheme``."""
+    fn = _CACHE.get(scheme.id)
+    if fn is None:
+        fn = {
+            "ed25519": lambda: verify_ed25519,
+            "secp256k1": lambda: verify_secp256k1,
+            "bls12-381": lambda: verify_bls12_381,
+            "ml-dsa": lambda: make_verify_mldsa(scheme),
+            "slh-dsa": lambda: make_verify_slhdsa(scheme),
+        }[scheme.family]()
+        _CACHE[scheme.id] = fn
+    return fn

@@ -1,0 +1,160 @@
+"""Inclusion proofs of receipts (RFC 6962 §2.1.1 paths, RFC 9162 §2.1.3.2 verification).
+
+For random batches of 1–1,000 items every item's proof from :meth:`Receipt.proof` must
+verify with the user-side :func:`app.client.verify_inclusion`, and a changed verdict, leaf,
+index, count, root or path must fail.  Seeded ``random`` keeps it reproducible and fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+import numpy as np
+import pytest
+
+from app.client import leaf_hash, verify_inclusion
+from app.engine.receipts.store import Receipt
+from app.engine.verify.schemes import SCHEMES
+from app.errors import LeafIndexOutOfRange
+
+
+def _mth(leaves: list[bytes]) -> bytes:
+    """RFC 6962 §2.1 MTH written straight from its recursive definition (test oracle)."""
+    n = len(leaves)
+    if n == 1:
+        return leaves[0]
+    k = 1 << ((n - 1).bit_length() - 1)
+    return hashlib.sha256(b"\x01" + _mth(leaves[:k]) + _mth(leaves[k:])).digest()
+
+
+def _path(m: int, leaves: list[bytes]) -> list[bytes]:
+    """RFC 6962 §2.1.1 PATH(m, D[n]) from its recursive definition (test oracle)."""
+    n = len(leaves)
+    if n == 1:
+        return []
+    k = 1 << ((n - 1).bit_length() - 1)
+    if m < k:
+        return _path(m, leaves[:k]) + [_mth(leaves[k:])]
+    return _path(m - k, leaves[k:]) + [_mth(leaves[:k])]
+
+
+def _random_batch(rng: random.Random, n: int):
+    """Items as a user would hold them, with random verdicts, and the receipt of them."""
+    codes = [s.code for s in SCHEMES.values()]
+    items = [(rng.choice(codes), rng.random() < 0.7, rng.randbytes(32), rng.randbytes(rng.randrange(0, 40)),
+              rng.randbytes(64)) for _ in range(n)]
+    leaves = np.array([np.frombuffer(leaf_hash(*it), np.uint8) for it in items], dtype=np.uint8)
+    from app.engine.commit import merkle
+
+    root = merkle.root(leaves)
+    receipt = Receipt.build(verdicts=[it[1] for it in items], leaves=leaves, merkle_root=root,
+                            schemes=["ed25519"])
+    return items, receipt
+
+
+def _flip_bit(b: bytes, rng: random.Random) -> bytes:
+    i = rng.randrange(len(b) * 8)
+    out = bytearray(b)
+    out[i // 8] ^= 1 << (i % 8)
+    return bytes(out)
+
+
+# Small sizes cover every tree shape up to 17 leaves; the rest are drawn at random up to 1,000.
+_rng_sizes = random.Random(6962)
+SIZES = list(range(1, 18)) + [31, 32, 33, 64, 255, 256, 257, 1000] + _rng_sizes.sample(range(18, 1000), 6)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_every_item_proof_verifies_and_mutations_fail(n):
+    rng = random.Random(n)
+    items, receipt = _random_batch(rng, n)
+    root = receipt.merkle_root
+    for i, (code, verdict, pk, msg, sig) in enumerate(items):
+        p = receipt.proof(i)
+        assert p.verdict == verdict and p.count == n and p.merkle_root == root
+        user_leaf = leaf_hash(code, verdict, pk, msg, sig)
+        assert p.leaf_hash == user_leaf
+        assert verify_inclusion(root, user_leaf, i, n, p.audit_path)
+        assert p.verify()
+        # a changed verdict: the user's item with the other verdict is not in the tree
+        assert not verify_inclusion(root, leaf_hash(code, not verdict, pk, msg, sig), i, n, p.audit_path)
+        # a changed leaf (one bit of the hash, or one bit of the signed message)
+        assert not verify_inclusion(root, _flip_bit(user_leaf, rng), i, n, p.audit_path)
+        assert not verify_inclusion(root, leaf_hash(code, verdict, pk, _flip_bit(msg + b"\x00", rng), sig),
+                                    i, n, p.audit_path)
+        # a changed index
+        for j in {0, i - 1, i + 1, n - 1, rng.randrange(n)} - {i}:
+            if 0 <= j < n and receipt.leaf(j) != user_leaf:
+                assert not verify_inclusion(root, user_leaf, j, n, p.audit_path)
+        assert not verify_inclusion(root, user_leaf, n, n, p.audit_path)
+        assert not verify_inclusion(root, user_leaf, -1, n, p.audit_path)
+        # a changed root, path or count
+        assert not verify_inclusion(_flip_bit(root, rng), user_leaf, i, n, p.audit_path)
+        if p.audit_path:
+            k = rng.randrange(len(p.audit_path))
+            bad = list(p.audit_path)
+            bad[k] = _flip_bit(bad[k], rng)
+            assert not verify_inclusion(root, user_leaf, i, n, bad)
+            assert not verify_inclusion(root, user_leaf, i, n, p.audit_path[:-1])
+        assert not verify_inclusion(root, user_leaf, i, n, p.audit_path + [root])
+        assert not verify_inclusion(root, user_leaf, i, 2 * n + 1, p.audit_path)
+
+
+@pytest.mark.parametrize("n", list(range(1, 40)) + [100, 129])
+def test_paths_match_rfc6962_recursive_definition(n):
+    rng = random.Random(1000 + n)
+    _, receipt = _random_batch(rng, n)
+    leaves = [receipt.leaf(i) for i in range(n)]
+    assert receipt.merkle_root == _mth(leaves)
+    for m in range(n):
+        assert receipt.proof(m).audit_path == _path(m, leaves)
+
+
+def test_proof_of_a_real_engine_batch():
+    """Receipt from Engine.verify_items: a user who holds (pk, msg, sig) proves their verdict."""
+    import nacl.signing
+
+    from app.engine.verify.engine import Engine
+    from app.engine.verify.kat import Item
+
+    rng = random.Random(8032)
+    sk = nacl.signing.SigningKey(rng.randbytes(32))
+    pk = sk.verify_key.encode()
+    msgs = [rng.randbytes(rng.randrange(1, 50)) for _ in range(23)]
+    items = [Item("ed25519", pk, m, sk.sign(m).signature) for m in msgs]
+    items[5] = Item("ed25519", pk, msgs[5] + b"!", items[5].signature)  # signature no longer matches
+    engine = Engine()
+    try:
+        result = engine.verify_items(items)
+    finally:
+        engine.close()
+    receipt = Receipt.build(verdicts=result.verdicts, leaves=result.leaves, merkle_root=result.root,
+                            schemes=[it.scheme for it in items], backends=result.backends)
+    assert receipt.valid == 22 and not receipt.verdict(5)
+    code = SCHEMES["ed25519"].code
+    for i, it in enumerate(items):
+        p = receipt.proof(i)
+        leaf = leaf_hash(code, i != 5, it.public_key, it.message, it.signature)
+        assert verify_inclusion(result.root, leaf, i, len(items), p.audit_path)
+        assert not verify_inclusion(result.root, leaf_hash(code, i == 5, it.public_key, it.message, it.signature),
+                                    i, len(items), p.audit_path)
+
+
+@pytest.mark.parametrize("index", [-1, 7, 1 << 40])
+def test_index_out_of_range_is_a_named_error(index):
+    _, receipt = _random_batch(random.Random(0), 7)
+    with pytest.raises(LeafIndexOutOfRange) as e:
+        receipt.proof(index)
+    assert e.value.code == "LEAF_INDEX_OUT_OF_RANGE" and e.value.status == 404 and e.value.field == "index"
+
+
+def test_verdict_bitmap_is_lsb_first():
+    v = [True, False, False, True, False, False, False, False, True, True]
+    leaves = np.zeros((len(v), 32), np.uint8)
+    from app.engine.commit import merkle
+
+    r = Receipt.build(verdicts=v, leaves=leaves, merkle_root=merkle.root(leaves), schemes=["ed25519"])
+    assert r.verdict_bitmap == bytes([0b00001001, 0b00000011])
+    assert r.verdicts().tolist() == v and r.valid == 4
+    assert [r.verdict(i) for i in range(len(v))] == v
