@@ -117,7 +117,7 @@ def _probe(args: argparse.Namespace) -> int:
     from app.config import get_settings
     from app.engine.host.pick import pick, render_report, report_dict
     from app.engine.host.probe import probe_host
-    from app.engine.memory.pool import plan_pool
+    from app.engine.memory.plan import plan_pool
 
     settings = get_settings()
     probe = probe_host(args.root, system=args.system, machine=args.machine)

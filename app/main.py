@@ -27,7 +27,9 @@ from app.api.schemas import loc_to_field
 from app.config import Settings, get_settings
 from app.engine.backends.factory import accelerated_backends
 from app.engine.ingest import Ingest, IngestConfig
-from app.engine.receipts.store import Pruner, ReceiptStore, open_store
+from app.engine.receipts.open import open_store
+from app.engine.receipts.pruner import Pruner
+from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine, EngineConfig
 from app.errors import FrameTooLarge, LimitExceeded, NotReady, StoreUnavailable, ZapVerifyError
 

@@ -115,8 +115,8 @@ def test_proof_of_a_real_engine_batch():
     """Receipt from Engine.verify_items: a user who holds (pk, msg, sig) proves their verdict."""
     import nacl.signing
 
+    from app.engine.verify.batch import Item
     from app.engine.verify.engine import Engine
-    from app.engine.verify.kat import Item
 
     rng = random.Random(8032)
     sk = nacl.signing.SigningKey(rng.randbytes(32))

@@ -19,7 +19,7 @@ import pytest
 from app.client.ingest import connect
 from app.engine.commit import merkle
 from app.engine.ingest import Ingest, IngestConfig
-from app.engine.receipts.store import open_store
+from app.engine.receipts.open import open_store
 from app.engine.verify import kat
 from app.engine.verify.engine import Engine, EngineConfig
 from app.engine.verify.schemes import SCHEMES

@@ -22,7 +22,7 @@ import pytest
 
 from app.engine.kernels import hostbuild
 from app.engine.verify import kat, reference
-from app.engine.verify.kat import Item
+from app.engine.verify.batch import Item
 from tests.conftest import ROOT
 from tests.oracles import ed25519_model as m
 

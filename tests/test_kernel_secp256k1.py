@@ -26,6 +26,7 @@ import pytest
 from app.engine.kernels import hostbuild
 from app.engine.verify import kat, reference
 from app.vectors import DEFAULT_ROOT, convert_all, from_json
+from app.wire import encoding
 
 ROOT = Path(__file__).resolve().parents[1]
 HARNESS = Path(__file__).resolve().parent / "kernel_harness" / "secp256k1_unit.cu"
@@ -276,7 +277,7 @@ def wycheproof_cases(name: str):
     if not path.is_file():
         pytest.skip(f"{path} absent (../shared/vectors)")
     source = f"wycheproof/{name}"
-    # app.vectors converts DER to compact with reference.der_to_compact (non-DER -> empty,
+    # app.vectors converts DER to compact with encoding.der_to_compact (non-DER -> empty,
     # invalid by length) and sets allow_high_s for the plain and P1363 files.
     return [from_json(d) for d in convert_all(DEFAULT_ROOT) if d["source"] == source]
 
@@ -351,7 +352,7 @@ def point_bytes(pt, compressed=True) -> bytes:
 
 def sign_digest(d: int, digest: bytes) -> tuple[int, int]:
     der = coincurve.PrivateKey(i2b(d)).sign(digest, hasher=None)
-    c = reference.der_to_compact(der)
+    c = encoding.der_to_compact(der)
     return int.from_bytes(c[:32], "big"), int.from_bytes(c[32:], "big")
 
 

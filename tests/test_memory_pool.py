@@ -14,8 +14,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from app.engine.memory import pool as pool_mod
-from app.engine.memory.pool import CHUNK_BYTES, POISON, PinLimits, UmaPool, clamp_capacity, host_array, selftest_cuda
+from app.engine.memory.heap import land
+from app.engine.memory.plan import CHUNK_BYTES, DEFAULT_POOL_BYTES, OWNERS, POISON, PinLimits, clamp_capacity
+from app.engine.memory.pool import PoolBuffer, UmaPool
+from app.engine.memory.selftest import selftest_cuda
+from app.engine.memory.sources import host_array
 from app.errors import AllocatorUnavailable, BufferMisuse, BufferTooLarge, ConfigError, PoolExhausted
 
 MIB = 1 << 20
@@ -240,7 +243,7 @@ def test_threads_never_get_overlapping_buffers(debug):
                 continue
             try:
                 # only a thread holding nothing waits, so no thread waits while holding memory
-                buf = p.acquire(size(rng), rng.choice(pool_mod.OWNERS), timeout=0 if held else 30)
+                buf = p.acquire(size(rng), rng.choice(OWNERS), timeout=0 if held else 30)
             except PoolExhausted:
                 with reg:
                     outcomes["exhausted"] += 1
@@ -295,7 +298,7 @@ def test_clamp_capacity():
 
 
 def test_default_is_the_seed_4_gib():
-    assert pool_mod.DEFAULT_POOL_BYTES == 4 << 30
+    assert DEFAULT_POOL_BYTES == 4 << 30
     with UmaPool.create(limits=NO_CLAMP) as p:  # an mmap reservation: pages are only touched when used
         assert p.capacity_bytes == 4 << 30 and p.n_chunks == 4096
 
@@ -416,10 +419,10 @@ def test_cuda_source_without_cupy(monkeypatch):
 # ------------------------------------------------------------------ landing (pool or heap)
 def test_land_takes_pool_buffers_or_heap_ones_with_the_same_ownership_rules():
     with make() as p:
-        buf = pool_mod.land(p, 300, "ingest", timeout=0)
-        assert isinstance(buf, pool_mod.PoolBuffer) and buf.slot_bytes == 1024 and buf.owner == "ingest"
+        buf = land(p, 300, "ingest", timeout=0)
+        assert isinstance(buf, PoolBuffer) and buf.slot_bytes == 1024 and buf.owner == "ingest"
         buf.release()
-    heap = pool_mod.land(None, 300)
+    heap = land(None, 300)
     assert heap.array.shape == (300,) and heap.owner == "ingest"
     heap.hand_off("dispatch", expected="ingest").hand_off("backend")
     with pytest.raises(BufferMisuse):
@@ -437,6 +440,6 @@ def test_land_does_not_wait_with_timeout_zero():
         big = p.acquire(MIB, "ingest")
         t0 = time.monotonic()
         with pytest.raises(PoolExhausted):
-            pool_mod.land(p, 100, timeout=0)
+            land(p, 100, timeout=0)
         assert time.monotonic() - t0 < 5  # generous: only that it did not wait for the 1 s default
         big.release()

@@ -15,7 +15,9 @@ import pytest
 
 from app.engine.commit import merkle
 from app.engine.receipts.ids import new_batch_id
-from app.engine.receipts.store import MAX_PAGE, Pruner, Receipt, ReceiptStore, open_store
+from app.engine.receipts.open import open_store
+from app.engine.receipts.pruner import Pruner
+from app.engine.receipts.store import MAX_PAGE, Receipt, ReceiptStore
 from app.errors import ConfigError, RequestError, StoreSchemaTooNew, StoreUnavailable
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from app.engine.kernels.registry import KernelSource, VerifyKernel
-from app.engine.verify.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED
-from app.engine.verify.kat import Item, KnownAnswer
+from app.engine.verify.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED, Item
+from app.engine.verify.kat import KnownAnswer
 from app.engine.verify.schemes import SCHEMES
 
 TOY_SOURCE = KernelSource("toy", Path(__file__).resolve().parent / "kernels")

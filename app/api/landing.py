@@ -2,7 +2,7 @@
 heap memory when the engine has no pool (scripts, tests).  The engine then verifies the
 frame's columns in that buffer, so the bytes are copied once, from the socket's chunks.
 The socket listeners of :mod:`app.engine.ingest` land frames with the same
-:func:`app.engine.memory.pool.land`."""
+:func:`app.engine.memory.heap.land`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
-from app.engine.memory.pool import land
+from app.engine.memory.heap import land
 from app.engine.verify.engine import Engine
 
 

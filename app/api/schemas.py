@@ -9,10 +9,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.engine.verify import schemes
+from app.engine.verify.batch import Item
 from app.engine.verify.engine import ItemsResult
-from app.engine.verify.kat import Item
-from app.engine.verify.reference import compact_signature
 from app.errors import LimitExceeded, RequestError, UnknownScheme
+from app.wire.encoding import compact_signature
 
 # RFC 8032 §7.1 TEST 1 (empty message): a valid Ed25519 item.
 _EXAMPLE_ITEM = {

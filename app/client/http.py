@@ -52,9 +52,9 @@ import httpx
 import numpy as np
 
 from app.engine.commit.merkle import aggregate_leaf_hash, leaf_hash, verify_inclusion
+from app.engine.verify.batch import Item
 from app.engine.verify.bls_aggregate import AggregateItem
 from app.engine.verify.bls_aggregate import leaf as aggregate_leaf
-from app.engine.verify.kat import Item
 from app.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
 from app.wire import zap
 
@@ -159,7 +159,7 @@ def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | No
               allow_high_s: bool | None = None, signature_format: str = "raw") -> dict:
     """The JSON body of a verify request for ``items`` (base64 fields).
 
-    ``items`` are :class:`app.engine.verify.kat.Item` or mappings with ``scheme``, ``public_key``,
+    ``items`` are :class:`app.engine.verify.batch.Item` or mappings with ``scheme``, ``public_key``,
     ``message``, ``signature`` (bytes) and optionally ``context``.  ``prehashed`` and
     ``allow_high_s`` apply to the request's secp256k1 items; None takes them from the
     items, which must then agree (else :class:`RequestError`).

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from app.engine.host.probe import Capability, HostProbe
-from app.engine.memory.pool import fmt_bytes
+from app.engine.memory.plan import fmt_bytes
 from app.errors import ConfigError, TransportUnavailable
 
 log = logging.getLogger("zapverify.pick")
@@ -193,7 +193,7 @@ def report_dict(probe: HostProbe, choice: Pick, pool_stats: dict | None = None) 
 def render_report(probe: HostProbe, choice: Pick, pool_stats: dict | None = None) -> str:
     """The probe report as text (``zapverify probe``); the first line is :attr:`Pick.headline`.
 
-    ``pool_stats`` is :meth:`app.engine.memory.pool.UmaPool.stats` or :func:`app.engine.memory.pool.plan_pool`.
+    ``pool_stats`` is :meth:`app.engine.memory.pool.UmaPool.stats` or :func:`app.engine.memory.plan.plan_pool`.
     """
     lines = [choice.headline,
              f"  host class  {choice.host_class} ({probe.system} {probe.machine}, "

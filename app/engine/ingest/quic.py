@@ -43,7 +43,7 @@ from aioquic.quic.configuration import QuicConfiguration
 from app.engine.ingest import tls
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
 from app.engine.ingest.ring import Entry
-from app.engine.memory.pool import land
+from app.engine.memory.heap import land
 from app.errors import (
     BadMagic,
     BadSize,

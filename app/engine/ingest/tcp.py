@@ -45,7 +45,7 @@ import numpy as np
 
 from app.engine.ingest.base import Listener, ListenerContext
 from app.engine.ingest.ring import Entry
-from app.engine.memory.pool import land
+from app.engine.memory.heap import land
 from app.errors import BadMagic, BufferTooLarge, FrameTooLarge, PoolExhausted, WireError, ZapVerifyError
 from app.wire import zap
 

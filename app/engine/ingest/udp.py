@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
 from app.engine.ingest.ring import Entry
-from app.engine.memory.pool import land
+from app.engine.memory.heap import land
 from app.errors import BufferTooLarge, FrameTooLarge, PoolExhausted, WireError, ZapVerifyError
 from app.wire import zap
 

@@ -35,7 +35,7 @@ from functools import partial
 from app.engine.ingest.coalesce import batch_key, join, joined_bytes, split
 from app.engine.ingest.counters import TransportCounters
 from app.engine.ingest.ring import Entry, Ring
-from app.engine.memory.pool import land
+from app.engine.memory.heap import land
 from app.engine.receipts.ids import new_batch_id
 from app.engine.receipts.store import Receipt, ReceiptStore
 from app.engine.verify.engine import Engine

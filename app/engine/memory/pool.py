@@ -27,265 +27,36 @@ Buffers carry an owner tag (:data:`OWNERS`) passed on with :meth:`PoolBuffer.han
 end with :meth:`PoolBuffer.release`.  When the pool has no room, :meth:`UmaPool.acquire` waits
 up to its timeout for a release, then raises :class:`app.errors.PoolExhausted` (counted).
 
-This module imports only the standard library and numpy; CuPy is imported when a CUDA
-source is asked for.
+The pool's planning (capacity, constants) is :mod:`app.engine.memory.plan`, its memory
+sources :mod:`app.engine.memory.sources`, the heap fallback for engines without a pool
+:mod:`app.engine.memory.heap`.  CuPy is imported only when a CUDA source is asked for.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import mmap
-import os
-import resource
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from app.engine.host.probe import CAP_IPC_LOCK, parse_cap_bits
+from app.engine.memory.plan import (
+    CHUNK_BYTES,
+    DEFAULT_POOL_BYTES,
+    OWNERS,
+    PAGE_BYTES,
+    POISON,
+    SLAB_CLASSES,
+    PinLimits,
+    check_request,
+    fmt_bytes,
+    plan_pool,
+)
+from app.engine.memory.sources import Arena, CudaArena, HeapArena, cuda_device, import_cupy
 from app.errors import AllocatorUnavailable, BufferMisuse, BufferTooLarge, ConfigError, PoolExhausted
 
 log = logging.getLogger("zapverify.pool")
-
-SLAB_CLASSES = (256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 1 << 20)
-CHUNK_BYTES = 1 << 20
-PAGE_BYTES = mmap.PAGESIZE
-DEFAULT_POOL_BYTES = 4 << 30
-#: Share of the device's free memory managed memory may take.
-MANAGED_FREE_FRACTION = 0.9
-OWNERS = ("ingest", "dispatch", "backend", "merkle", "store")
-SOURCES = ("pinned", "managed", "heap")
-#: Byte written over released memory in debug mode; a stale write shows up as a non-poison byte.
-POISON = 0xA5
-
-# cudaHostAlloc flags (cuda_runtime_api.h), used when the CuPy build does not export them.
-_HOST_ALLOC_PORTABLE = 0x01
-_HOST_ALLOC_MAPPED = 0x02
-
-
-def fmt_bytes(n: int | None) -> str:
-    """``n`` bytes in binary units (``4.0 GiB``, ``512 B``); ``?`` for None."""
-    if n is None:
-        return "?"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
-
-
-# ------------------------------------------------------------------------------ capacity
-@dataclass(frozen=True)
-class PinLimits:
-    """What bounds the memory this process may page-lock.
-
-    Attributes:
-        memlock_bytes: the soft ``RLIMIT_MEMLOCK`` in bytes; None when unlimited.
-        cap_ipc_lock: whether the process holds ``CAP_IPC_LOCK`` (lifts the rlimit).
-        ram_bytes: physical memory in bytes; None when unknown.
-    """
-
-    memlock_bytes: int | None
-    cap_ipc_lock: bool
-    ram_bytes: int | None
-
-    @classmethod
-    def read(cls) -> PinLimits:
-        """The limits of this process, from getrlimit(2), /proc/self/status and sysconf(3)."""
-        soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-        try:
-            with open("/proc/self/status") as f:
-                bits = parse_cap_bits(f.read())
-        except OSError:
-            bits = None
-        try:
-            ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError):
-            ram = None
-        return cls(None if soft == resource.RLIM_INFINITY else int(soft),
-                   bool(bits is not None and bits >> CAP_IPC_LOCK & 1), ram)
-
-
-def clamp_capacity(requested: int, limits: PinLimits, device_free: int | None = None) -> tuple[int, tuple[str, ...]]:
-    """The pool size the host can honour, in bytes, and what clamped it (in words).
-
-    ``device_free`` (bytes) is given for managed memory only; the result is then also at
-    most :data:`MANAGED_FREE_FRACTION` of it.
-    """
-    capacity, why = requested, []
-    if limits.memlock_bytes is not None and not limits.cap_ipc_lock and limits.memlock_bytes < capacity:
-        capacity = limits.memlock_bytes
-        why.append(f"RLIMIT_MEMLOCK {fmt_bytes(limits.memlock_bytes)} (raise ulimit -l or grant CAP_IPC_LOCK)")
-    if limits.ram_bytes is not None and limits.ram_bytes // 4 < capacity:
-        capacity = limits.ram_bytes // 4
-        why.append(f"a quarter of RAM ({fmt_bytes(limits.ram_bytes)})")
-    if device_free is not None and int(device_free * MANAGED_FREE_FRACTION) < capacity:
-        capacity = int(device_free * MANAGED_FREE_FRACTION)
-        why.append(f"{MANAGED_FREE_FRACTION:.0%} of free device memory ({fmt_bytes(device_free)})")
-    return capacity, tuple(why)
-
-
-def _check_request(requested_bytes: Any, source: Any) -> None:
-    if isinstance(requested_bytes, bool) or not isinstance(requested_bytes, int) or requested_bytes < PAGE_BYTES:
-        raise ConfigError(f"uma_pool_bytes must be an integer of at least {PAGE_BYTES}, got {requested_bytes!r}",
-                          field="uma_pool_bytes")
-    if source not in SOURCES:
-        raise ConfigError(f"pool_source must be one of {', '.join(SOURCES)}, got {source!r}", field="pool_source")
-
-
-def plan_pool(requested_bytes: int, source: str, limits: PinLimits | None = None,
-              device_free: int | None = None) -> dict[str, Any]:
-    """The pool :meth:`UmaPool.create` would build, without allocating it.
-
-    Returns ``{"source", "requested_bytes", "capacity_bytes", "chunk_bytes", "clamped_by"}``
-    (bytes; ``clamped_by`` in words).  ``device_free``: free device memory in bytes, for
-    ``managed``.  Raises :class:`ConfigError` for a bad size or source, or when the host
-    lets the process page-lock less than one page.
-    """
-    _check_request(requested_bytes, source)
-    capacity, why = clamp_capacity(requested_bytes, limits or PinLimits.read(),
-                                   device_free if source == "managed" else None)
-    chunk = min(CHUNK_BYTES, capacity // PAGE_BYTES * PAGE_BYTES)
-    if chunk < PAGE_BYTES:
-        raise ConfigError(f"the host lets this process page-lock only {capacity} bytes "
-                          f"({'; '.join(why)}); the pool needs at least {PAGE_BYTES}", field="uma_pool_bytes")
-    return {"source": source, "requested_bytes": requested_bytes, "capacity_bytes": capacity // chunk * chunk,
-            "chunk_bytes": chunk, "clamped_by": list(why)}
-
-
-# ------------------------------------------------------------------------------ memory sources
-class _HostMemory:
-    """Exposes ``nbytes`` at address ``ptr`` to numpy, keeping ``owner`` (the allocation) alive
-    for as long as any view of it exists."""
-
-    def __init__(self, ptr: int, nbytes: int, owner: Any):
-        self.owner = owner
-        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3}
-
-
-def host_array(ptr: int, nbytes: int, owner: Any) -> np.ndarray:
-    """``uint8[nbytes]`` view of memory at ``ptr``; the view holds a reference to ``owner``."""
-    return np.asarray(_HostMemory(ptr, nbytes, owner))
-
-
-class _Arena:
-    """One allocation the pool carves; ``array`` is its ``uint8[nbytes]`` host view."""
-
-    kind = "heap"
-    device_id: int | None = None
-    hugepage_advice: bool | None = None
-
-    def __init__(self) -> None:
-        self.array: np.ndarray
-        self.nbytes = 0
-        self.locked_bytes = 0
-        self.lock_error: str | None = None
-        self._cupy: Any = None
-
-    def lock(self, offset: int, length: int) -> None:
-        """Page-lock ``[offset, offset + length)`` if the source does not do it itself."""
-
-    def info(self) -> dict[str, Any]:
-        return {"kind": self.kind, "locked_bytes": self.locked_bytes, "lock_error": self.lock_error,
-                "hugepage_advice": self.hugepage_advice, "device_id": self.device_id}
-
-    def device_array(self, offset: int, nbytes: int, owner: Any) -> Any:
-        raise AllocatorUnavailable(f"{self.kind} pool memory is not visible to a GPU", field="pool_source")
-
-    def close(self) -> None:
-        self.__dict__.pop("array", None)
-
-
-class _HeapArena(_Arena):
-    kind = "heap"
-
-    def __init__(self, nbytes: int):
-        super().__init__()
-        self.nbytes = nbytes
-        self._mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20),
-                             prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        if hasattr(mmap, "MADV_HUGEPAGE"):
-            try:
-                self._mm.madvise(mmap.MADV_HUGEPAGE)
-                self.hugepage_advice = True
-            except OSError:  # a kernel without transparent hugepages
-                self.hugepage_advice = False
-        self.array = np.frombuffer(self._mm, dtype=np.uint8)
-        self._base = self.array.ctypes.data
-        libc = ctypes.CDLL(None, use_errno=True)
-        self._mlock = libc.mlock
-        self._mlock.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-
-    def lock(self, offset: int, length: int) -> None:
-        if self.lock_error is not None:
-            return  # one refusal is enough: the rest would be refused as well
-        if self._mlock(self._base + offset, length) != 0:
-            err = ctypes.get_errno()
-            self.lock_error = f"mlock: {os.strerror(err)}"
-            log.warning("pool memory is not page-locked (%s); the GPU path would copy it", self.lock_error)
-        else:
-            self.locked_bytes += length
-
-    def close(self) -> None:
-        super().close()
-        try:
-            self._mm.close()  # unmaps, which also unlocks
-        except BufferError:  # views still alive; the mapping goes with the last of them
-            pass
-
-
-def _cuda_device(cupy: Any, kind: str) -> int:
-    try:
-        if int(cupy.cuda.runtime.getDeviceCount()) < 1:
-            raise AllocatorUnavailable(f"{kind} pool memory needs a CUDA device; the runtime sees none",
-                                       field="pool_source")
-        return int(cupy.cuda.Device().id)
-    except AllocatorUnavailable:
-        raise
-    except Exception as exc:  # CUDARuntimeError: no driver, no device
-        raise AllocatorUnavailable(f"{kind} pool memory needs a CUDA device ({type(exc).__name__}: {exc})",
-                                   field="pool_source") from exc
-
-
-class _CudaArena(_Arena):
-    """Pinned (``cudaHostAlloc``) or managed (``cudaMallocManaged``) memory through CuPy."""
-
-    def __init__(self, nbytes: int, kind: str, cupy: Any):
-        super().__init__()
-        self.kind, self.nbytes, self._cupy = kind, nbytes, cupy
-        self.device_id = _cuda_device(cupy, kind)
-        rt = cupy.cuda.runtime
-        if kind == "pinned":
-            flags = getattr(rt, "hostAllocPortable", _HOST_ALLOC_PORTABLE) | getattr(rt, "hostAllocMapped",
-                                                                                   _HOST_ALLOC_MAPPED)
-            self._mem = cupy.cuda.pinned_memory.PinnedMemory(nbytes, flags)
-        else:
-            self._mem = cupy.cuda.memory.ManagedMemory(nbytes)
-        self.locked_bytes = nbytes if kind == "pinned" else 0  # the driver pins pinned memory whole
-        self.array = host_array(int(self._mem.ptr), nbytes, self._mem)
-
-    def device_array(self, offset: int, nbytes: int, owner: Any) -> Any:
-        cp = self._cupy
-        mem = cp.cuda.UnownedMemory(int(self._mem.ptr) + offset, nbytes, owner, self.device_id)
-        return cp.ndarray((nbytes,), dtype=cp.uint8, memptr=cp.cuda.MemoryPointer(mem, 0))
-
-    def close(self) -> None:
-        super().close()
-        self._mem = None  # freed once the last view of it is gone
-
-
-def import_cupy() -> Any:
-    """CuPy, or :class:`AllocatorUnavailable` saying why it cannot be imported."""
-    try:
-        import cupy  # noqa: PLC0415 - optional dependency
-    except Exception as exc:
-        raise AllocatorUnavailable(f"CUDA pool memory needs CuPy ({type(exc).__name__}: {exc}); "
-                                   "install zapverify[cuda]", field="pool_source") from exc
-    return cupy
 
 
 # ------------------------------------------------------------------------------ buffers
@@ -379,7 +150,7 @@ class UmaPool:
     room by default; ``debug`` turns on poisoning of released memory and raising on misuse.
     """
 
-    def __init__(self, arena: _Arena, *, requested_bytes: int, clamped_by: tuple[str, ...] = (),
+    def __init__(self, arena: Arena, *, requested_bytes: int, clamped_by: tuple[str, ...] = (),
                  wait_seconds: float = 1.0, debug: bool = False):
         self._arena = arena
         self.source = arena.kind
@@ -432,16 +203,16 @@ class UmaPool:
         """
         if wait_seconds < 0:
             raise ConfigError("pool_wait_seconds must not be negative", field="pool_wait_seconds")
-        _check_request(requested_bytes, source)
+        check_request(requested_bytes, source)
         device_free = None
         if source != "heap":
             cupy = cupy or import_cupy()
-            _cuda_device(cupy, source)
+            cuda_device(cupy, source)
             if source == "managed":
                 device_free = int(cupy.cuda.runtime.memGetInfo()[0])
         plan = plan_pool(requested_bytes, source, limits, device_free)
         capacity, why = plan["capacity_bytes"], tuple(plan["clamped_by"])
-        arena = _HeapArena(capacity) if source == "heap" else _CudaArena(capacity, source, cupy)
+        arena = HeapArena(capacity) if source == "heap" else CudaArena(capacity, source, cupy)
         pool = cls(arena, requested_bytes=requested_bytes, clamped_by=why, wait_seconds=wait_seconds, debug=debug)
         log.info("UMA pool: %s memory, %s (asked %s%s)", source, fmt_bytes(pool.capacity_bytes),
                  fmt_bytes(requested_bytes), f"; clamped by {', '.join(why)}" if why else "")
@@ -687,98 +458,3 @@ class UmaPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# ------------------------------------------------------------------------------ landing
-class HeapBuffer:
-    """A buffer of plain heap memory with the interface of :class:`PoolBuffer`, for an engine
-    built without a pool (scripts, tests).  Ownership is tracked the same way; nothing is
-    shared, so there is nothing to poison."""
-
-    __slots__ = ("nbytes", "_owner", "_released", "_array")
-
-    def __init__(self, nbytes: int, owner: str):
-        if owner not in OWNERS:
-            raise BufferMisuse(f"unknown pool owner {owner!r}; one of {', '.join(OWNERS)}", field="owner")
-        self.nbytes, self._owner, self._released = nbytes, owner, False
-        self._array = np.empty(nbytes, dtype=np.uint8)
-
-    owner = PoolBuffer.owner
-    released = PoolBuffer.released
-
-    @property
-    def array(self) -> np.ndarray:
-        if self._released:
-            raise BufferMisuse(f"heap buffer used after release by {self._owner}", field="buffer")
-        return self._array
-
-    def hand_off(self, to: str, *, expected: str | None = None) -> HeapBuffer:
-        if to not in OWNERS:
-            raise BufferMisuse(f"unknown pool owner {to!r}; one of {', '.join(OWNERS)}", field="owner")
-        if self._released or (expected is not None and self._owner != expected):
-            raise BufferMisuse(f"heap buffer handed to {to} by {expected}, but it is "
-                               f"{'released' if self._released else 'owned by ' + self._owner}", field="owner")
-        self._owner = to
-        return self
-
-    def release(self) -> None:
-        self._released = True
-
-    def __enter__(self) -> HeapBuffer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-def land(pool: UmaPool | None, nbytes: int, owner: str = "ingest", *,
-         timeout: float | None = None) -> PoolBuffer | HeapBuffer:
-    """Where received bytes land: a buffer of ``pool``, or heap memory when there is no pool.
-
-    ``timeout`` (seconds, default the pool's ``wait_seconds``; 0 = do not wait) bounds the
-    wait for room.  Raises what :meth:`UmaPool.acquire` raises (:class:`PoolExhausted`,
-    :class:`BufferTooLarge`, :class:`BufferMisuse`).
-    """
-    if pool is None:
-        return HeapBuffer(int(nbytes), owner)
-    return pool.acquire(nbytes, owner, timeout=timeout)
-
-
-# ------------------------------------------------------------------------------ GPU self-test
-def selftest_cuda(nbytes: int = 1 << 20, *, cupy: Any = None) -> dict[str, Any]:
-    """Exercise both CUDA pool sources on the current device (for ``scripts/gpu_check``).
-
-    For ``pinned`` and ``managed`` memory: build a small pool, fill an input buffer from the
-    host, run a CuPy elementwise kernel that reads it in place and writes ``(3x + 7) mod 256``
-    into a second pool buffer, synchronise, and compare on the host; also compare a device-side
-    sum of the input with the host's.  Returns ``{"device": ..., "pinned": {...}, "managed": {...},
-    "ok": bool}``; each source reports ``ok``, ``capacity_bytes``, ``seconds`` or ``error``.
-    Raises :class:`AllocatorUnavailable` when CuPy cannot be imported.
-    """
-    cp = cupy or import_cupy()
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-    name = props.get("name", b"")
-    out: dict[str, Any] = {"device": name.decode(errors="replace") if isinstance(name, bytes) else str(name)}
-    kernel = cp.ElementwiseKernel("uint8 x", "uint8 y", "y = (unsigned char)(x * 3 + 7)", "zap_pool_selftest")
-    want_in = (np.arange(nbytes, dtype=np.uint64) % 251).astype(np.uint8)
-    want_out = ((want_in.astype(np.uint32) * 3 + 7) & 0xFF).astype(np.uint8)
-    for source in ("pinned", "managed"):
-        t0 = time.perf_counter()
-        try:
-            with UmaPool.create(4 * max(nbytes, CHUNK_BYTES), source, cupy=cp, debug=True) as pool:
-                with pool.acquire(nbytes, "ingest") as src, pool.acquire(nbytes, "backend") as dst:
-                    src.array[:] = want_in
-                    src.hand_off("backend", expected="ingest")
-                    kernel(src.device_array(), dst.device_array())
-                    device_sum = int(src.device_array().sum(dtype=cp.uint64))
-                    cp.cuda.runtime.deviceSynchronize()
-                    ok_out = bool(np.array_equal(dst.array, want_out))
-                    host_sum = int(want_in.sum(dtype=np.uint64))
-                    out[source] = {"ok": ok_out and device_sum == host_sum, "kernel_output_matches": ok_out,
-                                   "device_sum": device_sum, "host_sum": host_sum,
-                                   "capacity_bytes": pool.capacity_bytes, "memory": pool.stats()["memory"],
-                                   "seconds": round(time.perf_counter() - t0, 6)}
-        except Exception as exc:  # reported, so gpu_check prints every source's outcome
-            out[source] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    out["ok"] = all(out[s]["ok"] for s in ("pinned", "managed"))
-    return out

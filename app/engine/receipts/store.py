@@ -1,4 +1,4 @@
-"""Receipts: the durable record that a batch was verified (DESIGN.md section 5).
+"""Receipts: the durable record that a batch was verified (docs/architecture.md, "Receipts").
 
 A :class:`Receipt` holds what a batch was committed to: its id (a UUIDv7, so ids sort by
 time), creation time, schemes, item count, valid count, the RFC 6962 Merkle root, the
@@ -8,8 +8,8 @@ that ran, the duration and the transport it came in on.  From a stored receipt
 it offline with :func:`app.engine.commit.merkle.verify_inclusion` (re-exported by
 ``app.client``).
 
-:class:`ReceiptStore` is the one interface; :func:`open_store` picks the implementation
-from a URL:
+:class:`ReceiptStore` is the one interface; :func:`app.engine.receipts.open.open_store`
+picks the implementation from a URL:
 
 * ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or ``sqlite:///:memory:``
   — embedded SQLite (:mod:`app.engine.receipts.sqlite`), the default;
@@ -17,16 +17,15 @@ from a URL:
   connection pool (:mod:`app.engine.receipts.postgres`), shared by replicas.  psycopg is
   imported only then, so the engine runs without it.
 
-Both create or migrate their versioned schema when opened.  :class:`Pruner` deletes
-receipts past the retention limits from a background thread.
+Both create or migrate their versioned schema when opened.
+:class:`app.engine.receipts.pruner.Pruner` deletes receipts past the retention limits from a
+background thread.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -36,8 +35,9 @@ from datetime import UTC, datetime
 import numpy as np
 
 from app.engine.commit import merkle
+from app.engine.commit.proofs import InclusionProof
 from app.engine.receipts.ids import new_batch_id
-from app.errors import ConfigError, LeafIndexOutOfRange, RequestError, StoreSchemaTooNew, StoreUnavailable
+from app.errors import LeafIndexOutOfRange, RequestError, StoreSchemaTooNew, StoreUnavailable
 
 log = logging.getLogger("zapverify.store")
 
@@ -51,43 +51,7 @@ MAX_PAGE = 1000
 PRUNE_CHUNK = 500
 
 
-# ------------------------------------------------------------------ receipt and proof
-@dataclass(frozen=True)
-class InclusionProof:
-    """An RFC 6962 §2.1.1 inclusion proof of one item of a receipt.
-
-    Attributes:
-        receipt_id: the receipt (batch) id.
-        index: the item's position in the batch, 0-based.
-        count: the number of items (leaves) of the batch.
-        leaf_hash: the item's 32-byte leaf hash, ``SHA-256(0x00 ‖ code ‖ verdict ‖ H(pk) ‖
-            H(msg) ‖ H(sig))`` (DESIGN.md section 5).
-        audit_path: sibling hashes from the leaf up to the root, 32 bytes each.
-        merkle_root: the 32-byte root of the batch.
-        verdict: the item's verdict, which the leaf hash commits to.
-    """
-
-    receipt_id: str
-    index: int
-    count: int
-    leaf_hash: bytes
-    audit_path: list[bytes]
-    merkle_root: bytes
-    verdict: bool
-
-    def verify(self) -> bool:
-        """Check this proof with the RFC 9162 §2.1.3.2 algorithm."""
-        return merkle.verify_inclusion(self.merkle_root, self.leaf_hash, self.index, self.count,
-                                       self.audit_path)
-
-    def to_json(self) -> dict:
-        """JSON form; hashes as lowercase hex."""
-        return {"receipt_id": self.receipt_id, "index": self.index, "count": self.count,
-                "verdict": self.verdict, "leaf_hash": self.leaf_hash.hex(),
-                "audit_path": [p.hex() for p in self.audit_path],
-                "merkle_root": self.merkle_root.hex()}
-
-
+# ------------------------------------------------------------------ receipt
 @dataclass(frozen=True)
 class Receipt:
     """The record of one verified batch.
@@ -351,100 +315,3 @@ def check_limit(limit: int) -> int:
     if not 1 <= limit <= MAX_PAGE:
         raise RequestError(f"limit must be between 1 and {MAX_PAGE}", field="limit")
     return limit
-
-
-def open_store(url: str, *, pool_size: int = 8) -> ReceiptStore:
-    """Open (and create or migrate) the store named by ``url``; see the module doc.
-
-    Raises :class:`app.errors.ConfigError` for a URL of another kind and
-    :class:`app.errors.StoreUnavailable` when the database cannot be opened.
-    """
-    if url.startswith("sqlite://"):
-        from app.engine.receipts.sqlite import SqliteStore
-
-        rest = url[len("sqlite://"):]
-        if not rest.startswith("/") or rest == "/":
-            raise ConfigError("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path",
-                              field="database_url")
-        return SqliteStore(rest[1:])
-    if url.startswith(("postgresql://", "postgres://")):
-        from app.engine.receipts.postgres import PostgresStore
-
-        return PostgresStore(url, pool_size=pool_size)
-    raise ConfigError("database_url must start with sqlite:// or postgresql://", field="database_url")
-
-
-# ------------------------------------------------------------------ retention
-class Pruner:
-    """Applies the retention limits every ``interval_seconds`` from a daemon thread.
-
-    Args:
-        store: the store to prune.
-        max_age_seconds / max_rows: the limits, 0 for none.  With both 0 the thread is
-            not started.
-        interval_seconds: time between runs; the first run is at start.
-
-    ``pruned_total`` counts deleted receipts and ``runs_total`` completed runs.  A failing
-    run is logged and retried at the next interval.
-    """
-
-    def __init__(self, store: ReceiptStore, *, max_age_seconds: float = 0, max_rows: int = 0,
-                 interval_seconds: float = 60.0):
-        self.store = store
-        self.max_age_seconds = max_age_seconds
-        self.max_rows = max_rows
-        self.interval_seconds = max(interval_seconds, 0.01)
-        self.pruned_total = 0
-        self.runs_total = 0
-        self.errors_total = 0
-        self._stop = threading.Event()
-        self._ran = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return self.max_age_seconds > 0 or self.max_rows > 0
-
-    def run_once(self) -> int:
-        """Prune now, in the calling thread; returns how many receipts were deleted."""
-        n = self.store.prune(max_age_seconds=self.max_age_seconds, max_rows=self.max_rows)
-        with self._ran:
-            self.pruned_total += n
-            self.runs_total += 1
-            self._ran.notify_all()
-        if n:
-            log.info("retention: pruned %d receipts", n)
-        return n
-
-    def start(self) -> None:
-        if not self.enabled or self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._loop, name="zapverify-pruner", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception as exc:  # the store may be down for a while; try again later
-                self.errors_total += 1
-                log.warning("retention: prune failed: %s", exc)
-            self._stop.wait(self.interval_seconds)
-
-    def wait_for_runs(self, runs: int, timeout: float) -> bool:
-        """Block until at least ``runs`` runs completed or ``timeout`` seconds passed."""
-        deadline = time.monotonic() + timeout
-        with self._ran:
-            while self.runs_total < runs:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._ran.wait(left)
-        return True
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the thread (waits for a run in progress to finish, up to ``timeout`` s)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None

@@ -1,4 +1,6 @@
-"""The columnar batch every backend verifies (DESIGN.md section 3)."""
+"""Items and batches: :class:`Item`, one signature in row form (the JSON API, the client and
+the vector files use it), and :class:`Batch`, the columnar batch every backend verifies
+(docs/architecture.md, "Batches")."""
 
 from __future__ import annotations
 
@@ -12,6 +14,20 @@ from app.errors import RequestError
 #: Batch option bits, shared with the ZAP wire format (DESIGN.md section 4).
 OPT_PREHASHED = 0x01
 OPT_ALLOW_HIGH_S = 0x02
+
+
+@dataclass(frozen=True)
+class Item:
+    """One verification item in row form (the JSON API and the vector files use this)."""
+
+    scheme: str
+    public_key: bytes
+    message: bytes
+    signature: bytes
+    context: bytes = b""
+    prehashed: bool = False
+    allow_high_s: bool = False
+
 
 
 @dataclass

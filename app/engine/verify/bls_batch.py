@@ -32,8 +32,9 @@ from collections.abc import Sequence
 
 from app.engine.verify.reference import _bls_consts, bls_hash, bls_public_key, bls_signature
 
-#: Below this many decodable items the single checks are as fast (measured by bench/bls_batch.py).
-MIN_BATCH = 4
+#: Below this many decodable items, single checks (two items batched are already faster:
+#: bench/results/bls_batch.md, tiny batches).
+MIN_BATCH = 2
 #: Largest group checked with one multi-pairing.
 MAX_GROUP = 64
 #: Invalid fraction above which single checks beat bisection: a single check costs

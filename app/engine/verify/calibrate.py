@@ -12,9 +12,8 @@ import statistics
 import time
 
 from app.engine.backends.base import Backend
-from app.engine.verify.batch import Batch
+from app.engine.verify.batch import Batch, Item
 from app.engine.verify.grouping import batch_of, group_items
-from app.engine.verify.kat import Item
 
 #: A crossover that is never reached.
 NEVER = 1 << 62

@@ -34,18 +34,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.engine.backends.base import Backend, CommitsOnDevice, Device, HashesLeaves, WarmsUp
+from app.engine.backends.base import Backend, Device, HashesLeaves, WarmsUp
 from app.engine.backends.cpu import CpuBackend
 from app.engine.commit import merkle
 from app.engine.host.pick import Pick
 from app.engine.host.pick import pick as pick_transport
 from app.engine.host.probe import HostProbe, probe_host
 from app.engine.memory.pool import UmaPool
-from app.engine.verify import bls_aggregate, calibrate, kat
-from app.engine.verify.batch import Batch
+from app.engine.verify import bls_aggregate, calibrate, kat, selftest
+from app.engine.verify.batch import Batch, Item
 from app.engine.verify.bls_aggregate import AggregateItem
 from app.engine.verify.grouping import batch_of, group_items
-from app.engine.verify.kat import Item
 from app.engine.verify.schemes import SCHEMES, Scheme
 from app.errors import BackendUnavailable, EmptyBatch, NotReady
 
@@ -213,14 +212,14 @@ class Engine:
             for scheme_id, kas in answers.items():
                 if scheme_id not in backend.schemes():
                     continue
-                ok, why = self._selftest(backend, kas)
+                ok, why = selftest.check_scheme(backend, kas)
                 self.routes[scheme_id].selftest[backend.name] = ok
                 if not ok:
                     self.routes[scheme_id].failures[backend.name] = why
                     log.warning("self-test of %s on %s failed (%s): routed elsewhere", scheme_id,
                                 backend.name, why)
         for backend in self.accelerated:
-            self.merkle[backend.name] = self._merkle_selftest(backend, answers)
+            self.merkle[backend.name] = selftest.check_merkle(backend, answers)
         cpu_bad = [s for s, r in self.routes.items() if not r.selftest.get("cpu")]
         if cpu_bad:
             log.error("CPU reference self-test failed for %s", ", ".join(cpu_bad))
@@ -228,41 +227,6 @@ class Engine:
             self.calibrate(answers)
         self.ready = not cpu_bad
         log.info("engine ready=%s backends=%s", self.ready, [b.name for b in self.backends])
-
-    def _selftest(self, backend: Backend, kas: list[kat.KnownAnswer]) -> tuple[bool, str]:
-        try:
-            for group, idx in group_items([ka.item for ka in kas]).items():
-                if group is None:
-                    continue
-                batch = batch_of(group, [kas[i].item for i in idx])
-                got = backend.verify(batch)
-                want = np.array([kas[i].expected for i in idx])
-                if not np.array_equal(np.asarray(got, dtype=bool), want):
-                    return False, f"verdicts {got.astype(int).tolist()} != expected {want.astype(int).tolist()}"
-            return True, ""
-        except Exception as exc:  # a backend that cannot even run is a failed self-test
-            return False, f"{type(exc).__name__}: {exc}"
-
-    def _merkle_selftest(self, backend: Backend, answers: dict[str, list[kat.KnownAnswer]]) -> str:
-        """Compare the backend's leaves and roots with the CPU's on known-answer batches of
-        1 to 7 items (every shape of a small RFC 6962 tree); ``"ready"`` or why not."""
-        if not isinstance(backend, CommitsOnDevice):
-            return "no Merkle kernels"
-        state = backend.merkle_state()
-        if state != "ready":
-            return state
-        try:
-            items = [ka.item for ka in answers["ed25519"]]
-            for n in range(1, 8):
-                batch = batch_of(("ed25519", 32, b"", False, False), [items[i % len(items)] for i in range(n)])
-                verdicts = np.arange(n) % 3 == 0
-                leaves, root = backend.commit(batch, verdicts)
-                want = merkle.batch_leaves(batch, verdicts)
-                if not np.array_equal(leaves, want) or root != merkle.root(want):
-                    return f"Merkle tree of {n} leaves differs from the CPU's"
-            return "ready"
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
 
     def _merkle_on(self, backend: Backend) -> bool:
         return self.merkle.get(backend.name) == "ready"

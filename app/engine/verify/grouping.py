@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.engine.verify.batch import Batch
-from app.engine.verify.kat import Item
+from app.engine.verify.batch import Batch, Item
 from app.engine.verify.schemes import MAX_CONTEXT_BYTES, SCHEMES
 
 #: (scheme id, public-key length, context, prehashed, allow_high_s)

@@ -17,20 +17,8 @@ from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
+from app.engine.verify.batch import Item
 from app.engine.verify.schemes import SCHEMES, Scheme
-
-
-@dataclass(frozen=True)
-class Item:
-    """One verification item in row form (the JSON API and the vector files use this)."""
-
-    scheme: str
-    public_key: bytes
-    message: bytes
-    signature: bytes
-    context: bytes = b""
-    prehashed: bool = False
-    allow_high_s: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,7 +49,7 @@ def _sign_secp256k1(rng: random.Random, msgs: list[bytes], ctx: bytes, compresse
                     prehashed: bool = False, **_) -> list[tuple[bytes, bytes]]:
     import coincurve
 
-    from app.engine.verify.reference import der_to_compact
+    from app.wire.encoding import der_to_compact
 
     sk = coincurve.PrivateKey(rng.randbytes(32))
     pk = sk.public_key.format(compressed=compressed)

@@ -19,6 +19,7 @@ import nacl.bindings
 import nacl.exceptions
 
 from app.engine.verify.schemes import MAX_CONTEXT_BYTES, Scheme
+from app.wire.encoding import secp256k1_lib
 
 #: True where the library call releases the GIL, so threads use every core.
 RELEASES_GIL: dict[str, bool] = {
@@ -44,19 +45,6 @@ def verify_ed25519(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -
 
 
 # ------------------------------------------------------------------ secp256k1 (libsecp256k1)
-_k1 = None
-
-
-def _k1_lib():
-    global _k1
-    if _k1 is None:
-        from coincurve._libsecp256k1 import ffi, lib
-        from coincurve.context import GLOBAL_CONTEXT
-
-        _k1 = (ffi, lib, GLOBAL_CONTEXT.ctx)
-    return _k1
-
-
 def verify_secp256k1(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
     """SEC 1 §4.1.4 ECDSA with libsecp256k1's rules: compact r ‖ s, low-S unless allowed."""
     if len(sig) != 64 or len(pk) not in (33, 65):
@@ -67,7 +55,7 @@ def verify_secp256k1(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False)
         digest = bytes(msg)
     else:
         digest = hashlib.sha256(msg).digest()
-    ffi, lib, c = _k1_lib()
+    ffi, lib, c = secp256k1_lib()
     pubkey = ffi.new("secp256k1_pubkey *")
     if not lib.secp256k1_ec_pubkey_parse(c, pubkey, bytes(pk), len(pk)):
         return False
@@ -77,32 +65,6 @@ def verify_secp256k1(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False)
     if allow_high_s:
         lib.secp256k1_ecdsa_signature_normalize(c, s, s)
     return lib.secp256k1_ecdsa_verify(c, s, digest, pubkey) == 1
-
-
-def der_to_compact(der: bytes) -> bytes | None:
-    """Convert a strict-DER ECDSA signature to 64-byte compact r ‖ s.
-
-    Returns ``None`` when ``der`` is not DER (BER variants included).  r or s out of range
-    give the all-zero signature, which never verifies (libsecp256k1's behaviour).
-    """
-    ffi, lib, c = _k1_lib()
-    s = ffi.new("secp256k1_ecdsa_signature *")
-    if not lib.secp256k1_ecdsa_signature_parse_der(c, s, bytes(der), len(der)):
-        return None
-    out = ffi.new("unsigned char[64]")
-    lib.secp256k1_ecdsa_signature_serialize_compact(c, out, s)
-    return bytes(ffi.buffer(out, 64))
-
-
-def compact_signature(sig: bytes, signature_format: str) -> bytes:
-    """The 64-byte compact form of a secp256k1 signature sent as ``raw`` or ``der``.
-
-    A DER signature that does not parse becomes the empty signature, which is invalid by
-    length: the item gets a ``False`` verdict and its Merkle leaf commits to empty bytes.
-    """
-    if signature_format == "raw":
-        return bytes(sig)
-    return der_to_compact(sig) or b""
 
 
 # ------------------------------------------------------------------ BLS12-381 (arkworks)
