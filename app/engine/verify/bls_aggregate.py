@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.engine.commit.merkle import aggregate_leaf_hash
-from app.engine.verify.reference import _bls_consts, bls_hash, bls_public_key, bls_signature
+from app.engine.verify.reference import bls_constants, bls_hash, bls_public_key, bls_signature
 
 #: Request modes and their byte in the Merkle leaf (docs/bls-aggregate.md).
 MODES: dict[str, int] = {"fast_aggregate": 1, "aggregate": 2}
@@ -70,7 +70,7 @@ def fast_aggregate_verify(pks: Sequence[bytes], msg: bytes, sig: bytes) -> bool:
     points, signature = _keys(pks), bls_signature(sig)
     if points is None or signature is None:
         return False
-    ark, neg_g1, identity = _bls_consts()
+    ark, neg_g1, identity = bls_constants()
     total = points[0]
     for p in points[1:]:
         total = total + p
@@ -91,7 +91,7 @@ def aggregate_verify(pks: Sequence[bytes], msgs: Sequence[bytes], sig: bytes) ->
     points, signature = _keys(pks), bls_signature(sig)
     if points is None or signature is None:
         return False
-    ark, neg_g1, _ = _bls_consts()
+    ark, neg_g1, _ = bls_constants()
     by_msg: dict[bytes, object] = {}
     for p, m in zip(points, msgs):
         m = bytes(m)

@@ -30,7 +30,7 @@ import math
 import secrets
 from collections.abc import Sequence
 
-from app.engine.verify.reference import _bls_consts, bls_hash, bls_public_key, bls_signature
+from app.engine.verify.reference import bls_constants, bls_hash, bls_public_key, bls_signature
 
 #: Below this many decodable items, single checks (two items batched are already faster:
 #: bench/results/bls_batch.md, tiny batches).
@@ -125,7 +125,7 @@ class BlsBatchVerifier:
 
     # ---------------------------------------------------------------- single checks
     def _singles(self, idx: list[int], points: dict, h: dict, out: list[bool]) -> int:
-        ark, neg_g1, _ = _bls_consts()
+        ark, neg_g1, _ = bls_constants()
         bad = 0
         for i in idx:
             pk, sig = points[i]
@@ -137,7 +137,7 @@ class BlsBatchVerifier:
 
     # ---------------------------------------------------------------- random linear combination
     def _grouped(self, live: list[int], points: dict, h: dict, out: list[bool]) -> int:
-        ark, neg_g1, _ = _bls_consts()
+        ark, neg_g1, _ = bls_constants()
         one = ark.GT.one()
         r = {i: ark.Scalar(_random_scalar()) for i in live}
         scaled = {i: points[i][0] * r[i] for i in live}

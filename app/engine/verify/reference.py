@@ -78,7 +78,8 @@ _G1_INFINITY = b"\xc0" + bytes(47)
 _G2_INFINITY = b"\xc0" + bytes(95)
 
 
-def _bls_consts():
+def bls_constants():
+    """``(py_arkworks_bls12381 module, −G1, the G1 identity)``, imported on first use."""
     global _bls
     if _bls is None:
         import py_arkworks_bls12381 as ark
@@ -114,7 +115,7 @@ def bls_public_key(pk):
     Returns ``None`` for a bad encoding, a point off the curve or outside the prime-order
     subgroup, and for the identity.
     """
-    ark, _, identity = _bls_consts()
+    ark, _, identity = bls_constants()
     point = _bls_point(pk, 48, _G1_INFINITY, ark.G1Point)
     return None if point is None or point == identity else point
 
@@ -124,12 +125,12 @@ def bls_signature(sig):
 
     The identity (``0xc0`` then zeros) is a valid signature point.
     """
-    return _bls_point(sig, 96, _G2_INFINITY, _bls_consts()[0].G2Point)
+    return _bls_point(sig, 96, _G2_INFINITY, bls_constants()[0].G2Point)
 
 
 def bls_hash(msg):
     """hash_to_point: RFC 9380 hash to G2 (``BLS12381G2_XMD:SHA-256_SSWU_RO_``) under ``BLS_POP_DST``."""
-    return _bls_consts()[0].G2Point.hash_to_curve(bytes(msg), BLS_POP_DST)
+    return bls_constants()[0].G2Point.hash_to_curve(bytes(msg), BLS_POP_DST)
 
 
 def verify_bls12_381(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
@@ -143,7 +144,7 @@ def verify_bls12_381(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False)
     point, signature = bls_public_key(pk), bls_signature(sig)
     if point is None or signature is None:
         return False
-    ark, neg_g1, _ = _bls_consts()
+    ark, neg_g1, _ = bls_constants()
     return bool(ark.GT.pairing_check([point, neg_g1], [bls_hash(msg), signature]))
 
 
