@@ -121,6 +121,8 @@ def test_dashboard_status_and_metrics_count_each_mode(engine, client, answers):
         per_mode["bls12-381-" + a.item.mode.replace("_", "-")] += 1
     for label, n in per_mode.items():
         assert engine.stats.schemes[label].items - before.get(label, 0) == n
+    shown = client.get("/v1/status").json()["stats"]["schemes"]  # what the dashboard draws
+    assert all(shown[label]["items"] >= n for label, n in per_mode.items())
     metrics = client.get("/metrics").text
     assert 'zapverify_signatures_total{backend="cpu",result="valid",scheme="bls12-381-fast-aggregate"}' in metrics
     assert 'scheme="bls12-381-aggregate"' in metrics
