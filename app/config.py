@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     cuda_transfer: Literal["auto", "zero-copy", "copy"] = Field(
         "auto", description="how kernels read batch columns: in place from pinned memory, or copied to the GPU")
 
-    # --- host and UMA pool (DESIGN.md sections 7 and 8)
+    # --- host and UMA pool (docs/architecture.md, "Memory" and "Host classes")
     transport: Literal["auto", "gpudirect", "dpdk", "uma", "heap"] = Field(
         "auto", validation_alias=_alias("transport", "ZAP_TRANSPORT"),
         description="ingest transport; auto tries gpudirect, dpdk, uma, then heap")
@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     ingest_shutdown_seconds: float = Field(10.0, ge=0, description="how long shutdown waits for the replies of "
                                                                   "frames already taken in")
 
-    # --- receipts (DESIGN.md section 5; app/engine/receipts/store.py)
+    # --- receipts (docs/architecture.md, "Merkle leaf and receipts"; docs/operations.md)
     database_url: str | None = Field(
         None, description="sqlite:///relative/path, sqlite:////absolute/path or postgresql://user:pw@host/db; "
                           "unset = sqlite under data_dir")

@@ -186,7 +186,7 @@ class StoreSchemaTooNew(StoreUnavailable):
     code = "STORE_SCHEMA_TOO_NEW"
 
 
-# ------------------------------------------------------------------ ZAP frame v1 (DESIGN.md section 4)
+# ------------------------------------------------------------------ ZAP frame v1 (docs/wire-format.md)
 class WireError(RequestError):
     """A ZAP frame that breaks ZAP frame v1 (docs/wire-format.md); raised before any section
     of the frame is read.  ``field`` names the header or body field at fault."""

@@ -24,6 +24,7 @@ from app.api.deps import zap_limits
 from app.api.routes import bls_aggregate, dashboard, ops, receipts, stats, verify, ws, zap
 from app.api.routes import metrics as metrics_routes
 from app.api.schemas import loc_to_field
+from app.api.service import is_zap, zap_error_response
 from app.config import Settings, get_settings
 from app.engine.backends.factory import accelerated_backends
 from app.engine.ingest import Ingest, IngestConfig
@@ -95,7 +96,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        zap_body = zap.is_zap(headers.get(b"content-type", b"").decode("latin-1"))
+        zap_body = is_zap(headers.get(b"content-type", b"").decode("latin-1"))
         limit = self.zap_limit if zap_body else self.limit
         too_big = (FrameTooLarge if zap_body else LimitExceeded)(f"request body over {limit} bytes", field="body")
         if length is not None and length.isdigit() and int(length) > limit:
@@ -126,7 +127,7 @@ class BodyLimit:
     @staticmethod
     def _refuse(exc: LimitExceeded, zap_body: bool):
         if zap_body:
-            return zap.error_response(exc)
+            return zap_error_response(exc)
         return _error(413, exc.code, exc.message, exc.field)
 
 
@@ -169,8 +170,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         eng.stats.add_listener(metrics.LISTENER)
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(eng.close)
-            # Receipts (DESIGN.md section 5): opened, and migrated, before the first request;
-            # a store that cannot be opened stops the start rather than serving unrecorded verdicts.
+            # Receipts (docs/architecture.md, "Merkle leaf and receipts"): opened, and migrated, before
+            # the first request; a store that cannot be opened stops the start rather than serving
+            # unrecorded verdicts.
             store = await open_store_waiting(settings) if settings.receipts else None
             app.state.store = store
             if store:

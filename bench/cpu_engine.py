@@ -122,7 +122,8 @@ def main() -> int:
         "`2-thread speedup` runs the raw loop on two threads against one: near 2 where the",
         "library releases the GIL, near 1 where it holds it (reference.RELEASES_GIL follows it).",
         "",
-        "| scheme | raw 1-thread /s | 2-thread speedup | engine /s | pool | threads /s | processes /s | ratio | best ratio |",
+        "| scheme | raw 1-thread /s | 2-thread speedup | engine /s | pool | threads /s | processes /s | ratio "
+        "| best ratio |",
         "|---|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:

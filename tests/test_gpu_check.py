@@ -71,7 +71,8 @@ def test_dry_run_checks_and_times_without_web_stack_or_signing_libraries(data, t
     assert (out / report.name.replace(".json", ".md")).read_text().startswith("# GPU check")
     for size in (32, 64, 256):  # Ed25519 at fixed message sizes; no pynacl here, so no CPU row
         assert result["timings"][f"verify ed25519 {size} B msgs (kernel)"]["1024"]["items_per_second"] > 0
-        [cpu_row] = [r for name, r in result["timings"].items() if name.startswith(f"verify ed25519 {size} B msgs (cpu")]
+        [cpu_row] = [r for name, r in result["timings"].items()
+                     if name.startswith(f"verify ed25519 {size} B msgs (cpu")]
         assert all("unavailable" in cell for cell in cpu_row.values())
     assert result["gpu_cpu_ratio"] == {f"verify ed25519 {s} B msgs": {} for s in (32, 64, 256)}
 

@@ -1,4 +1,4 @@
-"""Pick: every host class of DESIGN.md section 8 from a fake tree, near misses, ZAP_TRANSPORT."""
+"""Pick: every host class of docs/architecture.md, "Host classes", from a fake tree, near misses, ZAP_TRANSPORT."""
 
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from app.engine.commit import merkle
-from app.engine.ingest.coalesce import batch_key, join, joined_bytes, split
+from app.engine.ingest.coalesce import batch_key, join, joined_bytes
 from app.engine.memory.pool import UmaPool
+from app.engine.pipeline import Part, verify_and_record_parts
 from app.engine.verify import kat
 from app.wire import zap
 
@@ -40,21 +41,20 @@ def test_joined_batch_is_the_items_in_order(engine):
     joined.validate()
 
 
-def test_split_gives_each_frame_its_own_verdicts_and_root(engine):
+def test_a_joined_batch_answers_each_frame_with_its_own_verdicts_and_root(engine):
     parts = frames("ml-dsa-44", [2, 3], seed=4, context=b"ctx")
-    result = engine.verify(join([b for _, b in parts]))
-    pieces = split([2, 3], result.verdicts, result.leaves)
-    for (part, batch), (verdicts, leaves, root) in zip(parts, pieces):
+    recs = verify_and_record_parts(engine, None, join([b for _, b in parts]),
+                                   [Part(2, 0.0, "tcp"), Part(3, 0.0, "tcp")])
+    for (part, batch), rec in zip(parts, recs):
         alone = engine.verify(batch)
-        assert verdicts.tolist() == alone.verdicts.tolist() == [True, False] + [True] * (len(part) - 2)
-        assert np.array_equal(leaves, alone.leaves) and root == alone.root == merkle.root(alone.leaves)
+        assert rec.verdicts.tolist() == alone.verdicts.tolist() == [True, False] + [True] * (len(part) - 2)
+        assert np.array_equal(rec.leaves, alone.leaves) and rec.root == alone.root == merkle.root(alone.leaves)
 
 
 def test_one_part_keeps_the_batch_root(engine):
     (_, batch), = frames("ed25519", [4])
-    result = engine.verify(batch)
-    (_, _, root), = split([4], result.verdicts, result.leaves, result.root)
-    assert root == result.root
+    rec, = verify_and_record_parts(engine, None, batch, [Part(4, 0.0, "udp")])
+    assert rec.root == engine.verify(batch).root
 
 
 def test_join_into_a_pool_buffer():

@@ -27,6 +27,7 @@ from app.engine.kernels import hostbuild
 from app.engine.verify import kat, reference
 from app.vectors import DEFAULT_ROOT, convert_all, from_json
 from app.wire import encoding
+from tests.conftest import vectors_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 HARNESS = Path(__file__).resolve().parent / "kernel_harness" / "secp256k1_unit.cu"
@@ -275,7 +276,7 @@ WYCHEPROOF = {"ecdsa_secp256k1_sha256_test.json": True, "ecdsa_secp256k1_sha256_
 def wycheproof_cases(name: str):
     path = DEFAULT_ROOT / "wycheproof" / "testvectors_v1" / name
     if not path.is_file():
-        pytest.skip(f"{path} absent (../shared/vectors)")
+        vectors_missing(str(path))
     source = f"wycheproof/{name}"
     # app.vectors converts DER to compact with encoding.der_to_compact (non-DER -> empty,
     # invalid by length) and sets allow_high_s for the plain and P1363 files.

@@ -1,4 +1,4 @@
-"""nvcc check (DESIGN.md section 6): every kernel source compiles for sm_90.
+"""nvcc check (docs/kernels.md): every kernel source compiles for sm_90.
 
 Runs where nvcc is on PATH; writes registers, stack and spill bytes per entry point to
 bench/results/kernels_ptxas.txt (the file is produced here, never typed).

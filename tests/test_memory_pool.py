@@ -289,7 +289,8 @@ def test_threads_never_get_overlapping_buffers(debug):
 # ------------------------------------------------------------------ capacity and clamp
 def test_clamp_capacity():
     low = PinLimits(memlock_bytes=8 * MIB, cap_ipc_lock=False, ram_bytes=64 * 1024 * MIB)
-    assert clamp_capacity(4 << 30, low) == (8 * MIB, ("RLIMIT_MEMLOCK 8.0 MiB (raise ulimit -l or grant CAP_IPC_LOCK)",))
+    assert clamp_capacity(4 << 30, low) == (
+        8 * MIB, ("RLIMIT_MEMLOCK 8.0 MiB (raise ulimit -l or grant CAP_IPC_LOCK)",))
     assert clamp_capacity(4 << 30, replace(low, cap_ipc_lock=True)) == (4 << 30, ())
     assert clamp_capacity(4 << 30, replace(low, memlock_bytes=None, ram_bytes=8 << 30)) == (
         2 << 30, ("a quarter of RAM (8.0 GiB)",))

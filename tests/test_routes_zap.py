@@ -147,7 +147,8 @@ def test_hand_built_ml_dsa_with_context(client):
 
 def test_same_root_as_the_json_route(client):
     signed = kat.sign_items("ed25519", 5, seed=11)
-    zr = parse_response(_post(client, hand_frame(0x01, [(i.public_key, i.message, i.signature) for i in signed])).content)
+    frame = hand_frame(0x01, [(i.public_key, i.message, i.signature) for i in signed])
+    zr = parse_response(_post(client, frame).content)
     jr = client.post("/v1/verify", json={"items": [
         {"scheme": "ed25519", "public_key": i.public_key.hex(), "message": i.message.hex(),
          "signature": i.signature.hex()} for i in signed]}).json()

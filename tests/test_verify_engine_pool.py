@@ -51,7 +51,8 @@ def test_pool_source_override_needs_the_memory(tmp_path, monkeypatch):
 
 
 def test_engine_imports_no_web_stack():
-    code = ("import sys, app.engine.verify.engine, app.engine.memory.pool, app.engine.host.pick, app.engine.host.probe; "
+    code = ("import sys, app.engine.verify.engine, app.engine.memory.pool, app.engine.host.pick, "
+            "app.engine.host.probe, app.engine.pipeline, app.engine.ingest; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'fastapi', 'starlette', 'cupy')]; "
             "print(bad); sys.exit(1 if bad else 0)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -1,21 +1,16 @@
-"""BLS aggregate requests (docs/bls-aggregate.md): JSON shapes, decoding into engine items,
-and verify-and-record, shared by POST /v1/verify/bls-aggregate and WS /v1/ws/verify."""
+"""BLS aggregate requests (docs/bls-aggregate.md): JSON shapes and their decoding into engine
+items with the request limits, shared by POST /v1/verify/bls-aggregate and WS /v1/ws/verify
+(both verify through :func:`app.api.service.verify_bls_aggregate`)."""
 
 from __future__ import annotations
 
-import time
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.concurrency import run_in_threadpool
 
-from app.api.receipting import record
-from app.api.schemas import VerifyResponse, decode_text, verify_response
+from app.api.schemas import decode_text
 from app.config import Settings
-from app.engine.receipts.ids import new_batch_id
-from app.engine.receipts.store import ReceiptStore
-from app.engine.verify.bls_aggregate import LABELS, AggregateItem
-from app.engine.verify.engine import Engine
+from app.engine.verify.bls_aggregate import AggregateItem
 from app.errors import LimitExceeded, RequestError
 
 # Secret keys 1, 2 and 3 of the POP suite signing the message "zapverify"
@@ -91,16 +86,3 @@ def to_aggregate_items(req: BlsAggregateRequest, settings: Settings) -> list[Agg
         out.append(AggregateItem(it.mode, pks, tuple(msgs), decode_text(it.signature, req.encoding,
                                                                           f"{where}.signature")))
     return out
-
-
-async def verify_and_record(engine: Engine, store: ReceiptStore | None, items: list[AggregateItem], *,
-                            source: str, started: float) -> VerifyResponse:
-    """Verify ``items``, write the receipt (before answering; raises
-    :class:`app.errors.StoreUnavailable` when it cannot be) and build the answer."""
-    engine.require_ready()
-    result = await run_in_threadpool(engine.verify_aggregate, items)
-    batch_id = new_batch_id()
-    await record(store, batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves, root=result.root,
-                 schemes=[LABELS[it.mode] for it in items], backends=result.backends, started=started,
-                 source=source, stats=engine.stats)
-    return verify_response(result, batch_id, time.perf_counter() - started)

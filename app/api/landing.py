@@ -1,4 +1,4 @@
-"""Where a received frame lands: a buffer of the engine's UMA pool (DESIGN.md section 7), or
+"""Where a received frame lands: a buffer of the engine's UMA pool (docs/architecture.md, "Memory"), or
 heap memory when the engine has no pool (scripts, tests).  The engine then verifies the
 frame's columns in that buffer, so the bytes are copied once, from the socket's chunks.
 The socket listeners of :mod:`app.engine.ingest` land frames with the same

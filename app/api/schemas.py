@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.engine.verify import schemes
 from app.engine.verify.batch import Item
-from app.engine.verify.engine import ItemsResult
 from app.errors import LimitExceeded, RequestError, UnknownScheme
 from app.wire.encoding import compact_signature
 
@@ -19,12 +18,14 @@ _EXAMPLE_ITEM = {
     "scheme": "ed25519",
     "public_key": "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
     "message": "",
-    "signature": "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+    "signature": ("e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555"
+                  "fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"),
 }
 
 
 VERIFY_EXAMPLES = {
-    "ed25519": {"summary": "one Ed25519 item (RFC 8032 TEST 1)", "value": {"encoding": "hex", "items": [_EXAMPLE_ITEM]}},
+    "ed25519": {"summary": "one Ed25519 item (RFC 8032 TEST 1)",
+                "value": {"encoding": "hex", "items": [_EXAMPLE_ITEM]}},
     "secp256k1-der": {"summary": "secp256k1, DER signature of \"hello\" by the secret key 0x2a", "value": {
         "signature_format": "der", "items": [{
             "scheme": "secp256k1",
@@ -95,16 +96,6 @@ ERROR_RESPONSES = {
     422: {"model": ErrorResponse, "description": "the request cannot be read; `field` names where"},
     503: {"model": ErrorResponse, "description": "not ready, or the service failed"},
 }
-
-
-def verify_response(result: ItemsResult, batch_id: str, elapsed_seconds: float) -> VerifyResponse:
-    """The JSON answer for an engine result (shared by POST /v1/verify and the WebSocket)."""
-    n = int(result.verdicts.shape[0])
-    return VerifyResponse(
-        batch_id=batch_id, count=n, valid=result.valid, invalid=n - result.valid,
-        verdicts=result.verdicts.tolist(), merkle_root=result.root.hex(), backends=result.backends,
-        elapsed_ms=round(elapsed_seconds * 1000, 3), verify_ms=round(result.verify_seconds * 1000, 3),
-        merkle_ms=round(result.merkle_seconds * 1000, 3))
 
 
 def loc_to_field(loc: tuple) -> str:

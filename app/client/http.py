@@ -75,7 +75,7 @@ class VerifyResult:
         batch_id: UUIDv7 of the batch.
         count / valid / invalid: item counts.
         verdicts: one bool per item, in input order.
-        merkle_root: the 32-byte RFC 6962 root over every item (DESIGN.md section 5).
+        merkle_root: the 32-byte RFC 6962 root over every item (docs/architecture.md, "Merkle leaf and receipts").
         backends: scheme id -> backend that verified it.
         elapsed_ms / verify_ms / merkle_ms: server-side times, milliseconds.
         request_id: the WebSocket request id (None over HTTP).
@@ -109,7 +109,7 @@ class BatchVerdicts:
         request_id: the frame's ``request_id``, echoed.
         count / valid: item counts.
         verdicts: ``bool[count]`` in item order.
-        merkle_root: the 32-byte RFC 6962 root of the batch (DESIGN.md section 5).
+        merkle_root: the 32-byte RFC 6962 root of the batch (docs/architecture.md, "Merkle leaf and receipts").
     """
 
     request_id: int

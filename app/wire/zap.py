@@ -1,4 +1,4 @@
-"""ZAP frame v1: encode and decode (DESIGN.md section 4; the full layout is docs/wire-format.md).
+"""ZAP frame v1: encode and decode (docs/wire-format.md).
 
 A frame is little-endian and every section starts at a multiple of 8 bytes from the frame
 start, so a frame received into memory the GPU can read (a pool slab) is verified where it
@@ -129,7 +129,7 @@ class Response:
         request_id: the request's id, echoed.
         count: items verified.
         valid: how many verdicts are 1.
-        merkle_root: the 32-byte RFC 6962 root of the batch (DESIGN.md section 5).
+        merkle_root: the 32-byte RFC 6962 root of the batch (docs/architecture.md, "Merkle leaf and receipts").
         verdicts: ``uint8[count]`` view into the frame, 1 valid / 0 invalid.
     """
 

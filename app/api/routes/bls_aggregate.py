@@ -7,9 +7,10 @@ import time
 
 from fastapi import APIRouter, Body, Depends
 
-from app.api.bls_aggregate import EXAMPLE, BlsAggregateRequest, to_aggregate_items, verify_and_record
+from app.api.bls_aggregate import EXAMPLE, BlsAggregateRequest
 from app.api.deps import get_engine, get_settings, get_store
 from app.api.schemas import ERROR_RESPONSES, VerifyResponse
+from app.api.service import verify_bls_aggregate as verify_and_answer
 from app.config import Settings
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
@@ -29,5 +30,4 @@ async def verify_bls_aggregate(req: BlsAggregateRequest = Body(openapi_examples=
     ``public_keys`` is a `false` verdict; undecodable text or a limit exceeded is a 4xx
     naming `items[i].<field>`.  Receipts as for POST /v1/verify.
     """
-    t0 = time.perf_counter()
-    return await verify_and_record(engine, store, to_aggregate_items(req, settings), source="http", started=t0)
+    return await verify_and_answer(engine, store, settings, req, source="http", started=time.perf_counter())

@@ -5,13 +5,11 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Body, Depends
-from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import get_engine, get_settings, get_store
-from app.api.receipting import record
-from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, VerifyResponse, to_items, verify_response
+from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, VerifyResponse
+from app.api.service import verify_json
 from app.config import Settings
-from app.engine.receipts.ids import new_batch_id
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
 
@@ -31,12 +29,4 @@ async def verify(req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES), en
     the receipt (GET /v1/receipts/{batch_id}) is durably written before this answers; if it
     cannot be, the answer is 503 `STORE_UNAVAILABLE` and no verdicts.
     """
-    t0 = time.perf_counter()
-    engine.require_ready()
-    items = to_items(req, max_items=settings.max_items, max_message_bytes=settings.max_message_bytes)
-    result = await run_in_threadpool(engine.verify_items, items)
-    batch_id = new_batch_id()
-    await record(store, batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves, root=result.root,
-                 schemes=[it.scheme for it in items], backends=result.backends, started=t0, source="http",
-                 stats=engine.stats)
-    return verify_response(result, batch_id, time.perf_counter() - t0)
+    return await verify_json(engine, store, settings, req, source="http", started=time.perf_counter())

@@ -30,16 +30,12 @@ from typing import Annotated
 import numpy as np
 from fastapi import APIRouter, WebSocket
 from pydantic import Field, ValidationError
-from starlette.concurrency import run_in_threadpool
 
-from app.api.bls_aggregate import BlsAggregateRequest, to_aggregate_items
-from app.api.bls_aggregate import verify_and_record as verify_aggregate_and_record
+from app.api.bls_aggregate import BlsAggregateRequest
 from app.api.deps import zap_limits
 from app.api.landing import landing
-from app.api.receipting import record
-from app.api.routes.zap import verify_frame
-from app.api.schemas import VerifyRequest, loc_to_field, to_items, verify_response
-from app.engine.receipts.ids import new_batch_id
+from app.api.schemas import VerifyRequest, loc_to_field
+from app.api.service import verify_bls_aggregate, verify_frame, verify_json
 from app.errors import BadSize, RequestError, ZapVerifyError
 from app.wire import zap
 
@@ -201,19 +197,11 @@ class Connection:
                 first = exc.errors()[0]
                 raise RequestError(str(first.get("msg")), field=loc_to_field(tuple(first.get("loc", ())))) from None
             if isinstance(req, WsBlsAggregateRequest):
-                answer = await verify_aggregate_and_record(self.engine, self.store,
-                                                           to_aggregate_items(req, self.settings), source="ws",
-                                                           started=t0)
-                return json.dumps({"request_id": req.request_id, **answer.model_dump()})
-            items = to_items(req, max_items=self.settings.max_items,
-                             max_message_bytes=self.settings.max_message_bytes)
-            self.engine.require_ready()
-            result = await run_in_threadpool(self.engine.verify_items, items)
-            batch_id = new_batch_id()
-            await record(self.store, batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves,
-                         root=result.root, schemes=[it.scheme for it in items], backends=result.backends,
-                         started=t0, source="ws", stats=self.engine.stats)
-            body = verify_response(result, batch_id, time.perf_counter() - t0).model_dump()
+                response = await verify_bls_aggregate(self.engine, self.store, self.settings, req, source="ws",
+                                                      started=t0)
+            else:
+                response = await verify_json(self.engine, self.store, self.settings, req, source="ws", started=t0)
+            body = response.model_dump()
             return json.dumps({"request_id": req.request_id, **body})
         except ZapVerifyError as exc:
             self.stats.errors_total += 1

@@ -7,12 +7,10 @@ from contextlib import AsyncExitStack
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import get_store, zap_limits
 from app.api.landing import landing
-from app.api.receipting import record
-from app.engine.receipts.ids import new_batch_id
+from app.api.service import is_zap, verify_frame, zap_error_response
 from app.errors import BadContentType, ZapVerifyError
 from app.wire import zap
 
@@ -26,32 +24,6 @@ ZAP_RESPONSES = {
     415: {"content": _FRAME, "description": "an error frame: Content-Type is not application/x-zap"},
     503: {"content": _FRAME, "description": "an error frame: engine not ready, pool exhausted or receipt store down"},
 }
-
-
-def is_zap(content_type: str | None) -> bool:
-    """True when a Content-Type header names ``application/x-zap`` (parameters ignored)."""
-    return (content_type or "").split(";", 1)[0].strip().lower() == zap.CONTENT_TYPE
-
-
-def error_response(exc: ZapVerifyError, request_id: int = 0) -> Response:
-    """``exc`` as an error frame with its HTTP status."""
-    return Response(bytes(zap.error_frame(exc, request_id)), status_code=exc.status, media_type=zap.CONTENT_TYPE)
-
-
-async def verify_frame(engine, store, buf, limits: zap.Limits, *, source: str, started: float) -> tuple[str, bytes]:
-    """Decode the request frame in ``buf`` (pool memory, read in place), verify it, and write
-    its receipt; returns (batch id, response frame).  Raises the :class:`ZapVerifyError` of
-    a bad frame, a not-ready engine or a failed receipt write.  Shared by HTTP and WebSocket.
-    """
-    frame = zap.decode_request(buf, limits)
-    engine.require_ready()
-    result = await run_in_threadpool(engine.verify, frame.batch)
-    batch_id = new_batch_id()
-    scheme = frame.batch.scheme.id
-    await record(store, batch_id=batch_id, verdicts=result.verdicts, leaves=result.leaves, root=result.root,
-                 schemes=[scheme], backends={scheme: result.backend}, started=started, source=source,
-                 stats=engine.stats)
-    return batch_id, bytes(zap.encode_response(frame.request_id, result.verdicts, result.root))
 
 
 @router.post("/verify/zap", response_class=Response, responses=ZAP_RESPONSES, openapi_extra={
@@ -93,4 +65,4 @@ async def verify_zap(request: Request) -> Response:
         engine.stats.record_frame("http", exc.code.lower())  # the dashboard's and /metrics' ingest counters
         # Once the header has been read the reply is addressed to its request_id.
         header = reader.header if reader is not None else None
-        return error_response(exc, header.request_id if header is not None else 0)
+        return zap_error_response(exc, header.request_id if header is not None else 0)

@@ -44,7 +44,7 @@ class WarmsUp(Protocol):
 
 @runtime_checkable
 class HashesLeaves(Protocol):
-    """A backend that hashes the Merkle leaves (docs/architecture.md, "Merkle leaf") beside
+    """A backend that hashes the Merkle leaves (docs/architecture.md, "Merkle leaf and receipts") beside
     the verdicts, on the same cores; the engine then uses them instead of hashing again."""
 
     def verify_with_leaves(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:

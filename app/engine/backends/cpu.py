@@ -143,7 +143,8 @@ class CpuBackend:
         return self.verify_with_leaves(batch)[0]
 
     def verify_with_leaves(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
-        """Verify ``batch`` and hash its Merkle leaves (DESIGN.md section 5) on the same cores.
+        """Verify ``batch`` and hash its Merkle leaves (docs/architecture.md, "Merkle leaf and
+        receipts") on the same cores.
 
         Returns (``bool[N]`` verdicts, ``uint8[N, 32]`` leaf hashes) in item order.
         """

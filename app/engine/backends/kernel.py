@@ -4,7 +4,7 @@ Schemes are discovered from :data:`app.engine.kernels.registry.VERIFY_KERNELS`: 
 is offered when its family's .cu file exists *and* its entry point builds on this device;
 :meth:`KernelBackend.availability` says which, and why not.  Besides ``verify``, a kernel
 backend builds Merkle trees on its device (``verify_commit``, ``commit``,
-``merkle_root``), so a batch verified there is committed there too (DESIGN.md section 5).
+``merkle_root``), so a batch verified there is committed there too (docs/architecture.md, "Merkle leaf and receipts").
 """
 
 from __future__ import annotations

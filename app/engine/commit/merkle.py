@@ -1,4 +1,4 @@
-"""The Merkle commitment of a batch (DESIGN.md section 5), on the CPU with hashlib.
+"""The Merkle commitment of a batch (docs/architecture.md, "Merkle leaf and receipts"), on the CPU with hashlib.
 
 Leaf data of item i is ``scheme code ‖ verdict byte ‖ SHA-256(pk) ‖ SHA-256(msg) ‖
 SHA-256(sig)`` (98 bytes); its leaf hash is the RFC 6962 §2.1 leaf hash

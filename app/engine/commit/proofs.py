@@ -16,7 +16,7 @@ class InclusionProof:
         index: the item's position in the batch, 0-based.
         count: the number of items (leaves) of the batch.
         leaf_hash: the item's 32-byte leaf hash, ``SHA-256(0x00 ‖ code ‖ verdict ‖ H(pk) ‖
-            H(msg) ‖ H(sig))`` (DESIGN.md section 5).
+            H(msg) ‖ H(sig))`` (docs/architecture.md, "Merkle leaf and receipts").
         audit_path: sibling hashes from the leaf up to the root, 32 bytes each.
         merkle_root: the 32-byte root of the batch.
         verdict: the item's verdict, which the leaf hash commits to.

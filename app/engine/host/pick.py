@@ -1,4 +1,4 @@
-"""Pick: host class → transport → allocator (DESIGN.md section 8).
+"""Pick: host class → transport → allocator (docs/architecture.md, "Host classes").
 
 | host class                              | transport (auto)      | allocator    |
 |-----------------------------------------|-----------------------|--------------|
@@ -58,7 +58,7 @@ class Pick:
 
     Attributes:
         host_class: ``gb10``, ``dgx``, ``cuda``, ``rocm``, ``apple-silicon``, ``linux-cpu`` or ``other``.
-        host_label: the class in words, as in the table of DESIGN.md section 8.
+        host_label: the class in words, as in the table of docs/architecture.md, "Host classes".
         requested: ``auto`` or the transport named by ``ZAP_TRANSPORT``.
         transport / allocator: what was chosen; ``pool_source`` is the pool memory it implies.
         verify: ``cuda`` when a CUDA device is usable, else ``cpu``.
@@ -97,7 +97,7 @@ def _nvidia(probe: HostProbe) -> bool:
 
 
 def host_class(probe: HostProbe) -> tuple[str, str]:
-    """The host's class id and its label (DESIGN.md section 8)."""
+    """The host's class id and its label (docs/architecture.md, "Host classes")."""
     if probe.system == "Darwin" and probe.machine in ("arm64", "aarch64"):
         return "apple-silicon", "Apple Silicon"
     if _nvidia(probe):

@@ -1,4 +1,4 @@
-"""Host probe: what this machine offers the pipeline (DESIGN.md section 8).
+"""Host probe: what this machine offers the pipeline (docs/architecture.md, "Host classes").
 
 :func:`probe_host` reads the OS and machine, the CUDA runtime (through CuPy, when it can be
 imported) and the NVIDIA driver, ROCm, Metal, RDMA HCAs, the ibverbs library, the GPUDirect
@@ -247,7 +247,8 @@ def _probe_gpu(t: _Tree, cupy: Any) -> dict[str, Any]:
     driver_gpus, driver = _probe_driver(t)
     cupy_err = None
     if cupy is _IMPORT:
-        cupy, cupy_err = _import_cupy() if t.root == Path("/") else (None, "not consulted for a probe under another root")
+        cupy, cupy_err = (_import_cupy() if t.root == Path("/")
+                          else (None, "not consulted for a probe under another root"))
     elif cupy is None:
         cupy_err = "not importable"
     hip = bool(cupy is not None and getattr(cupy.cuda.runtime, "is_hip", False))
@@ -282,7 +283,8 @@ def _probe_gpu(t: _Tree, cupy: Any) -> dict[str, Any]:
     gpus = devices or driver_gpus  # the driver's list names GPUs that CuPy cannot reach
     return {"cuda": Capability(cuda_ok, tuple(cuda_reasons)),
             "rocm": Capability(not rocm_reasons, tuple(rocm_reasons)),
-            "gpus": tuple(gpus), "kfd": t.exists("dev/kfd"), "nvidia_driver": driver, "cupy_version": version, "cupy_hip": hip}
+            "gpus": tuple(gpus), "kfd": t.exists("dev/kfd"), "nvidia_driver": driver, "cupy_version": version,
+            "cupy_hip": hip}
 
 
 def _probe_metal(system: str, machine: str) -> Capability:

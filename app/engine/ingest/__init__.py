@@ -1,6 +1,6 @@
 """NIC ingest: ZAP frames over raw TCP, UDP and QUIC into the pool, through the ring, verified.
 
-This is the seed's receive path (DESIGN.md sections 1, 4 and 7)::
+This is the seed's receive path (docs/architecture.md, "Pipeline" and "Memory"; docs/wire-format.md)::
 
     socket ─► receive thread ─► magic + header check ─► pool buffer ─► ring ─► verify worker
               (tcp.py, udp.py, quic.py)                  (pool.land)   (ring.py)  (worker.py)

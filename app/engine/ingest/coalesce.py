@@ -1,11 +1,12 @@
-"""Small frames of one scheme verified as one batch, and the answer split back per frame.
+"""Small frames of one scheme joined into one batch (the answer is split back per frame by
+:func:`app.engine.pipeline.verify_and_record_parts`).
 
 A GPU launch, a CPU fan-out and a Merkle tree each cost the same whether a batch has 4
 items or 4,000, so the ingest verify worker joins the frames it has at hand that share a
 batch key (scheme, key length, context, options: what one :class:`Batch` carries) into
 one batch, verifies it once, and answers each frame with its own slice of the verdicts
 and the RFC 6962 root of its own leaves (a leaf depends only on its item, so the slice of
-the joined batch's leaves is exactly the frame's leaves; DESIGN.md section 5).
+the joined batch's leaves is exactly the frame's leaves; docs/architecture.md, "Merkle leaf and receipts").
 
 The joined columns are written into one buffer (a pool buffer when there is a pool, so a
 GPU reads them in place): ``pks`` ``uint8[N, pk_len]``, ``sigs`` ``uint8[N, sig_len]``,
@@ -18,7 +19,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from app.engine.commit import merkle
 from app.engine.verify.batch import Batch
 
 #: (scheme id, pk_len, ctx, prehashed, allow_high_s): frames that may share one batch.
@@ -79,17 +79,3 @@ def join(parts: Sequence[Batch], alloc: Callable[[int], np.ndarray] | None = Non
         i, base = i + m, base + k
     return Batch(first.scheme, pks, sigs, msgs, offsets, first.ctx, first.prehashed, first.allow_high_s,
                  first.source)
-
-
-def split(counts: Sequence[int], verdicts: np.ndarray, leaves: np.ndarray,
-          root: bytes | None = None) -> list[tuple[np.ndarray, np.ndarray, bytes]]:
-    """Per part of ``counts`` items: (verdicts ``bool[k]``, leaves ``uint8[k, 32]``, root).
-
-    ``root`` is the joined batch's root, reused when there is one part.
-    """
-    out, lo = [], 0
-    for k in counts:
-        v, lv = verdicts[lo:lo + k], leaves[lo:lo + k]
-        out.append((v, lv, root if root is not None and len(counts) == 1 else merkle.root(lv)))
-        lo += k
-    return out

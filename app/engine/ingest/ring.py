@@ -1,4 +1,4 @@
-"""The bounded ring between the ingest receive threads and the verify workers (DESIGN.md section 1).
+"""The bounded ring between the ingest receive threads and the verify workers (docs/architecture.md, "Pipeline").
 
 A receive thread lands a whole ZAP frame in a pool buffer and puts one :class:`Entry` —
 (buffer, length, reply route) — in the :class:`Ring`; a verify worker takes entries out,

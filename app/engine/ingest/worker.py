@@ -10,12 +10,12 @@ that small frames can share a batch.  For those frames it:
 2. groups the frames by batch key and joins consecutive frames of one group into batches
    of at most ``max_items`` items (:func:`app.engine.ingest.coalesce.join`, into a pool buffer);
    a frame of ``max_items`` or more goes alone and is verified where it lies;
-3. verifies each batch (owner ``backend``), splits the verdicts and leaves per frame and
-   builds each frame's Merkle root (:func:`app.engine.ingest.coalesce.split`);
-4. writes one receipt per frame (owner ``store``; one transaction per batch,
-   :meth:`app.engine.receipts.store.ReceiptStore.put_many`) before any of them is answered — a
-   frame whose receipt cannot be written is answered ``STORE_UNAVAILABLE``, never with
-   verdicts;
+3. hands each batch to :func:`app.engine.pipeline.verify_and_record_parts`, the path every
+   transport shares: it verifies the batch (owner ``backend``), splits the verdicts and
+   leaves per frame with each frame's own Merkle root, writes one receipt per frame (owner
+   ``store``; one transaction per batch) before any of them is answered, and lists each
+   frame in the dashboard's recent batches with its transport as ``source`` — a frame whose
+   receipt cannot be written is answered ``STORE_UNAVAILABLE``, never with verdicts;
 5. hands each reply to the frame's route; the route calls back once the reply is written,
    and only then is the frame's buffer released.
 
@@ -27,17 +27,16 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
-from app.engine.ingest.coalesce import batch_key, join, joined_bytes, split
+from app.engine.ingest.coalesce import batch_key, join, joined_bytes
 from app.engine.ingest.counters import TransportCounters
 from app.engine.ingest.ring import Entry, Ring
 from app.engine.memory.heap import land
-from app.engine.receipts.ids import new_batch_id
-from app.engine.receipts.store import Receipt, ReceiptStore
+from app.engine.pipeline import Part, verify_and_record_parts
+from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
 from app.errors import NotReady, PoolExhausted, StoreUnavailable, ZapVerifyError
 from app.wire import zap
@@ -139,54 +138,49 @@ class VerifyWorker:
         return out
 
     def _verify(self, chunk: list[_Job]) -> None:
-        parts = [job.request.batch for job in chunk]
+        batches = [job.request.batch for job in chunk]
         joined = None
-        if len(parts) == 1:
-            batch = parts[0]
+        if len(batches) == 1:
+            batch = batches[0]
         else:
             try:
-                joined = land(self.engine.pool, joined_bytes(parts), "dispatch", timeout=0)
+                joined = land(self.engine.pool, joined_bytes(batches), "dispatch", timeout=0)
             except PoolExhausted:  # no room to join them: verify each where it lies
                 for job in chunk:
                     self._verify([job])
                 return
-            batch = join(parts, alloc=lambda n: joined.array)
-            self.joined_frames_total += len(parts)
+            batch = join(batches, alloc=lambda n: joined.array)
+            self.joined_frames_total += len(batches)
         for job in chunk:
             job.entry.buffer.hand_off("backend", expected="dispatch")
         if joined is not None:
             joined.hand_off("backend", expected="dispatch")
-        try:
-            result = self.engine.verify(batch)
-        except ZapVerifyError as exc:
+
+        def verified() -> None:
+            # The receipts need only the leaves: the joined copy is done with, the frames pass to the store.
+            nonlocal joined
+            self.batches_total += 1
+            if joined is not None:
+                joined.release()
+                joined = None
             for job in chunk:
-                self._answer_error(job, exc, "malformed")
+                job.entry.buffer.hand_off("store", expected="backend")
+
+        parts = [Part(len(job.request.batch), job.entry.received, job.entry.transport) for job in chunk]
+        try:
+            recorded = verify_and_record_parts(self.engine, self.store, batch, parts, verified=verified)
+        except ZapVerifyError as exc:
+            reason = {StoreUnavailable: "store_unavailable", NotReady: "not_ready"}.get(type(exc), "malformed")
+            for job in chunk:
+                self._answer_error(job, exc, reason)
             return
         finally:
             if joined is not None:
                 joined.release()
-        self.batches_total += 1
-        for job in chunk:
-            job.entry.buffer.hand_off("store", expected="backend")
-        pieces = split([len(p) for p in parts], result.verdicts, result.leaves, result.root)
-        if self.store is not None:
-            now = time.perf_counter()
-            receipts = [Receipt.build(id=new_batch_id(), verdicts=v, leaves=lv, merkle_root=root,
-                                      schemes=[job.request.batch.scheme.id],
-                                      backends={job.request.batch.scheme.id: result.backend},
-                                      duration_seconds=now - job.entry.received, source=job.entry.transport)
-                        for job, (v, lv, root) in zip(chunk, pieces)]
-            try:
-                self.store.put_many(receipts)
-            except StoreUnavailable as exc:
-                for job in chunk:
-                    self._answer_error(job, exc, "store_unavailable")
-                return
-        replies = [bytes(zap.encode_response(job.request.request_id, v, root))
-                   for job, (v, _, root) in zip(chunk, pieces)]
-        for job, reply in zip(chunk, replies):
+        for job, rec in zip(chunk, recorded):
             job.answered = True
-            job.entry.route.send(reply, partial(self._finish, job.entry, "accepted"))
+            job.entry.route.send(bytes(zap.encode_response(job.request.request_id, rec.verdicts, rec.root)),
+                                 partial(self._finish, job.entry, "accepted"))
 
     # ------------------------------------------------------------------ answers
     def _answer_error(self, job: _Job, exc: ZapVerifyError, reason: str) -> None:

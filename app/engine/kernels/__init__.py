@@ -1,1 +1,1 @@
-"""CUDA C kernel sources shared by the host build and the GPU build (DESIGN.md section 6)."""
+"""CUDA C kernel sources shared by the host build and the GPU build (docs/kernels.md)."""

@@ -9,7 +9,7 @@ CuPy keys that cache on the source text and options only, not on included header
 the text handed to NVRTC starts with a digest of every kernel source: editing a header
 rebuilds every module that might include it.
 
-Transfers (DESIGN.md section 7), by ``transfer``:
+Transfers (docs/architecture.md, "Memory"), by ``transfer``:
   ``"auto"``       a host array in page-locked memory (the UMA pool) is read by the kernels
                    in place through its device alias (zero-copy); any other array is staged
                    in page-locked memory and copied to the device asynchronously;

@@ -107,7 +107,7 @@ def verify(dev: Device, kernel: VerifyKernel, db: DeviceBatch) -> Any:
 
 
 def merkle_leaves(dev: Device, db: DeviceBatch, verdicts: Any) -> Any:
-    """Leaf hashes (DESIGN.md section 5) of every item of ``db`` with device ``verdicts``
+    """Leaf hashes (docs/architecture.md, "Merkle leaf and receipts") of every item of ``db`` with device ``verdicts``
     (``uint8[n]``); returns a device buffer of ``n`` 32-byte leaves."""
     out = dev.alloc(32 * db.n)
     dev.launch(MERKLE, "zv_merkle_leaves", db.n,

@@ -1,4 +1,4 @@
-"""The nvcc check of DESIGN.md section 6: compile every kernel for sm_90 and read ptxas's
+"""The nvcc check of docs/kernels.md: compile every kernel for sm_90 and read ptxas's
 resource report (registers, stack frame, spills) per entry point.
 
 Used by tests/test_kernels_nvcc.py, which writes ``bench/results/kernels_ptxas.txt``.

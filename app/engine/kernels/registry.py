@@ -2,7 +2,7 @@
 
 A signature family has GPU kernels when its source file ``<source>.cu`` is present; its
 verify entry point has the one shape of the kernel contract (see ``zv_verify_<family>`` in
-/work/notes/kernel_contract.md and :func:`app.engine.kernels.ops.verify`).  Adding a family
+docs/kernels.md and :func:`app.engine.kernels.ops.verify`).  Adding a family
 is adding its .cu/.cuh files and, if its names differ from the defaults, one row here.
 Rows are looked up by scheme id first, then by family, so a family whose parameter sets
 need separate entry points (SLH-DSA's sha2/shake variants share key and signature sizes)

@@ -1,6 +1,6 @@
 /* secp256k1.cu — batch entry point for ECDSA over secp256k1 (semantics: secp256k1.cuh).
  *
- * The kernel contract's shape (docs: /work/notes/kernel_contract.md, DESIGN.md section 6):
+ * The kernel contract's shape (docs/kernels.md, "Entry points"):
  * one thread per signature; item i's message is msgs[offsets[i] .. offsets[i+1]).  ctx is
  * unused (ECDSA has no context string).  options: bit0 prehashed, bit1 allow_high_s.
  */

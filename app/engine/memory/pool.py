@@ -1,4 +1,4 @@
-"""The UMA pool: one fixed block of memory the GPU can read, carved into slabs (DESIGN.md section 7).
+"""The UMA pool: one fixed block of memory the GPU can read, carved into slabs (docs/architecture.md, "Memory").
 
 Every byte that arrives (a ZAP frame, a JSON batch's columns) lands in a buffer of this
 pool, and the verify kernels read it in place.  The pool is one *arena* allocated once from

@@ -1,4 +1,4 @@
-"""Receipts: the durable record that a batch was verified (docs/architecture.md, "Receipts").
+"""Receipts: the durable record that a batch was verified (docs/architecture.md, "Merkle leaf and receipts").
 
 A :class:`Receipt` holds what a batch was committed to: its id (a UUIDv7, so ids sort by
 time), creation time, schemes, item count, valid count, the RFC 6962 Merkle root, the

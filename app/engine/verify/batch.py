@@ -1,6 +1,6 @@
 """Items and batches: :class:`Item`, one signature in row form (the JSON API, the client and
 the vector files use it), and :class:`Batch`, the columnar batch every backend verifies
-(docs/architecture.md, "Batches")."""
+(docs/architecture.md, "Batches and routing")."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 from app.engine.verify.schemes import Scheme
 from app.errors import RequestError
 
-#: Batch option bits, shared with the ZAP wire format (DESIGN.md section 4).
+#: Batch option bits, shared with the ZAP wire format (docs/wire-format.md).
 OPT_PREHASHED = 0x01
 OPT_ALLOW_HIGH_S = 0x02
 

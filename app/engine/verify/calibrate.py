@@ -1,4 +1,4 @@
-"""Crossover calibration: measured fixed and per-item costs of a backend (DESIGN.md section 3).
+"""Crossover calibration: measured fixed and per-item costs of a backend (docs/architecture.md, "Batches and routing").
 
 A backend's cost for n items is modelled as ``fixed + n · per_item``; the crossover against
 the CPU is the smallest n at which the backend is no slower.  The Engine runs this at start

@@ -1,6 +1,6 @@
 """The Engine: routes each batch to a backend, commits it to a Merkle root, keeps stats.
 
-Routing per scheme (DESIGN.md section 3): an accelerated backend (anything but ``cpu``)
+Routing per scheme (docs/architecture.md, "Batches and routing"): an accelerated backend (anything but ``cpu``)
 is used when its start-up self-test for that scheme passed and the batch has at least its
 crossover size; otherwise the CPU.  ``backend`` in :class:`EngineConfig` forces one backend
 for every scheme.  A backend that raises during a batch is marked failed for that scheme and
@@ -85,7 +85,7 @@ class EngineConfig:
 
 @dataclass
 class Committed:
-    """Verdicts committed to a Merkle tree (DESIGN.md section 5).
+    """Verdicts committed to a Merkle tree (docs/architecture.md, "Merkle leaf and receipts").
 
     Attributes:
         verdicts: ``bool[N]`` in item order.

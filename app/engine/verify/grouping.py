@@ -1,8 +1,8 @@
 """Rows to batches: how a list of items becomes columnar batches of one scheme each.
 
 Items share a batch when they share (scheme, key length, context, prehashed,
-allow_high_s), since a batch carries one key length and one set of options (DESIGN.md
-section 3).  An item whose key or signature length fits no batch of its scheme, or whose
+allow_high_s), since a batch carries one key length and one set of options (docs/architecture.md,
+"Batches and routing").  An item whose key or signature length fits no batch of its scheme, or whose
 context is over 255 bytes, is ``False`` as given and never reaches a backend.  Used by the
 engine and by ``scripts/gpu_check`` (so imports nothing beyond numpy and the registry).
 """

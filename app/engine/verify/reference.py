@@ -1,4 +1,4 @@
-"""CPU reference verifiers: one item at a time, on the kept libraries of DESIGN.md section 2.
+"""CPU reference verifiers: one item at a time, on the kept libraries of docs/architecture.md, "Schemes".
 
 Each ``verify_<family>`` takes bytes-like arguments and returns a plain ``bool``; it never
 raises for bad input (a wrong length, a point off the curve, a bad encoding is ``False``).

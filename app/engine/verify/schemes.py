@@ -51,7 +51,7 @@ class Scheme:
 
     Attributes:
         id: the name used in JSON and the CLI (``"ml-dsa-65"``).
-        code: the one-byte ZAP wire code (DESIGN.md section 2).
+        code: the one-byte ZAP wire code (docs/architecture.md, "Schemes").
         family: the algorithm family, which selects the verify routine.
         pk_lens: the public-key lengths accepted, bytes (two for secp256k1: 33 and 65).
         sig_len: the signature length, bytes.

@@ -1,0 +1,70 @@
+"""What the verify routes share (HTTP JSON, HTTP ZAP, WebSocket): a request in, through
+:func:`app.engine.pipeline.verify_and_record`, an answer out.  Routes import this module,
+never each other."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from app.api.bls_aggregate import BlsAggregateRequest, to_aggregate_items
+from app.api.schemas import VerifyRequest, VerifyResponse, to_items
+from app.config import Settings
+from app.engine.pipeline import Recorded, verify_and_record
+from app.engine.receipts.store import ReceiptStore
+from app.engine.verify.engine import Engine
+from app.errors import ZapVerifyError
+from app.wire import zap
+
+
+def is_zap(content_type: str | None) -> bool:
+    """True when a Content-Type header names ``application/x-zap`` (parameters ignored)."""
+    return (content_type or "").split(";", 1)[0].strip().lower() == zap.CONTENT_TYPE
+
+
+def zap_error_response(exc: ZapVerifyError, request_id: int = 0) -> Response:
+    """``exc`` as a ZAP error frame with its HTTP status."""
+    return Response(bytes(zap.error_frame(exc, request_id)), status_code=exc.status, media_type=zap.CONTENT_TYPE)
+
+
+async def verify_frame(engine: Engine, store: ReceiptStore | None, buf: np.ndarray, limits: zap.Limits, *,
+                       source: str, started: float) -> tuple[str, bytes]:
+    """Decode the request frame in ``buf`` (``uint8``, pool memory, read in place), verify and
+    record it; returns (batch id, response frame).  Raises the :class:`ZapVerifyError` of a
+    bad frame, a not-ready engine or a failed receipt write."""
+    frame = zap.decode_request(buf, limits)
+    rec = await run_in_threadpool(verify_and_record, engine, store, frame.batch, source=source, started=started)
+    return rec.batch_id, bytes(zap.encode_response(frame.request_id, rec.verdicts, rec.root))
+
+
+async def verify_json(engine: Engine, store: ReceiptStore | None, settings: Settings, req: VerifyRequest, *,
+                      source: str, started: float) -> VerifyResponse:
+    """Verify and record the items of a JSON request; the JSON answer.  Raises the 4xx
+    :class:`ZapVerifyError` naming ``items[i].<field>`` for items that cannot be decoded or a
+    limit exceeded, :class:`app.errors.NotReady` and :class:`app.errors.StoreUnavailable`."""
+    engine.require_ready()
+    items = to_items(req, max_items=settings.max_items, max_message_bytes=settings.max_message_bytes)
+    rec = await run_in_threadpool(verify_and_record, engine, store, items, source=source, started=started)
+    return _answer(rec, started)
+
+
+async def verify_bls_aggregate(engine: Engine, store: ReceiptStore | None, settings: Settings,
+                               req: BlsAggregateRequest, *, source: str, started: float) -> VerifyResponse:
+    """:func:`verify_json` for a BLS aggregate request (docs/bls-aggregate.md); errors alike,
+    the limits those of :func:`app.api.bls_aggregate.to_aggregate_items`."""
+    engine.require_ready()
+    items = to_aggregate_items(req, settings)
+    rec = await run_in_threadpool(verify_and_record, engine, store, items, source=source, started=started)
+    return _answer(rec, started)
+
+
+def _answer(rec: Recorded, started: float) -> VerifyResponse:
+    n = int(rec.verdicts.shape[0])
+    return VerifyResponse(
+        batch_id=rec.batch_id, count=n, valid=rec.valid, invalid=n - rec.valid, verdicts=rec.verdicts.tolist(),
+        merkle_root=rec.root.hex(), backends=rec.backends,
+        elapsed_ms=round((time.perf_counter() - started) * 1000, 3), verify_ms=round(rec.verify_seconds * 1000, 3),
+        merkle_ms=round(rec.merkle_seconds * 1000, 3))

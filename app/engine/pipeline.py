@@ -1,0 +1,146 @@
+"""The one path every batch takes, whatever carried it: verify → commit → receipt →
+dashboard record → result (docs/architecture.md, "Pipeline").
+
+HTTP JSON, HTTP ZAP, WebSocket (JSON and ZAP), TCP, UDP and QUIC all call
+:func:`verify_and_record` (or, for frames the ingest worker joined into one batch,
+:func:`verify_and_record_parts`), so every transport's batches get the same receipts and
+appear in the dashboard's recent batches with their ``source``.
+
+Blocking: call it from a worker thread (the HTTP routes use ``run_in_threadpool``; the
+ingest worker is a thread).  The receipt is written before anything is answered: when it
+cannot be, :class:`app.errors.StoreUnavailable` is raised and the caller must withhold
+the verdicts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeGuard, cast
+
+import numpy as np
+
+from app.engine.commit import merkle
+from app.engine.receipts.ids import new_batch_id
+from app.engine.receipts.store import Receipt, ReceiptStore
+from app.engine.stats import RecentRequest
+from app.engine.verify.batch import Batch, Item
+from app.engine.verify.bls_aggregate import LABELS, AggregateItem
+from app.engine.verify.engine import Committed, Engine
+
+#: What can be verified: one columnar batch (ZAP, ingest), a mixed list of items (JSON), or
+#: a list of BLS aggregate items (docs/bls-aggregate.md).
+Work = Batch | Sequence[Item] | Sequence[AggregateItem]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One request's share of the work: its ``count`` items (following the previous part's),
+    when it arrived (``time.perf_counter()``) and the transport it came on
+    (:data:`app.engine.receipts.store.SOURCES`; its receipt's and dashboard entry's ``source``)."""
+
+    count: int
+    started: float
+    source: str
+
+
+@dataclass
+class Recorded:
+    """One request verified, committed and recorded.
+
+    Attributes:
+        batch_id: UUIDv7; the receipt's id when receipts are on.
+        verdicts: ``bool[N]`` in item order.
+        leaves: ``uint8[N, 32]`` Merkle leaf hashes.
+        root: the 32-byte RFC 6962 root of ``leaves``.
+        backends: scheme id → backend that verified it.
+        verify_seconds / merkle_seconds: the engine's time in each phase (of the whole
+            joined batch, for a part of one).
+    """
+
+    batch_id: str
+    verdicts: np.ndarray
+    leaves: np.ndarray
+    root: bytes
+    backends: dict[str, str]
+    verify_seconds: float
+    merkle_seconds: float
+
+    @property
+    def valid(self) -> int:
+        return int(np.count_nonzero(self.verdicts))
+
+
+def _is_aggregate(work: Work) -> TypeGuard[Sequence[AggregateItem]]:
+    # A list is all of one kind: the aggregate route builds only AggregateItem lists.
+    return not isinstance(work, Batch) and bool(work) and isinstance(work[0], AggregateItem)
+
+
+def verify_and_record(engine: Engine, store: ReceiptStore | None, work: Work, *, source: str,
+                      started: float) -> Recorded:
+    """Verify ``work``, commit it, write its receipt (when ``store`` is not None), list it in
+    the dashboard's recent batches, and return the result.
+
+    ``source``: the transport (:data:`app.engine.receipts.store.SOURCES`); ``started``: the
+    ``time.perf_counter()`` of its arrival.  Raises :class:`app.errors.NotReady` before the
+    engine's self-test passed, the :class:`app.errors.RequestError` of an empty or
+    malformed batch, and :class:`app.errors.StoreUnavailable` when the receipt cannot be
+    written.
+    """
+    return verify_and_record_parts(engine, store, work, [Part(len(work), started, source)])[0]
+
+
+def verify_and_record_parts(engine: Engine, store: ReceiptStore | None, work: Work, parts: Sequence[Part], *,
+                            verified: Callable[[], None] | None = None) -> list[Recorded]:
+    """:func:`verify_and_record` for ``work`` that joins several requests (``parts``, in
+    order, their counts adding up to ``len(work)``): verified once, then each part gets its
+    own verdicts, leaves, RFC 6962 root (a leaf depends only on its item, so a part's slice
+    of the leaves is exactly its own tree's leaves), receipt and dashboard entry.  The
+    receipts of all parts are written in one transaction, before any part is returned.
+
+    ``verified`` is called between verification and the receipt write (the ingest worker
+    passes its buffers to their next owner there).  Errors as :func:`verify_and_record`;
+    a failed receipt write fails every part.
+    """
+    if sum(p.count for p in parts) != len(work):
+        raise ValueError(f"parts cover {sum(p.count for p in parts)} items, the work has {len(work)}")
+    engine.require_ready()
+    result: Committed
+    if isinstance(work, Batch):
+        one = engine.verify(work)
+        result, backends, schemes = one, {work.scheme.id: one.backend}, [work.scheme.id]
+    elif _is_aggregate(work):
+        aggregate = engine.verify_aggregate(work)
+        result, backends, schemes = aggregate, aggregate.backends, [LABELS[it.mode] for it in work]
+    else:
+        items = cast(Sequence[Item], work)
+        mixed = engine.verify_items(items)
+        result, backends, schemes = mixed, mixed.backends, [it.scheme for it in items]
+    if verified is not None:
+        verified()
+    done = []
+    lo = 0
+    for part in parts:
+        hi = lo + part.count
+        v, lv = result.verdicts[lo:hi], result.leaves[lo:hi]
+        root = result.root if len(parts) == 1 else merkle.root(lv)
+        part_schemes = schemes if len(schemes) == 1 else schemes[lo:hi]
+        done.append((part, Recorded(new_batch_id(), v, lv, root, dict(backends), result.verify_seconds,
+                                    result.merkle_seconds), part_schemes))
+        lo = hi
+    if store is not None:
+        now = time.perf_counter()
+        store.put_many([Receipt.build(id=r.batch_id, verdicts=r.verdicts, leaves=r.leaves, merkle_root=r.root,
+                                      schemes=s, backends=r.backends, duration_seconds=now - part.started,
+                                      source=part.source)
+                        for part, r, s in done])
+    for part, r, s in done:
+        n = len(r.verdicts)
+        per_scheme = dict(Counter(s)) if len(s) == n else {sid: n for sid in set(s)}
+        engine.stats.record_request(RecentRequest(
+            batch_id=r.batch_id, time=time.time(), count=n, valid=r.valid, schemes=per_scheme,
+            backends=dict(r.backends), elapsed_ms=round((time.perf_counter() - part.started) * 1000, 3),
+            source=part.source, receipt=f"/v1/receipts/{r.batch_id}" if store is not None else None))
+    return [r for _, r, _ in done]

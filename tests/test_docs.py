@@ -1,0 +1,100 @@
+"""The docs describe what exists: the tree in docs/architecture.md is the tree of app/, every
+setting is in docs/operations.md, every docs/ citation names a real page and heading, and
+nothing cites DESIGN.md or a path on a build machine."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from app.config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+
+def _tree(text: str) -> set[str]:
+    """Paths listed in the ``app/`` code block of architecture.md (two spaces per level;
+    several names on one line separated by commas; a description after two spaces)."""
+    block = text.split("```\napp/\n", 1)[1].split("```", 1)[0]
+    paths, stack = set(), ["app"]
+    for line in block.splitlines():
+        if not line.strip() or not line.startswith("  "):
+            if line and not line.startswith(" "):
+                break  # tests/, bench/ ...: outside app/
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        head = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
+        if not re.fullmatch(r"[\w./]+(, [\w./]+)*", head):
+            continue  # a description's continuation line
+        del stack[depth:]
+        for name in head.split(", "):
+            paths.add("/".join(stack + [name.rstrip("/")]))
+        if head.endswith("/"):
+            stack.append(head.rstrip("/"))
+    return paths
+
+
+def _modules() -> set[str]:
+    out = set()
+    for p in (ROOT / "app").rglob("*.py"):
+        rel = p.relative_to(ROOT).as_posix()
+        if "/kernels/" in rel or "__pycache__" in rel:
+            continue  # app/engine/kernels is described by docs/kernels.md
+        body = ast.parse(p.read_text()).body
+        if p.name == "__init__.py" and all(isinstance(n, ast.Expr) for n in body):
+            continue  # a package docstring only
+        out.add(rel)
+    return out
+
+
+def test_architecture_tree_is_the_tree_of_app():
+    listed = _tree((DOCS / "architecture.md").read_text())
+    missing = sorted(m for m in _modules() if m not in listed)
+    assert missing == [], f"modules not in docs/architecture.md's tree: {missing}"
+    stale = sorted(p for p in listed if not (ROOT / p).exists())
+    assert stale == [], f"docs/architecture.md lists paths that do not exist: {stale}"
+    assert "app/engine/pipeline.py" in listed and "app/engine/kernels" in listed
+
+
+def test_every_setting_is_documented():
+    text = (DOCS / "operations.md").read_text()
+    missing = [f"ZAPVERIFY_{n.upper()}" for n in Settings.model_fields if f"`ZAPVERIFY_{n.upper()}`" not in text]
+    assert missing == []
+
+
+def _sources() -> list[Path]:
+    files = [p for p in (ROOT / "app").rglob("*") if p.suffix in (".py", ".cu", ".cuh", ".html")]
+    files += [p for d in ("tests", "bench") for p in (ROOT / d).rglob("*.py") if p != Path(__file__)]
+    files += [p for p in (ROOT / "scripts").iterdir() if p.is_file()]
+    files += list(DOCS.glob("*.md")) + [ROOT / "README.md", ROOT / "deploy" / "verifier.env"]
+    return files
+
+
+def test_docs_citations_name_a_real_page_and_heading():
+    headings = {p.name: {h.strip() for h in re.findall(r"^#+ (.+)$", p.read_text(), re.M)} for p in DOCS.glob("*.md")}
+    bad = []
+    for f in _sources():
+        text = f.read_text(errors="replace")
+        for page, quoted in re.findall(r"docs/([\w-]+\.md)((?:,?\s*\"[^\"\n]+\"(?:\s+and\s+\"[^\"\n]+\")?)?)", text):
+            if page not in headings:
+                bad.append(f"{f.relative_to(ROOT)}: docs/{page}")
+                continue
+            for h in re.findall(r"\"([^\"\n]+)\"", quoted):
+                if h not in headings[page]:
+                    bad.append(f"{f.relative_to(ROOT)}: docs/{page} \"{h}\"")
+    assert bad == []
+
+
+def test_nothing_cites_a_machine_path():
+    bad = [str(f.relative_to(ROOT)) for f in _sources() if "/work/" in f.read_text(errors="replace")]
+    assert bad == []
+
+
+def test_python_and_docs_cite_docs_not_design_md():
+    # The kernel sources (.cu/.cuh) are edited by the kernel work; their comments are
+    # checked by that work, not here.
+    bad = [str(f.relative_to(ROOT)) for f in _sources()
+           if f.suffix not in (".cu", ".cuh") and "DESIGN.md" in f.read_text(errors="replace")]
+    assert bad == []
