@@ -79,6 +79,8 @@ def _item(mode="fast_aggregate", keys=1, **kw):
 
 @pytest.mark.parametrize("items, status, field", [
     ([_item(keys=9)], 413, "items[0].public_keys"),
+    ([_item("aggregate", keys=1, messages=["00"] * 9)], 413, "items[0].messages"),
+    ([_item("aggregate", keys=1, messages=["00"] * 8)] * 8, 413, "items"),  # counted by messages
     ([_item(keys=8)] * 8, 413, "items"),  # 8 × (8 + 1) = 72 > 64 pairings
     ([_item(), _item(message="zz")], 422, "items[1].message"),
     ([_item("aggregate", keys=2, messages=["00", "0g"])], 422, "items[0].messages[1]"),

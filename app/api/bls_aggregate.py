@@ -56,16 +56,18 @@ def to_aggregate_items(req: BlsAggregateRequest, settings: Settings) -> list[Agg
     """
     if len(req.items) > settings.max_items:
         raise LimitExceeded(f"{len(req.items)} items, the limit is {settings.max_items}", field="items")
-    work = sum(len(it.public_keys) + 1 for it in req.items)
+    # Keys or messages, whichever are more (a count mismatch is a false verdict, yet decoded).
+    work = sum(max(len(it.public_keys), len(it.messages or ())) + 1 for it in req.items)
     if work > settings.bls_aggregate_max_pairings:
         raise LimitExceeded(f"{work} pairings of work (public keys + 1 per item), the limit is "
                             f"{settings.bls_aggregate_max_pairings}", field="items")
     out = []
     for i, it in enumerate(req.items):
         where = f"items[{i}]"
-        if len(it.public_keys) > settings.bls_aggregate_max_keys:
-            raise LimitExceeded(f"{len(it.public_keys)} public keys, the limit is {settings.bls_aggregate_max_keys}",
-                                field=f"{where}.public_keys")
+        for name, count in (("public_keys", len(it.public_keys)), ("messages", len(it.messages or ()))):
+            if count > settings.bls_aggregate_max_keys:
+                raise LimitExceeded(f"{count} {name.replace('_', ' ')}, the limit is {settings.bls_aggregate_max_keys}",
+                                    field=f"{where}.{name}")
         if it.mode == "fast_aggregate":
             if it.message is None or it.messages is not None:
                 raise RequestError("fast_aggregate takes one 'message' and no 'messages'", field=f"{where}.message")

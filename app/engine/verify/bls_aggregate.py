@@ -43,11 +43,6 @@ class AggregateItem:
     messages: tuple[bytes, ...]
     signature: bytes
 
-    @property
-    def pairings(self) -> int:
-        """Work the item costs, in pairings (keys + 1): what request limits count."""
-        return len(self.public_keys) + 1
-
 
 def _keys(pks: Sequence[bytes]) -> list | None:
     points = []
