@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import random
 
+import py_arkworks_bls12381 as ark
 import pytest
 
 from app.engine.commit import merkle
@@ -24,8 +25,6 @@ INFINITY_SIG = b"\xc0" + bytes(95)
 
 
 def _neg_pk(pk: bytes) -> bytes:
-    import py_arkworks_bls12381 as ark
-
     return bytes((-ark.G1Point.from_compressed_bytes(pk)).to_compressed_bytes())
 
 
@@ -43,7 +42,7 @@ def fast_cases(signers):
     sks, pks, msgs = signers
     m = msgs[0]
     sig3 = POP.Aggregate([POP.Sign(sk, m) for sk in sks[:3]])
-    off_subgroup = kat._off_subgroup_point(__import__("py_arkworks_bls12381").G1Point, 48, random.Random(3))
+    off_subgroup = kat.off_subgroup_point(ark.G1Point, 48, random.Random(3))
     return [
         ("three signers", pks[:3], m, sig3, True),
         ("one signer is Verify", pks[:1], m, POP.Sign(sks[0], m), True),
@@ -65,7 +64,7 @@ def aggregate_cases(signers):
     sks, pks, msgs = signers
     sig5 = POP.Aggregate([POP.Sign(sk, mm) for sk, mm in zip(sks, msgs)])
     same = POP.Aggregate([POP.Sign(sks[0], msgs[0]), POP.Sign(sks[1], msgs[0])])
-    off_subgroup = kat._off_subgroup_point(__import__("py_arkworks_bls12381").G1Point, 48, random.Random(4))
+    off_subgroup = kat.off_subgroup_point(ark.G1Point, 48, random.Random(4))
     one_wrong = list(msgs)
     one_wrong[3] = b"block root 3'"
     return [

@@ -136,7 +136,7 @@ BLS_INVALID_KINDS = ("message", "signature-negated", "key-other", "key-identity"
                      "key-not-in-subgroup", "signature-not-in-subgroup", "key-bad-infinity-flag", "bit-flip")
 
 
-def _off_subgroup_point(cls, size: int, rng: random.Random) -> bytes:
+def off_subgroup_point(cls, size: int, rng: random.Random) -> bytes:
     """A compressed point on the curve but outside the prime-order subgroup (a random x
     that decodes almost never lands in the subgroup: the cofactors are large)."""
     while True:
@@ -170,9 +170,9 @@ def bls_invalid(item: Item, kind: str, rng: random.Random) -> Item:
     if kind == "signature-infinity":
         return replace(item, signature=b"\xc0" + bytes(95))
     if kind == "key-not-in-subgroup":
-        return replace(item, public_key=_off_subgroup_point(ark.G1Point, 48, rng))
+        return replace(item, public_key=off_subgroup_point(ark.G1Point, 48, rng))
     if kind == "signature-not-in-subgroup":
-        return replace(item, signature=_off_subgroup_point(ark.G2Point, 96, rng))
+        return replace(item, signature=off_subgroup_point(ark.G2Point, 96, rng))
     if kind == "key-bad-infinity-flag":
         return replace(item, public_key=b"\xe0" + bytes(47))
     if kind == "bit-flip":
