@@ -121,9 +121,9 @@ def glv_basis(lam: int):
         r.append(r[-2] - q * r[-1])
         t.append(t[-2] - q * t[-1])
     root = isqrt(N)
-    l = max(i for i in range(len(r)) if r[i] >= root)
-    v1 = (r[l + 1], -t[l + 1])
-    cands = [(r[l], -t[l]), (r[l + 2], -t[l + 2])]
+    ell = max(i for i in range(len(r)) if r[i] >= root)  # the algorithm's index ℓ
+    v1 = (r[ell + 1], -t[ell + 1])
+    cands = [(r[ell], -t[ell]), (r[ell + 2], -t[ell + 2])]
     v2 = min(cands, key=lambda v: v[0] ** 2 + v[1] ** 2)
     for a, b in (v1, v2):
         assert (a + b * lam) % N == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,7 +14,7 @@ from app.errors import LimitExceeded, RequestError, UnknownScheme
 from app.wire.encoding import compact_signature
 
 # RFC 8032 §7.1 TEST 1 (empty message): a valid Ed25519 item.
-_EXAMPLE_ITEM = {
+_EXAMPLE_ITEM: dict[str, Any] = {
     "scheme": "ed25519",
     "public_key": "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
     "message": "",
@@ -23,7 +23,7 @@ _EXAMPLE_ITEM = {
 }
 
 
-VERIFY_EXAMPLES = {
+VERIFY_EXAMPLES: dict[str, Any] = {
     "ed25519": {"summary": "one Ed25519 item (RFC 8032 TEST 1)",
                 "value": {"encoding": "hex", "items": [_EXAMPLE_ITEM]}},
     "secp256k1-der": {"summary": "secp256k1, DER signature of \"hello\" by the secret key 0x2a", "value": {
@@ -91,7 +91,7 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
-ERROR_RESPONSES = {
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorResponse, "description": "a limit (items, body or message bytes) was exceeded"},
     422: {"model": ErrorResponse, "description": "the request cannot be read; `field` names where"},
     503: {"model": ErrorResponse, "description": "not ready, or the service failed"},

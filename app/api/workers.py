@@ -120,25 +120,25 @@ def merge_pools(pools: list[dict | None]) -> dict | None:
     """The pools of several workers as one: byte and event counts added, per class and
     ``large`` added, ``workers`` = how many pools; None when no worker has a pool.
     (High water is the sum of each worker's high water: an upper bound of the server's.)"""
-    pools = [p for p in pools if p]
-    if not pools:
+    live = [p for p in pools if p]
+    if not live:
         return None
-    if len(pools) == 1:
-        return {**pools[0], "workers": 1}
-    out = dict(pools[0])
+    if len(live) == 1:
+        return {**live[0], "workers": 1}
+    out = dict(live[0])
     for key in _SUMMED:
-        if all(isinstance(p.get(key), (int, float)) for p in pools):
-            out[key] = sum(p[key] for p in pools)
-    out["clamped_by"] = sorted({c for p in pools for c in p.get("clamped_by", [])})
-    classes = {}
-    for p in pools:
+        if all(isinstance(p.get(key), (int, float)) for p in live):
+            out[key] = sum(p[key] for p in live)
+    out["clamped_by"] = sorted({c for p in live for c in p.get("clamped_by", [])})
+    classes: dict[int, dict[str, Any]] = {}
+    for p in live:
         for c in p.get("classes", []):
             acc = classes.setdefault(c["size_bytes"], {k: 0 for k in c} | {"size_bytes": c["size_bytes"]})
             for k, v in c.items():
                 if k != "size_bytes" and isinstance(v, (int, float)):
                     acc[k] += v
     out["classes"] = [classes[k] for k in sorted(classes)]
-    if all("large" in p for p in pools):
-        out["large"] = {k: sum(p["large"].get(k, 0) for p in pools) for k in pools[0]["large"]}
-    out["workers"] = len(pools)
+    if all("large" in p for p in live):
+        out["large"] = {k: sum(p["large"].get(k, 0) for p in live) for k in live[0]["large"]}
+    out["workers"] = len(live)
     return out

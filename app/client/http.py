@@ -381,6 +381,8 @@ class Client:
                         rid, result = _reply(ws.recv())
                     except (OSError, WebSocketException) as exc:
                         raise ConnectionFailed(f"stream closed with {len(pending)} replies pending: {exc}") from exc
+                    if isinstance(result, VerifyResult):  # a JSON reply on a stream of ZAP frames
+                        raise ConnectionFailed("the server answered a ZAP frame with JSON")
                     if rid in pending:
                         done[pending.pop(rid)] = result
                 result = done.pop(given)

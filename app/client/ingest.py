@@ -24,7 +24,7 @@ import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
-from app.client.http import BatchRequest, BatchVerdicts, _Ids, _reply, _with_id
+from app.client.http import BatchRequest, BatchVerdicts, VerifyResult, _Ids, _reply, _with_id
 from app.errors import ConnectionFailed, RemoteError, by_wire_code
 from app.wire import zap
 
@@ -48,7 +48,7 @@ class _Pipelined:
     def in_flight(self) -> int:
         return len(self._pending)
 
-    def _resolve(self, key: int, result: BatchVerdicts | Exception) -> None:
+    def _resolve(self, key: int, result: BatchVerdicts | VerifyResult | Exception) -> None:
         fut = self._pending.pop(key, None)
         if fut is None:
             return
@@ -178,23 +178,27 @@ class UdpStream(_Pipelined):
     async def submit(self, request: BatchRequest | bytes | bytearray) -> asyncio.Future:
         rid, frame, fut = await self._prepare(request)
         self._pending[rid] = fut
+        if self.transport is None:
+            raise ConnectionFailed("the UDP stream is not open")
         self.transport.sendto(frame)
         asyncio.get_running_loop().call_later(self.retry_seconds, self._retry, rid, frame, self.retries)
         return fut
 
     def _retry(self, rid: int, frame: bytes, left: int) -> None:
-        fut = self._pending.get(rid)
-        if fut is None or fut.done() or self.transport is None or self.transport.is_closing():
+        fut, transport = self._pending.get(rid), self.transport
+        if fut is None or fut.done() or transport is None or transport.is_closing():
             return
         if left == 0:
             why = f" ({self._last_error})" if self._last_error else ""
             self._resolve(rid, ConnectionFailed(f"no reply to request {rid} after {self.retries + 1} sends{why}"))
             return
         self.resent += 1
-        self.transport.sendto(frame)
+        transport.sendto(frame)
         asyncio.get_running_loop().call_later(self.retry_seconds, self._retry, rid, frame, left - 1)
 
     async def send_raw(self, data: bytes) -> None:
+        if self.transport is None:
+            raise ConnectionFailed("the UDP stream is not open")
         self.transport.sendto(data)
 
     async def aclose(self) -> None:
@@ -209,7 +213,7 @@ def _quic_protocol_class():
     from aioquic.quic import events
 
     class _ClientProtocol(QuicConnectionProtocol):
-        def __init__(self, *args, **kw):
+        def __init__(self, *args: Any, **kw: Any) -> None:
             super().__init__(*args, **kw)
             self.owner: QuicStream | None = None
             self.buffers: dict[int, bytearray] = {}
@@ -223,6 +227,7 @@ def _quic_protocol_class():
                 buf += event.data
                 if event.end_stream:
                     del self.buffers[event.stream_id]
+                    result: BatchVerdicts | VerifyResult | Exception
                     try:
                         _, result = _reply(bytes(buf))
                     except Exception as exc:

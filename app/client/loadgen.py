@@ -120,6 +120,7 @@ class _Run:
     async def http_worker(self, client: AsyncClient) -> None:
         while self.running():
             t0 = time.perf_counter()
+            result: BatchVerdicts | VerifyResult
             try:
                 if self.cfg.transport == "zap":
                     result = await client.verify_frame(self.frame)

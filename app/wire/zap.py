@@ -552,6 +552,8 @@ class FrameReader:
             return
         if self.filled + n > self.header.size:
             raise BadSize(f"more than the {self.header.size} bytes the size field declares", field="size")
+        if self.buffer is None:
+            raise RuntimeError("attach() a buffer before feeding the body")
         self.buffer[self.filled:self.filled + n] = np.frombuffer(view, dtype=np.uint8)
         self.filled += n
 
@@ -562,6 +564,7 @@ class FrameReader:
                           field="size")
         if self.buffer is None:
             self.attach(self.alloc(self.header.size))
+        assert self.buffer is not None  # attach() set it
         if self.filled != self.header.size:
             raise BadSize(f"size field says {self.header.size} bytes, {self.filled} were received",
                           field="size")

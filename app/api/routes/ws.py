@@ -24,8 +24,9 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, WebSocket
@@ -144,7 +145,7 @@ class Connection:
         self.stats.in_flight -= 1
         self.slots.release()
 
-    async def _serve(self, message: dict) -> None:
+    async def _serve(self, message: Mapping[str, Any]) -> None:
         try:
             data = message.get("bytes")
             if data is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from contextlib import AsyncExitStack
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -17,7 +18,7 @@ from app.wire import zap
 router = APIRouter(prefix="/v1", tags=["verify"])
 
 _FRAME = {zap.CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}}}
-ZAP_RESPONSES = {
+ZAP_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": _FRAME, "description": "a verify response frame (type 0x02)"},
     400: {"content": _FRAME, "description": "an error frame (type 0x7F): the frame breaks ZAP v1"},
     413: {"content": _FRAME, "description": "an error frame: frame, item or message limit exceeded"},
@@ -49,7 +50,8 @@ async def verify_zap(request: Request) -> Response:
         length = request.headers.get("content-length")
         reader = zap.FrameReader(zap_limits(settings), expected=int(length) if length and length.isdigit() else None)
         async with AsyncExitStack() as stack:
-            async for chunk in request.stream():
+            async for received in request.stream():
+                chunk: bytes | memoryview = received
                 if reader.header is None:
                     chunk = reader.take_header(chunk)
                     if reader.header is None:

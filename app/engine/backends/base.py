@@ -75,6 +75,10 @@ class CommitsOnDevice(Protocol):
         ...
 
 
+class CommittingBackend(Backend, CommitsOnDevice, Protocol):
+    """A backend that commits on its device (what the engine narrows to before using it)."""
+
+
 @runtime_checkable
 class Device(Protocol):
     """A backend on a device: it describes itself for /v1/status and says whether the

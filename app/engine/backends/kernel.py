@@ -11,17 +11,29 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 
 from app.engine.kernels import ops
-from app.engine.kernels.registry import MERKLE, VerifyKernel, verify_kernel
+from app.engine.kernels.registry import MERKLE, KernelSource, VerifyKernel, verify_kernel
 from app.engine.verify.batch import Batch
 from app.engine.verify.schemes import SCHEMES, Scheme
 from app.errors import BackendUnavailable, KernelError
 
 READY = "ready"
 NO_KERNEL = "no kernel"
+
+
+class KernelDevice(ops.Device, Protocol):
+    """A device that also builds entry points by name (raising :class:`BackendUnavailable`
+    or :class:`KernelError` when it cannot) and describes itself for /v1/status: the host
+    build (:class:`app.engine.kernels.hostlib.HostDevice`) and CUDA
+    (:class:`app.engine.kernels.cudadev.CupyDevice`)."""
+
+    def function(self, source: KernelSource, entry: str) -> Any: ...
+
+    def info(self) -> dict[str, Any]: ...
 
 
 class KernelBackend:
@@ -41,17 +53,17 @@ class KernelBackend:
     def __init__(self, kernels: Mapping[str, VerifyKernel] | None = None):
         self._kernels = dict(kernels) if kernels is not None else None
         self._lock = threading.RLock()
-        self._device: ops.Device | None = None
+        self._device: KernelDevice | None = None
         self._device_error: str | None = None
         self._availability: dict[str, str] | None = None
         self._merkle: str | None = None
 
     # ------------------------------------------------------------------ device
-    def _make_device(self) -> ops.Device:
+    def _make_device(self) -> KernelDevice:
         raise NotImplementedError
 
     @property
-    def device(self) -> ops.Device:
+    def device(self) -> KernelDevice:
         """The device, created on first use; raises :class:`BackendUnavailable`."""
         with self._lock:
             if self._device is None:

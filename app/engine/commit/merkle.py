@@ -16,9 +16,11 @@ from collections.abc import Sequence
 import numpy as np
 
 _sha256 = hashlib.sha256
+#: What a leaf hashes: bytes, or a zero-copy view of a batch's columns.
+BytesLike = bytes | bytearray | memoryview
 
 
-def leaf_hash(code: int, verdict: bool, pk: bytes, msg: bytes, sig: bytes) -> bytes:
+def leaf_hash(code: int, verdict: bool, pk: BytesLike, msg: BytesLike, sig: BytesLike) -> bytes:
     """The 32-byte leaf hash of one item."""
     return _sha256(b"\x00" + bytes((code, 1 if verdict else 0)) + _sha256(pk).digest()
                    + _sha256(msg).digest() + _sha256(sig).digest()).digest()

@@ -43,7 +43,8 @@ from aioquic.quic.configuration import QuicConfiguration
 from app.engine.ingest import tls
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
 from app.engine.ingest.ring import Entry
-from app.engine.memory.heap import land
+from app.engine.memory.heap import HeapBuffer, land
+from app.engine.memory.pool import PoolBuffer
 from app.errors import (
     BadMagic,
     BadSize,
@@ -127,7 +128,7 @@ class _Stream:
 
     def __init__(self) -> None:
         self.head = bytearray()
-        self.buf = None
+        self.buf: PoolBuffer | HeapBuffer | None = None
         self.filled = 0
         self.header: zap.Header | None = None
         self.dropped = False
@@ -265,9 +266,11 @@ class QuicListener(Listener):
                 entry.buffer.release()
                 self.ctx.counters.rejected("shutdown")
             self._parked.clear()
-            for proto in set(self._server._protocols.values()):
+            server = self._server
+            assert server is not None  # the thread runs only once start() made the server
+            for proto in {p for p in server._protocols.values() if isinstance(p, _Protocol)}:
                 self._release_streams(proto, "shutdown")
-            self._server.close()  # CONNECTION_CLOSE to every peer, then the transport
+            server.close()  # CONNECTION_CLOSE to every peer, then the transport
             self.sock.close()
             done.set()
             self.loop.stop()
@@ -279,7 +282,8 @@ class QuicListener(Listener):
     def _unacknowledged(self) -> bool:
         # aioquic forgets a stream once both directions are finished and acknowledged; the
         # table is not public API, so without it the linger is a plain wait.
-        for proto in set(self._server._protocols.values()):
+        protocols = self._server._protocols.values() if self._server is not None else ()
+        for proto in set(protocols):
             streams = getattr(proto._quic, "_streams", None)
             if streams is None or any(_is_client_bidi(s) for s in streams):
                 return True
@@ -305,14 +309,17 @@ class QuicListener(Listener):
             self._transport.resume_reading()
 
     def _deliver(self, entry: Entry) -> None:
-        entry.route.proto.in_flight += 1
+        route = entry.route
+        assert isinstance(route, _Route)  # this listener's own entries
+        route.proto.in_flight += 1
         self._pending += 1
         if not self._parked and self.ctx.ring.try_put(entry):
             self.ctx.counters.queued()
             return
         self._parked.append(entry)
         self.ctx.counters.stalled()
-        self._transport.pause_reading()
+        if self._transport is not None:
+            self._transport.pause_reading()
 
     # ------------------------------------------------------------------ streams
     def _on_data(self, proto: _Protocol, ev: events.StreamDataReceived) -> None:
@@ -347,16 +354,18 @@ class QuicListener(Listener):
             except WireError as exc:
                 return self._drop(proto, sid, st, "bad_header", exc.wire_code)
             try:
-                st.buf = land(self.ctx.pool, st.header.size, "ingest", timeout=0)
+                buf = land(self.ctx.pool, st.header.size, "ingest", timeout=0)
             except PoolExhausted as exc:
                 return self._refuse(proto, sid, st, exc)
             except BufferTooLarge:
                 return self._drop(proto, sid, st, "too_large", FrameTooLarge.wire_code)
             except ZapVerifyError as exc:  # the pool is closed: shutting down
                 return self._drop(proto, sid, st, "internal", exc.wire_code)
-            st.buf.array[:zap.HEADER_SIZE] = np.frombuffer(st.head, dtype=np.uint8)
+            st.buf = buf
+            buf.array[:zap.HEADER_SIZE] = np.frombuffer(st.head, dtype=np.uint8)
             st.filled = zap.HEADER_SIZE
         n = len(data)
+        assert st.buf is not None and st.header is not None  # landed once the header was read
         if n:
             if st.filled + n > st.header.size:
                 return self._drop(proto, sid, st, "too_large", FrameTooLarge.wire_code)
@@ -386,6 +395,7 @@ class QuicListener(Listener):
 
     def _refuse(self, proto: _Protocol, sid: int, st: _Stream, exc: PoolExhausted) -> None:
         """Answer a frame that found no room ``POOL_EXHAUSTED`` on its stream at once."""
+        assert st.header is not None
         st.dropped = True
         self.ctx.counters.rejected("pool_exhausted")
         quic = proto._quic

@@ -155,6 +155,7 @@ class Ring:
     def _pop_into(self, out: list[Entry], max_entries: int) -> None:
         while self._count and len(out) < max_entries:
             entry = self._slots[self._head]
+            assert entry is not None  # the slots from head on hold _count entries
             self._slots[self._head] = None
             self._head = (self._head + 1) % self.capacity
             self._count -= 1

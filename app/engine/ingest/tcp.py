@@ -45,7 +45,8 @@ import numpy as np
 
 from app.engine.ingest.base import Listener, ListenerContext
 from app.engine.ingest.ring import Entry
-from app.engine.memory.heap import land
+from app.engine.memory.heap import HeapBuffer, land
+from app.engine.memory.pool import PoolBuffer
 from app.errors import BadMagic, BufferTooLarge, FrameTooLarge, PoolExhausted, WireError, ZapVerifyError
 from app.wire import zap
 
@@ -68,13 +69,15 @@ class _Conn:
     """The receive thread's state of one connection (touched by that thread only, except
     ``inbox``, which workers fill under the listener's lock)."""
 
+    route: _Route  # set right after construction (the route refers back to the connection)
+
     def __init__(self, sock: socket.socket, peer: tuple):
         self.sock, self.peer = sock, peer
         self.head = bytearray(zap.HEADER_SIZE)
         self.head_view = memoryview(self.head)
         self.head_n = 0
         self.header: zap.Header | None = None
-        self.buf = None
+        self.buf: PoolBuffer | HeapBuffer | None = None
         self.filled = 0
         self.skip = 0
         self.skip_reply: bytes | None = None
@@ -237,7 +240,7 @@ class TcpListener(Listener):
                 if conn.closed:
                     self._parked.popleft()
                     continue
-                if not self.ctx.ring.try_put(conn.parked):
+                if conn.parked is None or not self.ctx.ring.try_put(conn.parked):
                     break
                 self.ctx.counters.queued()
                 conn.parked = None
@@ -248,13 +251,13 @@ class TcpListener(Listener):
                 if conn.closed or self._take_buffer(conn):
                     self._pool_waiters.remove(conn)
                     self._update(conn)
-                elif time.monotonic() >= conn.pool_deadline:
+                elif conn.pool_deadline is not None and time.monotonic() >= conn.pool_deadline:
                     self._pool_waiters.remove(conn)
                     self._give_up_pool(conn)
                     self._update(conn)
         if self._lingering:
             now = time.monotonic()
-            for conn in [c for c in self._lingering if c.linger_until <= now]:
+            for conn in [c for c in self._lingering if c.linger_until is not None and c.linger_until <= now]:
                 self._hard_close(conn)
         if self._draining and self.sock.fileno() >= 0:
             self._sel.unregister(self.sock)
@@ -395,7 +398,8 @@ class TcpListener(Listener):
                 elif c.header is None:
                     n = c.sock.recv_into(c.head_view[c.head_n:])
                 else:
-                    n = c.sock.recv_into(memoryview(c.buf.array)[c.filled:c.header.size])
+                    assert c.buf is not None  # landed when the header was read
+                    n = c.sock.recv_into(c.buf.array.data[c.filled:c.header.size])
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:  # reset by the peer
@@ -407,7 +411,7 @@ class TcpListener(Listener):
             counters.received(n)
             if c.skip:
                 c.skip -= n
-                if not c.skip:
+                if not c.skip and c.skip_reply is not None:
                     self._send_own(c, c.skip_reply)
                     c.skip_reply = None
                 continue
@@ -437,9 +441,10 @@ class TcpListener(Listener):
 
     def _take_buffer(self, c: _Conn) -> bool:
         """Land the frame whose header is in; False while the pool has no room."""
+        assert c.header is not None
         size = c.header.size
         try:
-            c.buf = land(self.ctx.pool, size, "ingest", timeout=0)
+            buf = land(self.ctx.pool, size, "ingest", timeout=0)
         except PoolExhausted:
             if c.pool_deadline is None:
                 c.pool_deadline = time.monotonic() + self.ctx.pool_wait_seconds
@@ -451,18 +456,20 @@ class TcpListener(Listener):
         except ZapVerifyError as exc:  # the pool is closed: shutting down
             self._skip_frame(c, exc, "internal")
             return False
-        c.pool_deadline = None
-        c.buf.array[:zap.HEADER_SIZE] = np.frombuffer(c.head, dtype=np.uint8)
+        c.pool_deadline, c.buf = None, buf
+        buf.array[:zap.HEADER_SIZE] = np.frombuffer(c.head, dtype=np.uint8)
         c.filled = zap.HEADER_SIZE
         return True
 
     def _give_up_pool(self, c: _Conn) -> None:
+        assert c.header is not None
         c.pool_deadline = None
         self._skip_frame(c, PoolExhausted(f"UMA pool exhausted: no room for a {c.header.size}-byte frame within "
                                           f"{self.ctx.pool_wait_seconds:g} s", field="pool"), "pool_exhausted")
 
     def _skip_frame(self, c: _Conn, exc: ZapVerifyError, reason: str) -> None:
         """Read the rest of this frame into scratch memory, then answer it with ``exc``."""
+        assert c.header is not None
         self.ctx.counters.rejected(reason)
         c.skip = c.header.size - zap.HEADER_SIZE
         c.skip_reply = bytes(zap.error_frame(exc, c.header.request_id))
@@ -472,6 +479,7 @@ class TcpListener(Listener):
             c.skip_reply = None
 
     def _complete(self, c: _Conn) -> None:
+        assert c.buf is not None and c.header is not None  # a whole frame has been read into c.buf
         entry = Entry(c.buf, c.header.size, c.route, self.transport)
         c.buf, c.header, c.head_n, c.filled = None, None, 0, 0
         c.in_flight += 1
@@ -510,11 +518,11 @@ class TcpListener(Listener):
 
     def _enqueue(self, c: _Conn, data: bytes, done: Callable[[bool], None]) -> None:
         with self._lock:
-            if not c.closed:
+            queued = not c.closed
+            if queued:
                 c.inbox.append((data, done))
                 self._dirty.append(c)
-                data = None
-        if data is not None:
+        if not queued:
             done(False)
         else:
             self._wake()

@@ -171,7 +171,7 @@ class UdpListener(Listener):
         except ZapVerifyError:  # the pool is closed: shutting down
             return self._drop("internal")
         try:
-            n, addr = self.sock.recvfrom_into(memoryview(buf.array), buf.array.shape[0])
+            n, addr = self.sock.recvfrom_into(buf.array.data, buf.array.shape[0])
         except OSError:
             buf.release()
             return self._drop("truncated", discard=False)

@@ -144,12 +144,12 @@ class VerifyWorker:
             batch = batches[0]
         else:
             try:
-                joined = land(self.engine.pool, joined_bytes(batches), "dispatch", timeout=0)
+                joined = landed = land(self.engine.pool, joined_bytes(batches), "dispatch", timeout=0)
             except PoolExhausted:  # no room to join them: verify each where it lies
                 for job in chunk:
                     self._verify([job])
                 return
-            batch = join(batches, alloc=lambda n: joined.array)
+            batch = join(batches, alloc=lambda n: landed.array)
             self.joined_frames_total += len(batches)
         for job in chunk:
             job.entry.buffer.hand_off("backend", expected="dispatch")

@@ -10,6 +10,7 @@ migrate once.  psycopg is imported here only, so the rest of zapverify runs with
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from app.engine.receipts.store import (
@@ -108,8 +109,8 @@ class PostgresStore(ReceiptStore):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             conn.execute("CREATE TABLE IF NOT EXISTS zapverify_schema_migrations ("
                          "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-            found = conn.execute("SELECT coalesce(max(version), 0) FROM zapverify_schema_migrations"
-                                 ).fetchone()[0]
+            row = conn.execute("SELECT coalesce(max(version), 0) FROM zapverify_schema_migrations").fetchone()
+            found = row[0] if row is not None else 0
             check_schema_version(found, len(self._migrations), self.url)
             for version in range(found + 1, len(self._migrations) + 1):
                 for stmt in self._migrations[version - 1]:
@@ -120,7 +121,8 @@ class PostgresStore(ReceiptStore):
         return int(self._one("SELECT max(version) FROM zapverify_schema_migrations")[0])
 
     # ------------------------------------------------------------------ access
-    def _one(self, sql: str, args: tuple = ()) -> tuple | None:
+    def _one(self, sql: str, args: tuple = ()) -> Any:
+        """The first row of ``sql`` (aggregates always have one)."""
         try:
             with self._pool.connection() as conn:
                 return conn.execute(sql, args).fetchone()

@@ -14,6 +14,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from app.engine.receipts.store import (
     COLUMNS,
@@ -107,7 +108,7 @@ class SqliteStore(ReceiptStore):
         return self._read_one(f"PRAGMA {name}")
 
     # ------------------------------------------------------------------ access
-    def _read_one(self, sql: str, args: tuple = ()) -> object:
+    def _read_one(self, sql: str, args: tuple = ()) -> Any:
         try:
             with self._lock:
                 row = self._db.execute(sql, args).fetchone()

@@ -68,7 +68,7 @@ class Batch:
 
     def message(self, i: int) -> memoryview:
         """Message ``i`` as a zero-copy view."""
-        return memoryview(self.msgs[int(self.offsets[i]):int(self.offsets[i + 1])])
+        return self.msgs[int(self.offsets[i]):int(self.offsets[i + 1])].data
 
     def slice(self, lo: int, hi: int) -> Batch:
         """Items ``lo .. hi-1`` as a batch of their own: views of the key, signature and

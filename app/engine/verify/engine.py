@@ -31,10 +31,11 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Literal, TypeGuard
 
 import numpy as np
 
-from app.engine.backends.base import Backend, Device, HashesLeaves, WarmsUp
+from app.engine.backends.base import Backend, CommitsOnDevice, CommittingBackend, Device, HashesLeaves, WarmsUp
 from app.engine.backends.cpu import CpuBackend
 from app.engine.commit import merkle
 from app.engine.host.pick import Pick
@@ -58,7 +59,7 @@ class EngineConfig:
     backend: str = "auto"
     cpu_workers: int = 0
     cpu_chunk: int = 256
-    cpu_parallelism: str = "auto"
+    cpu_parallelism: Literal["auto", "thread", "process"] = "auto"
     #: Verify BLS12-381 batches on the CPU by random linear combination (app/engine/verify/bls_batch.py).
     bls_batch: bool = True
     #: Fixed crossover batch size per scheme id (items), for every accelerated backend.
@@ -191,6 +192,7 @@ class Engine:
         run, :class:`app.errors.AllocatorUnavailable` for a pool source the host lacks.
         """
         cfg = self.config
+        assert cfg.pool_bytes is not None  # only called when the engine has a pool
         self.host = probe_host(cfg.probe_root)
         self.pick = pick_transport(self.host, cfg.transport)
         source = self.pick.pool_source if cfg.pool_source == "auto" else cfg.pool_source
@@ -228,8 +230,9 @@ class Engine:
         self.ready = not cpu_bad
         log.info("engine ready=%s backends=%s", self.ready, [b.name for b in self.backends])
 
-    def _merkle_on(self, backend: Backend) -> bool:
-        return self.merkle.get(backend.name) == "ready"
+    def _merkle_on(self, backend: Backend) -> TypeGuard[CommittingBackend]:
+        """Whether ``backend`` commits on its device: its Merkle kernels passed the start-up check."""
+        return isinstance(backend, CommitsOnDevice) and self.merkle.get(backend.name) == "ready"
 
     def close(self) -> None:
         if self._hybrid_pool is not None:
@@ -314,6 +317,7 @@ class Engine:
                 leaves = merkle.batch_leaves(batch, run.verdicts)
             root = merkle.root(leaves)
             merkle_backend = self.cpu.name
+        assert leaves is not None  # a device that made the root made the leaves
         t_merkle = time.perf_counter() - t0
         return BatchResult(run.verdicts, leaves, root, run.seconds, t_merkle, backend=run.backend,
                            merkle_backend=merkle_backend)
@@ -343,8 +347,8 @@ class Engine:
                 self._fail(backend, batch.scheme, exc)
                 backend, t0 = self.cpu, time.perf_counter()
         if run is None:
-            verdicts, leaves = _call(self.cpu, batch)
-            run = _Run(_checked(verdicts, n), self.cpu.name, 0.0, leaves)
+            cpu_verdicts, cpu_leaves = _call(self.cpu, batch)
+            run = _Run(_checked(cpu_verdicts, n), self.cpu.name, 0.0, cpu_leaves)
         run.seconds = time.perf_counter() - t0
         self.stats.record(batch.scheme.id, backend.name, n, int(np.count_nonzero(run.verdicts)), run.seconds)
         return run
@@ -442,14 +446,14 @@ class Engine:
             backends[group[0]] = run.backend if prev in (None, run.backend) else f"{prev}+{run.backend}"
         t0 = time.perf_counter()
         for i in np.flatnonzero(~have_leaf):
-            it = items[i]
+            it = items[int(i)]
             leaves[i] = np.frombuffer(merkle.leaf_hash(SCHEMES[it.scheme].code, bool(verdicts[i]),
                                                        it.public_key, it.message, it.signature), np.uint8)
         root = None
         if len(tree_on) == 1 and (name := next(iter(tree_on))) != self.cpu.name:
             dev = next(b for b in self.accelerated if b.name == name)
             try:
-                root = dev.merkle_root(leaves)
+                root = dev.merkle_root(leaves) if isinstance(dev, CommitsOnDevice) else None
             except Exception as exc:
                 log.error("Merkle root on %s failed (%s); built on cpu", name, exc)
         if root is None:

@@ -13,9 +13,11 @@ import importlib
 import json
 import os
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from app.engine.verify.batch import Item
 from app.engine.verify.schemes import SCHEMES, Scheme
@@ -56,7 +58,9 @@ def _sign_secp256k1(rng: random.Random, msgs: list[bytes], ctx: bytes, compresse
     out = []
     for m in msgs:
         der = sk.sign(m, hasher=None) if prehashed else sk.sign(m, hasher=lambda x: hashlib.sha256(x).digest())
-        out.append((pk, der_to_compact(der)))
+        compact = der_to_compact(der)
+        assert compact is not None  # libsecp256k1 parses the DER it wrote
+        out.append((pk, compact))
     return out
 
 
@@ -77,7 +81,7 @@ def _sign_bls(rng: random.Random, msgs: list[bytes], ctx: bytes, **_) -> list[tu
 def _sign_mldsa(rng: random.Random, msgs: list[bytes], ctx: bytes, scheme: Scheme, **_):
     from cryptography.hazmat.primitives.asymmetric import mldsa
 
-    cls = {44: mldsa.MLDSA44PrivateKey, 65: mldsa.MLDSA65PrivateKey, 87: mldsa.MLDSA87PrivateKey}[
+    cls: Any = {44: mldsa.MLDSA44PrivateKey, 65: mldsa.MLDSA65PrivateKey, 87: mldsa.MLDSA87PrivateKey}[
         int(scheme.id.rsplit("-", 1)[1])]
     sk = cls.from_seed_bytes(rng.randbytes(32))
     pk = sk.public_key().public_bytes_raw()
@@ -90,8 +94,9 @@ def _sign_slhdsa(rng: random.Random, msgs: list[bytes], ctx: bytes, scheme: Sche
     return [(pk, mod.sign(sk, m, context=ctx)) for m in msgs]
 
 
-_SIGNERS = {"ed25519": _sign_ed25519, "secp256k1": _sign_secp256k1, "bls12-381": _sign_bls,
-            "ml-dsa": _sign_mldsa, "slh-dsa": _sign_slhdsa}
+_SIGNERS: dict[str, Callable[..., list[tuple[bytes, bytes]]]] = {
+    "ed25519": _sign_ed25519, "secp256k1": _sign_secp256k1, "bls12-381": _sign_bls, "ml-dsa": _sign_mldsa,
+    "slh-dsa": _sign_slhdsa}
 
 
 def sign_items(scheme_id: str, count: int, *, seed: int = 0, msg_len: int | None = None,
@@ -127,7 +132,8 @@ def mutate(item: Item, rng: random.Random) -> Item:
     skip = 8 if name == "public_key" and item.scheme == "secp256k1" else 0
     bit = skip + rng.randrange(len(data) * 8 - skip)
     data[bit // 8] ^= 1 << (bit % 8)
-    return replace(item, **{name: bytes(data)})
+    changes: dict[str, Any] = {name: bytes(data)}
+    return replace(item, **changes)
 
 
 #: Ways a BLS12-381 item is made invalid by :func:`bls_invalid`: each fails a different check
@@ -183,7 +189,7 @@ def bls_invalid(item: Item, kind: str, rng: random.Random) -> Item:
 def generate(scheme_id: str, valid: int, mutated: int, *, seed: int = 0) -> list[KnownAnswer]:
     """``valid`` signed items and ``mutated`` one-bit mutations of them, for one scheme."""
     scheme = SCHEMES[scheme_id]
-    variants = [{}]
+    variants: list[dict[str, Any]] = [{}]
     if scheme.family == "secp256k1":
         variants = [{"compressed": True}, {"compressed": False}, {"prehashed": True}]
     elif scheme.has_context:
