@@ -35,7 +35,15 @@ from typing import Literal, TypeGuard
 
 import numpy as np
 
-from app.engine.backends.base import Backend, CommitsOnDevice, CommittingBackend, Device, HashesLeaves, WarmsUp
+from app.engine.backends.base import (
+    Backend,
+    CommitsOnDevice,
+    CommittingBackend,
+    Device,
+    HashesLeaves,
+    VerifiesAggregates,
+    WarmsUp,
+)
 from app.engine.backends.cpu import CpuBackend
 from app.engine.commit import merkle
 from app.engine.host.pick import Pick
@@ -465,11 +473,14 @@ class Engine:
 
         Verdicts and aggregate leaves (docs/bls-aggregate.md) in input order, the root over
         them; counted per mode on the dashboard and in metrics under
-        :data:`app.engine.verify.bls_aggregate.LABELS`.  Raises :class:`EmptyBatch` for no items.
+        :data:`app.engine.verify.bls_aggregate.LABELS`.  Raises :class:`EmptyBatch` for no
+        items, :class:`BackendUnavailable` when the CPU backend given cannot verify them.
         """
         if not items:
             raise EmptyBatch("a request needs at least one item", field="items")
         t0 = time.perf_counter()
+        if not isinstance(self.cpu, VerifiesAggregates):
+            raise BackendUnavailable(f"the {self.cpu.name} backend cannot verify BLS aggregate items")
         verdicts, leaves = self.cpu.verify_aggregate(items)
         t_verify = time.perf_counter() - t0
         backends: dict[str, str] = {}
