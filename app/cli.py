@@ -49,7 +49,7 @@ def _engine(backend: str):
 def _check_vectors(args: argparse.Namespace) -> int:
     from collections.abc import Sequence
 
-    from app.engine.verify.bls_aggregate import LABELS
+    from app.engine.verify.batch import AGGREGATE_LABELS
     from app.engine.verify.kat import KnownAnswer
     from app.vectors import AggregateAnswer, read_jsonl
 
@@ -63,7 +63,9 @@ def _check_vectors(args: argparse.Namespace) -> int:
         disagreements: list[tuple[KnownAnswer | AggregateAnswer, bool]] = []
 
         def name(ka: KnownAnswer | AggregateAnswer) -> str:
-            return LABELS.get(ka.item.mode, ka.item.mode) if isinstance(ka, AggregateAnswer) else ka.item.scheme
+            if isinstance(ka, AggregateAnswer):
+                return AGGREGATE_LABELS.get(ka.item.mode, ka.item.mode)
+            return ka.item.scheme
 
         def count(part: Sequence[KnownAnswer | AggregateAnswer], verdicts: list[bool]) -> None:
             for ka, got in zip(part, verdicts):

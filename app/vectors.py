@@ -29,8 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.engine.verify.batch import Item
-from app.engine.verify.bls_aggregate import AggregateItem
+from app.engine.verify.batch import AggregateItem, Item
 from app.engine.verify.kat import KnownAnswer
 
 #: FIPS 205 slh_verify (external, pure) signs M' = 0 ‖ |ctx| ‖ ctx ‖ M; ACVP v1.1.0.37

@@ -15,7 +15,8 @@ import pytest
 
 from app.engine.commit import merkle
 from app.engine.verify import bls_aggregate, kat
-from app.engine.verify.bls_aggregate import AggregateItem, aggregate_verify, fast_aggregate_verify
+from app.engine.verify.batch import AggregateItem
+from app.engine.verify.bls_aggregate import aggregate_verify, fast_aggregate_verify
 
 py_ecc_bls = pytest.importorskip("py_ecc.bls")
 POP = py_ecc_bls.G2ProofOfPossession

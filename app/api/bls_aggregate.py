@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas import decode_text
 from app.config import Settings
-from app.engine.verify.bls_aggregate import AggregateItem
+from app.engine.verify.batch import AggregateItem
 from app.errors import LimitExceeded, RequestError
 
 # Secret keys 1, 2 and 3 of the POP suite signing the message "zapverify"

@@ -52,9 +52,7 @@ import httpx
 import numpy as np
 
 from app.engine.commit.merkle import aggregate_leaf_hash, leaf_hash, verify_inclusion
-from app.engine.verify.batch import Item
-from app.engine.verify.bls_aggregate import AggregateItem
-from app.engine.verify.bls_aggregate import leaf as aggregate_leaf
+from app.engine.verify.batch import AggregateItem, Item
 from app.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
 from app.wire import zap
 
@@ -189,6 +187,12 @@ def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | No
             given = flags[name].pop() if flags[name] else False
         body[name] = given
     return body
+
+
+def aggregate_leaf(item: AggregateItem, verdict: bool) -> bytes:
+    """The Merkle leaf of an aggregate item with ``verdict``, to compare with a proof's
+    ``leaf_hash`` and pass to :func:`verify_inclusion` (docs/bls-aggregate.md)."""
+    return item.leaf(verdict)
 
 
 def aggregate_body(items: Sequence[AggregateItem]) -> dict:

@@ -26,8 +26,7 @@ from app.engine.commit import merkle
 from app.engine.receipts.ids import new_batch_id
 from app.engine.receipts.store import Receipt, ReceiptStore
 from app.engine.stats import RecentRequest
-from app.engine.verify.batch import Batch, Item
-from app.engine.verify.bls_aggregate import LABELS, AggregateItem
+from app.engine.verify.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
 from app.engine.verify.engine import Committed, Engine
 
 #: What can be verified: one columnar batch (ZAP, ingest), a mixed list of items (JSON), or
@@ -113,7 +112,7 @@ def verify_and_record_parts(engine: Engine, store: ReceiptStore | None, work: Wo
         result, backends, schemes = one, {work.scheme.id: one.backend}, [work.scheme.id]
     elif _is_aggregate(work):
         aggregate = engine.verify_aggregate(work)
-        result, backends, schemes = aggregate, aggregate.backends, [LABELS[it.mode] for it in work]
+        result, backends, schemes = aggregate, aggregate.backends, [AGGREGATE_LABELS[it.mode] for it in work]
     else:
         items = cast(Sequence[Item], work)
         mixed = engine.verify_items(items)

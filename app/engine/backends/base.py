@@ -13,8 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from app.engine.verify.batch import Batch
-from app.engine.verify.bls_aggregate import AggregateItem
+from app.engine.verify.batch import AggregateItem, Batch
 
 
 @runtime_checkable

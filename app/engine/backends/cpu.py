@@ -19,8 +19,7 @@ import numpy as np
 
 from app.engine.commit import merkle
 from app.engine.verify import bls_aggregate, reference
-from app.engine.verify.batch import Batch
-from app.engine.verify.bls_aggregate import AggregateItem
+from app.engine.verify.batch import AggregateItem, Batch
 from app.engine.verify.bls_batch import BlsBatchVerifier
 from app.engine.verify.schemes import SCHEMES, Scheme
 

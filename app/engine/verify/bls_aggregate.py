@@ -20,28 +20,9 @@ bad input.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from app.engine.commit.merkle import aggregate_leaf_hash
+from app.engine.verify.batch import AggregateItem
 from app.engine.verify.reference import bls_constants, bls_hash, bls_public_key, bls_signature
-
-#: Request modes and their byte in the Merkle leaf (docs/bls-aggregate.md).
-MODES: dict[str, int] = {"fast_aggregate": 1, "aggregate": 2}
-#: The name each mode is counted under on the dashboard, in metrics and in receipts.
-LABELS: dict[str, str] = {"fast_aggregate": "bls12-381-fast-aggregate", "aggregate": "bls12-381-aggregate"}
-
-
-@dataclass(frozen=True)
-class AggregateItem:
-    """One aggregate verification request item.
-
-    ``messages`` holds exactly one message in ``fast_aggregate`` mode.
-    """
-
-    mode: str
-    public_keys: tuple[bytes, ...]
-    messages: tuple[bytes, ...]
-    signature: bytes
 
 
 def _keys(pks: Sequence[bytes]) -> list | None:
@@ -109,13 +90,7 @@ def verify_item(item: AggregateItem) -> bool:
     return False
 
 
-def leaf(item: AggregateItem, verdict: bool) -> bytes:
-    """The 32-byte Merkle leaf hash of ``item`` with ``verdict`` (docs/bls-aggregate.md); an
-    unknown mode hashes as mode 0 (the API refuses those before they get here)."""
-    return aggregate_leaf_hash(MODES.get(item.mode, 0), verdict, item.public_keys, item.messages, item.signature)
-
-
 def verify_with_leaf(item: AggregateItem) -> tuple[bool, bytes]:
     """The verdict of ``item`` and its leaf hash."""
     ok = verify_item(item)
-    return ok, leaf(item, ok)
+    return ok, item.leaf(ok)

@@ -50,9 +50,8 @@ from app.engine.host.pick import Pick
 from app.engine.host.pick import pick as pick_transport
 from app.engine.host.probe import HostProbe, probe_host
 from app.engine.memory.pool import UmaPool
-from app.engine.verify import bls_aggregate, calibrate, kat, selftest
-from app.engine.verify.batch import Batch, Item
-from app.engine.verify.bls_aggregate import AggregateItem
+from app.engine.verify import calibrate, kat, selftest
+from app.engine.verify.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
 from app.engine.verify.grouping import batch_of, group_items
 from app.engine.verify.schemes import SCHEMES, Scheme
 from app.errors import BackendUnavailable, EmptyBatch, NotReady
@@ -473,7 +472,7 @@ class Engine:
 
         Verdicts and aggregate leaves (docs/bls-aggregate.md) in input order, the root over
         them; counted per mode on the dashboard and in metrics under
-        :data:`app.engine.verify.bls_aggregate.LABELS`.  Raises :class:`EmptyBatch` for no
+        :data:`app.engine.verify.batch.AGGREGATE_LABELS`.  Raises :class:`EmptyBatch` for no
         items, :class:`BackendUnavailable` when the CPU backend given cannot verify them.
         """
         if not items:
@@ -484,7 +483,7 @@ class Engine:
         verdicts, leaves = self.cpu.verify_aggregate(items)
         t_verify = time.perf_counter() - t0
         backends: dict[str, str] = {}
-        for mode, label in bls_aggregate.LABELS.items():
+        for mode, label in AGGREGATE_LABELS.items():
             idx = [i for i, it in enumerate(items) if it.mode == mode]
             if idx:
                 # Verify time is shared out by item count: the items ran interleaved.
