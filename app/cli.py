@@ -1,10 +1,11 @@
-"""The ``zapverify`` command: serve | probe | check-vectors | selftest | bench."""
+"""The ``zapverify`` command: serve | probe | convert-vectors | check-vectors | selftest | bench."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -95,6 +96,44 @@ def _check_vectors(args: argparse.Namespace) -> int:
         return 1 if total_bad else 0
     finally:
         engine.close()
+
+
+def _convert_vectors(args: argparse.Namespace) -> int:
+    """Convert the external vectors (and optionally freshly signed ones) to JSONL files."""
+    import itertools
+
+    from app.vectors import convert_all, generated, generated_aggregate, write_jsonl
+
+    if not args.root.is_dir():
+        print(f"zapverify: no vector folder at {args.root} (see --root)", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    n = write_jsonl(args.out / "external.jsonl", convert_all(args.root))
+    print(f"{n} external vectors -> {args.out / 'external.jsonl'}")
+    if args.generated:
+        m = write_jsonl(args.out / "generated.jsonl", itertools.chain(generated(args.generated, args.generated),
+                                                                       generated_aggregate(args.generated)))
+        print(f"{m} generated vectors -> {args.out / 'generated.jsonl'}")
+    return 0
+
+
+def _build_kernels(args: argparse.Namespace) -> int:
+    """Compile every kernel source to a fatbin with nvcc (the CUDA image runs this at build time)."""
+    import time
+
+    from app.engine.kernels import prebuilt, registry
+
+    compiler = prebuilt.nvcc()
+    if compiler is None:
+        print("zapverify: no nvcc on the PATH: kernels will be compiled by NVRTC at first use", file=sys.stderr)
+        return 2
+    archs = tuple(a.strip() for a in args.arch.split(",") if a.strip())
+    out = args.out or prebuilt.shipped_dir() or prebuilt.cache_dir()
+    for path in registry.sources():
+        t0 = time.perf_counter()
+        fatbin = prebuilt.build(registry.KernelSource(path.stem), compiler=compiler, archs=archs, out_dir=out)
+        print(f"{path.name} -> {fatbin} ({time.perf_counter() - t0:.1f} s)")
+    return 0
 
 
 def _selftest(args: argparse.Namespace) -> int:
@@ -193,6 +232,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--chunk", type=int, default=4096, help="items per engine call")
     c.set_defaults(func=_check_vectors)
 
+    from app.vectors import DEFAULT_ROOT
+
+    cv = sub.add_parser("convert-vectors", help="convert ../shared/vectors to JSONL files for check-vectors")
+    cv.add_argument("out", type=Path, help="output folder (temporary or git-ignored: never commit external vectors)")
+    cv.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the vector folder (default %(default)s)")
+    cv.add_argument("--generated", type=int, default=0, metavar="N",
+                    help="also write N valid and N mutated items per scheme and N BLS aggregate signer sets, signed now")
+    cv.set_defaults(func=_convert_vectors)
+
+    bk = sub.add_parser("build-kernels", help="compile the GPU kernels ahead of time with nvcc (fatbins)")
+    bk.add_argument("--out", type=Path, default=None,
+                    help="folder (default $ZAPVERIFY_KERNEL_PREBUILT, else the kernel cache)")
+    bk.add_argument("--arch", default=",".join(_KERNEL_ARCHS), help="SM versions (default %(default)s)")
+    bk.set_defaults(func=_build_kernels)
+
     t = sub.add_parser("selftest", help="run the known-answer self-test of every backend")
     t.add_argument("--backend", default="auto", choices=backends)
     t.set_defaults(func=_selftest)
@@ -219,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-progress", action="store_true", help="no live progress bar")
     b.set_defaults(func=_bench)
     return p
+
+
+_KERNEL_ARCHS = ("80", "90")  # app.engine.kernels.prebuilt.ARCHS, without importing the kernels here
 
 
 def _positive(text: str) -> int:

@@ -51,7 +51,12 @@ class Settings(BaseSettings):
     hybrid_min: int = Field(4096, ge=2, description="smallest batch that hybrid mode splits")
     cuda_device: int = Field(0, ge=0, description="the GPU ordinal the CUDA backend uses")
     cuda_transfer: Literal["auto", "zero-copy", "copy"] = Field(
-        "auto", description="how kernels read batch columns: in place from pinned memory, or copied to the GPU")
+        "copy", description=("how kernels read batch columns: copy (one transfer per batch into device "
+                             "memory), or in place from pinned memory (zero-copy; auto: in place when pinned)"))
+    cuda_chunk_items: int = Field(0, ge=0, description=(
+        "items per pipelined GPU chunk; 0 = cuda_waves full waves of the scheme's kernel"))
+    cuda_waves: int = Field(2, ge=1, le=64, description="full GPU waves per pipelined chunk")
+    cuda_streams: int = Field(3, ge=1, le=16, description="CUDA streams a large batch's chunks cycle through")
 
     # --- host and UMA pool (docs/architecture.md, "Memory" and "Host classes")
     transport: Literal["auto", "gpudirect", "dpdk", "uma", "heap"] = Field(
@@ -96,8 +101,9 @@ class Settings(BaseSettings):
     ingest_quic_key: Path | None = Field(None, description="PEM private key of ingest_quic_cert")
     ingest_ring_slots: int = Field(1024, ge=1, description="frames the ring between receive threads and "
                                                           "verify workers holds; full = backpressure")
-    ingest_coalesce_items: int = Field(1024, ge=1, description="largest batch small frames of one scheme are "
-                                                              "joined into, items")
+    ingest_coalesce_items: int = Field(0, ge=0, description=(
+        "largest batch small frames of one scheme are joined into, items; 0 = what the GPU backend "
+        "prefers (its pipelined chunk, at least one full wave), else 1024"))
     ingest_coalesce_wait_seconds: float = Field(0.0005, ge=0, le=1, description=(
         "how long a verify worker waits for more frames to join a batch, seconds"))
     ingest_max_in_flight: int = Field(64, ge=1, description="TCP frames per connection between read and reply "

@@ -46,6 +46,13 @@ class UnknownScheme(RequestError):
     code = "UNKNOWN_SCHEME"
 
 
+class BadVectorFile(RequestError):
+    """A vector file (JSONL, app/vectors.py) cannot be read: missing, not UTF-8, a line that
+    is not JSON or lacks a field.  ``field`` is ``<path>:<line>``."""
+
+    code = "BAD_VECTOR_FILE"
+
+
 class LimitExceeded(RequestError):
     """A configured limit (items, body bytes, message bytes, context bytes) was exceeded."""
 

@@ -69,7 +69,8 @@ def ingest_config(settings: Settings, *, reuse_port: bool = False) -> IngestConf
 def build_engine(settings: Settings) -> Engine:
     """The engine of ``settings``, with the accelerated backends this host has."""
     backends = accelerated_backends(settings.backend, cuda_device=settings.cuda_device,
-                                    cuda_transfer=settings.cuda_transfer)
+                                    cuda_transfer=settings.cuda_transfer, chunk_items=settings.cuda_chunk_items,
+                                    waves=settings.cuda_waves, streams=settings.cuda_streams)
     return Engine(engine_config(settings), backends=backends)
 
 
@@ -235,6 +236,10 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             return await _zap_error(request, cause)
         if exc.status_code < 400:
             return await http_exception_handler(request, exc)
+        if exc.status_code == 400 and isinstance(cause, (UnicodeDecodeError, RecursionError, ValueError)):
+            # FastAPI's own 400 for a body its JSON parser could not read (not UTF-8, nested
+            # past the parser's depth): the same answer as any other unreadable JSON.
+            return _error(422, "BAD_JSON", f"the body is not readable JSON ({type(cause).__name__})", "body")
         # 404, 405, ...: the same error shape as everything else, code from the status phrase.
         code = HTTPStatus(exc.status_code).phrase.upper().replace(" ", "_").replace("-", "_")
         return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,

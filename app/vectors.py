@@ -25,12 +25,14 @@ needs only the standard library and app.engine (no web stack), so the GPU check 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.engine.verify.batch import AggregateItem, Item
 from app.engine.verify.kat import KnownAnswer
+from app.errors import BadVectorFile
 
 #: FIPS 205 slh_verify (external, pure) signs M' = 0 ‖ |ctx| ‖ ctx ‖ M; ACVP v1.1.0.37
 #: sigVer vectors exercise slh_verify_internal on M directly.  Under the external interface
@@ -106,18 +108,41 @@ def from_json(d: dict) -> KnownAnswer | AggregateAnswer:
 
 
 def read_jsonl(path: str | Path) -> Iterator[KnownAnswer | AggregateAnswer]:
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield from_json(json.loads(line))
+    """The records of a JSONL vector file.  Raises :class:`app.errors.BadVectorFile` naming
+    ``<path>:<line>`` for a file that cannot be opened or a line that is not a record."""
+    try:
+        f = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise BadVectorFile(f"cannot open {path}: {exc.strerror}", field=str(path)) from None
+    with f:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(f, 1):  # noqa: B007 (lineno is read in the handler)
+                if line.strip():
+                    yield from_json(json.loads(line))
+        except UnicodeDecodeError:
+            raise BadVectorFile(f"{path}: not UTF-8 text", field=f"{path}:{lineno + 1}") from None
+        except json.JSONDecodeError as exc:
+            raise BadVectorFile(f"{path}:{lineno}: not JSON ({exc.msg})", field=f"{path}:{lineno}") from None
+        except (KeyError, ValueError, TypeError) as exc:
+            what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise BadVectorFile(f"{path}:{lineno}: not a vector record ({what})", field=f"{path}:{lineno}") from None
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:
+    """Write ``records`` one JSON object a line; the file appears only once complete, so a
+    failure (an import error in a signer, Ctrl-C) leaves no empty or partial file behind."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     n = 0
-    with open(path, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, separators=(",", ":")) + "\n")
-            n += 1
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for r in records:
+                f.write(json.dumps(r, separators=(",", ":")) + "\n")
+                n += 1
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return n
 
 

@@ -18,7 +18,6 @@ VECTORS = Path(os.environ.get("ZAPVERIFY_VECTORS_DIR") or ROOT.parent / "shared"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 # Generated known answers and host-built kernels are cached between runs (git-ignored).
-os.environ.setdefault("ZAPVERIFY_KAT_CACHE", str(ROOT / ".cache" / "kat"))
 os.environ.setdefault("ZAPVERIFY_KERNEL_CACHE", str(ROOT / ".cache" / "kernels"))
 os.environ.setdefault("ZAPVERIFY_DATA_DIR", str(ROOT / ".cache" / "data"))
 os.environ.setdefault("ZAPVERIFY_KERNEL_VERIFY", "1")  # kernels' ZV_CHECK bounds checks on (zv_port.cuh)

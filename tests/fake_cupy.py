@@ -12,6 +12,12 @@ injected per entry point:
 - ``corrupt``: the kernel runs and its output buffer (last buffer argument) is damaged;
 - ``max_threads``: the largest block an entry point launches with (as registers limit it).
 
+Streams and events are recorded, not simulated: work runs at once, in the order it is
+queued, and ``ops`` lists every copy and launch with the stream it was queued on
+(``("h2d" | "d2h" | "launch", what, stream id)``), ``syncs`` every stream or event
+synchronisation and ``waits`` every (stream, stream of the awaited event) — enough to
+check which work may overlap on a GPU.  ``num_regs`` sets the registers a kernel reports.
+
 Like NVRTC, it refuses sources that include a system header (``#include <...>``).
 """
 
@@ -53,11 +59,13 @@ class FakeArray:
     def set(self, arr, stream=None) -> None:
         src = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
         self.fake.transfers.append(("h2d", src.nbytes, self.fake.is_pinned(src.ctypes.data)))
+        self.fake.ops.append(("h2d", src.nbytes, self.fake.stream_id(stream)))
         self.data[:src.nbytes] = src
 
     def get(self, stream=None, out=None):
         self.fake.check_pending()
         self.fake.transfers.append(("d2h", self.data.nbytes, out is not None and self.fake.is_pinned(out.ctypes.data)))
+        self.fake.ops.append(("d2h", self.data.nbytes, self.fake.stream_id(stream)))
         if out is None:
             return self.data.copy()
         out.reshape(-1).view(np.uint8)[:] = self.data
@@ -67,13 +75,14 @@ class FakeArray:
 class FakeKernel:
     def __init__(self, fake: FakeCupy, name: str, fn):
         self.fake, self.name, self.fn = fake, name, fn
-        self.num_regs, self.local_size_bytes, self.shared_size_bytes = 0, 0, 0
+        self.num_regs, self.local_size_bytes, self.shared_size_bytes = fake.num_regs.get(name, 0), 0, 0
         self.max_threads_per_block = fake.max_threads.get(name, 1024)
 
     def __call__(self, grid, block, args, *, shared_mem=0):
         assert isinstance(grid, tuple) and isinstance(block, tuple), "grid and block are tuples"
         assert all(isinstance(g, int) and g >= 1 for g in grid) and 1 <= block[0] <= 1024
         self.fake.launches.append((self.name, grid, block, args))
+        self.fake.ops.append(("launch", self.name, self.fake.stream_id(None)))
         if block[0] > self.max_threads_per_block:
             raise CUDADriverError(f"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: {self.name} with {block[0]} threads")
         if self.name in self.fake.fail_launch:
@@ -102,7 +111,13 @@ class FakeCupy:
         self.fail_async: set[str] = set()
         self.corrupt: set[str] = set()
         self.max_threads: dict[str, int] = {}
+        self.num_regs: dict[str, int] = {}
         self.launches: list[tuple] = []
+        self.ops: list[tuple] = []
+        self.syncs: list[tuple] = []
+        self.waits: list[tuple[int, int]] = []
+        self._stream_stack: list = []
+        self._stream_ids = 0
         self.transfers: list[tuple] = []
         self.modules: list[str] = []
         self.pending: Exception | None = None
@@ -112,21 +127,34 @@ class FakeCupy:
         class Stream:
             def __init__(self, non_blocking=False):
                 self.non_blocking = non_blocking
+                fake._stream_ids += 1
+                self.id = fake._stream_ids
 
             def __enter__(self):
+                fake._stream_stack.append(self)
                 return self
 
             def __exit__(self, *exc):
+                fake._stream_stack.pop()
                 return False
 
             def synchronize(self):
+                fake.syncs.append(("stream", self.id))
+                fake.ops.append(("sync", "stream", self.id))
                 fake.check_pending()
 
+            def wait_event(self, event):
+                fake.waits.append((self.id, event.stream_id))
+
         class Event:
+            stream_id = 0
+
             def record(self, stream=None):
                 self.t = time.perf_counter()
+                self.stream_id = fake.stream_id(stream)
 
             def synchronize(self):
+                fake.syncs.append(("event", self.stream_id))
                 fake.check_pending()
 
         class Device:
@@ -149,6 +177,9 @@ class FakeCupy:
 
         runtime = SimpleNamespace(
             getDeviceCount=lambda: 1,
+            # CUDA "0.0": no nvcc or fatbin matches it, so modules always come from the
+            # NVRTC stand-in below (prebuilt.load_module's last resort).
+            runtimeGetVersion=lambda: 0,
             getDeviceProperties=lambda i: {"name": b"fake GPU (host build)", "major": 9, "minor": 0,
                                            "multiProcessorCount": 4, "totalGlobalMem": 1 << 30},
             pointerGetAttributes=lambda ptr: SimpleNamespace(type=1 if fake.is_pinned(ptr) else 0,
@@ -178,6 +209,12 @@ class FakeCupy:
         mem = memptr.mem
         raw = (ctypes.c_uint8 * mem.size).from_address(mem.ptr + memptr.offset)
         return FakeArray(self, np.ctypeslib.as_array(raw), alias_of=mem.owner)
+
+    def stream_id(self, stream=None) -> int:
+        """The id of ``stream``, else of the innermost ``with stream:`` (0: the null stream)."""
+        if stream is None and self._stream_stack:
+            stream = self._stream_stack[-1]
+        return getattr(stream, "id", 0)
 
     def check_pending(self) -> None:
         if self.pending is not None:

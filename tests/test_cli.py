@@ -51,20 +51,49 @@ def test_selftest_command(capsys):
     assert "ready" in capsys.readouterr().out
 
 
-def test_converter_script_writes_outside_the_repo(tmp_path):
-    import subprocess
-    import sys
+def test_convert_vectors_writes_outside_the_repo(tmp_path, capsys):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    subprocess.run([sys.executable, str(root / "scripts" / "convert_vectors"), str(tmp_path)], check=True,
-                   capture_output=True)
+    if not (root.parent / "shared" / "vectors").is_dir():
+        assert main(["convert-vectors", str(tmp_path)]) == 2  # says where it looked
+        assert "no vector folder" in capsys.readouterr().err
+        return
+    assert main(["convert-vectors", str(tmp_path)]) == 0
     lines = (tmp_path / "external.jsonl").read_text().splitlines()
-    if (root.parent / "shared" / "vectors").is_dir():
-        assert len(lines) == 2136
-        assert all(json.loads(line_)["source"] for line_ in lines[:10])
-    else:
-        assert lines == []
+    assert len(lines) == 2136
+    assert all(json.loads(line_)["source"] for line_ in lines[:10])
+    assert "external vectors" in capsys.readouterr().out
+
+
+def test_a_failed_conversion_leaves_no_file(tmp_path, monkeypatch):
+    import app.vectors
+
+    def broken(root):
+        yield {"scheme": "ed25519"}
+        raise ModuleNotFoundError("No module named 'nacl'")
+
+    monkeypatch.setattr(app.vectors, "convert_all", broken)
+    with pytest.raises(ModuleNotFoundError):
+        main(["convert-vectors", str(tmp_path), "--root", str(tmp_path)])
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("content, where", [
+    (None, "cannot open"),
+    ('{"scheme": "ed25519"}\nnot json\n', ":1: not a vector record"),
+    ('\n\n{"scheme": "ed25519", "public_key": "", "message": ""\n', ":3: not JSON"),
+    (b"\xff\xfe", "not UTF-8"),
+], ids=["missing", "missing-field", "not-json", "not-utf8"])
+def test_check_vectors_names_a_bad_file_without_a_traceback(tmp_path, capsys, content, where):
+    path = tmp_path / "v.jsonl"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    assert main(["check-vectors", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("zapverify: BAD_VECTOR_FILE: ") and where in err and "Traceback" not in err
 
 
 # ------------------------------------------------------------------ probe

@@ -130,3 +130,33 @@ def test_async_client_and_stream(live_server, items):
                 assert again.valid == 2
 
     asyncio.run(main())
+
+
+# ------------------------------------------------------------------ from a result to its receipt
+@pytest.fixture(scope="module")
+def receipts_server(engine, tmp_path_factory):
+    from app.config import Settings
+    from app.main import create_app
+    from tests.server import LiveServer
+
+    settings = Settings(receipts=True, data_dir=tmp_path_factory.mktemp("receipts"))
+    with LiveServer(create_app(settings, engine=engine)) as server:
+        yield server
+
+
+def test_every_zap_result_names_its_receipt(receipts_server, items):
+    good, mixed = items
+    with Client(receipts_server.url) as zv:
+        one = zv.verify_batch("ed25519", *_cols(mixed))
+        streamed = list(zv.verify_stream([BatchRequest("ed25519", *_cols(mixed)),
+                                          BatchRequest("ed25519", *_cols(good))]))
+        for res in [one, *streamed]:
+            assert res.batch_id is not None
+            receipt = zv.receipt(res.batch_id)
+            assert receipt["merkle_root"] == res.merkle_root.hex()
+            assert receipt["count"] == res.count
+    assert len({one.batch_id, *(r.batch_id for r in streamed)}) == 3
+    assert [r.verdicts.tolist() for r in streamed] == [[True, False, True], [True] * 6]
+    with Client(receipts_server.url) as zv, pytest.raises(RemoteError) as info:
+        zv.receipt("0192f7c5-3e1a-7000-8a4e-2f0d6f1b9c11")
+    assert info.value.status == 404

@@ -89,3 +89,27 @@ def test_cli_bench_over_tcp(ingest_server, capsys):
     rc = cli.main(["bench", "--url", ingest_server.url, "--batch", "4", "--duration", "0.3", "--concurrency", "2",
                    "--transport", "tcp", "--unique", "2", "--no-progress"])
     assert rc == 0 and "transport=tcp" in capsys.readouterr().out
+
+
+def test_duration_bounds_the_whole_run(live_server):
+    # 4,000 Ed25519 verifications cannot be answered in 10 ms (that would be 400 k/s on the
+    # CPU backend), so the first request is still in flight when the duration runs out.
+    import time
+
+    cfg = loadgen.BenchConfig(url=live_server.url, scheme="ed25519", batch=4000, duration=0.01, concurrency=2,
+                              transport="zap", unique=8)
+    items = loadgen.make_items(cfg.scheme, cfg.batch, cfg.unique)
+    t0 = time.perf_counter()
+    report = asyncio.run(loadgen.run(cfg, items))
+    assert time.perf_counter() - t0 < 2.0
+    assert report.requests == 0 and not report.ok
+    assert "within --duration" in report.first_error
+
+
+def test_requests_in_flight_at_the_deadline_are_cut_not_counted(live_server):
+    cfg = loadgen.BenchConfig(url=live_server.url, scheme="ed25519", batch=64, duration=2.0, concurrency=4,
+                              transport="ws", unique=8)
+    report = asyncio.run(loadgen.run(cfg, loadgen.make_items(cfg.scheme, cfg.batch, cfg.unique)))
+    assert report.requests > 0 and report.errors == 0
+    assert report.seconds < 2.0 + 0.5  # the clock stops at the deadline, not when the last reply lands
+    assert report.items == report.requests * cfg.batch

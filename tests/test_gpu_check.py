@@ -58,7 +58,7 @@ def test_prepared_data_has_what_the_gpu_host_needs(data):
 def test_dry_run_checks_and_times_without_web_stack_or_signing_libraries(data, tmp_path):
     out = tmp_path / "out"
     proc = run_gpu_check("--backend", "kernel-host", "--data", str(data), "--out", str(out),
-                         "--min-log2", "8", "--max-log2", "10", "--reps", "2")
+                         "--min-log2", "8", "--max-log2", "10", "--reps", "2", "--pipeline-chunk", "64")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "checks: all passed" in proc.stdout and "sha256 64 B" in proc.stdout
     [report] = list(out.glob("gpu_*.json"))
@@ -75,6 +75,13 @@ def test_dry_run_checks_and_times_without_web_stack_or_signing_libraries(data, t
                      if name.startswith(f"verify ed25519 {size} B msgs (cpu")]
         assert all("unavailable" in cell for cell in cpu_row.values())
     assert result["gpu_cpu_ratio"] == {f"verify ed25519 {s} B msgs": {} for s in (32, 64, 256)}
+    # the pipelined path over three chunks matches the one-launch path and the expected verdicts
+    for sid in ("ed25519", "secp256k1"):
+        pipe = result["checks"]["pipeline"][sid]
+        assert pipe["status"] == "run" and pipe["chunks"] == 3 and pipe["chunk_items"] == 64
+        assert pipe["verdicts_ok"] and pipe["same_as_one_launch"]
+    # the engine path needs the CPU reference, which a bare GPU host lacks: skipped, saying why
+    assert result["checks"]["engine"]["status"].startswith("skipped: the CPU reference")
 
 
 def test_a_wrong_answer_fails_the_run(data, tmp_path):

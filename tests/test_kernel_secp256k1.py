@@ -46,7 +46,7 @@ def _load_script(name: str):
 
 
 def _load_generator():
-    return _load_script("gen_secp256k1_tables.py")
+    return _load_script("gen_secp256k1_tables")
 
 
 gen = _load_generator()
@@ -78,13 +78,26 @@ def assert_agrees(items, *, prehashed=False, allow_high_s=False, names=None) -> 
 @pytest.fixture(scope="module")
 def unit(tmp_path_factory):
     out = tmp_path_factory.mktemp("k1unit") / "secp256k1_unit.so"
-    cmd = [hostbuild.compiler(), *hostbuild.CXXFLAGS, f"-I{hostbuild.KERNEL_DIR}", "-o", str(out), str(HARNESS)]
+    cmd = [hostbuild.compiler(), *hostbuild.CXXFLAGS, *(["-DZV_VERIFY"] if hostbuild.verify_checks() else []),
+           f"-I{hostbuild.KERNEL_DIR}", "-o", str(out), str(HARNESS)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     lib = ctypes.CDLL(str(out))
     for name in ("k1t_fe", "k1t_sc", "k1t_pubkey_parse"):
         getattr(lib, name).restype = ctypes.c_int
     return lib
+
+
+@pytest.fixture(autouse=True)
+def _limb_bounds_hold(request):
+    """Every test also checks the field's and scalar's documented bounds (ZV_CHECK, counted
+    in the verify host builds the suite runs) in the kernel and, where used, the unit harness."""
+    yield
+    libs = {"kernel": hostbuild.load("secp256k1")}
+    if "unit" in request.fixturenames:
+        libs["unit harness"] = request.getfixturevalue("unit")
+    for name, lib in libs.items():
+        assert hostbuild.verify_failures(lib) == 0, f"a ZV_CHECK bound failed in the secp256k1 {name}"
 
 
 def limbs(v: int, count: int = 8):
@@ -201,6 +214,39 @@ def test_scalar_arithmetic_matches_integers(unit):
     for a in (2**256 - 1, N, N + 5):
         _, (got,) = sc_op(unit, 0, a, 12345)
         assert got == a * 12345 * rinv % N
+
+
+@pytest.mark.parametrize("count", [1, 2, 127, 128, 256])
+def test_batched_scalar_inversion_matches_the_single_one(unit, count):
+    """k1_sc_batch_inv_mont (the kernel's one inversion per block chunk) gives each s its
+    own s^-1·R mod n, as k1_sc_inv_mont does."""
+    rng = random.Random(count)
+    xs = ([1, 2, N - 1, N // 2] + [rng.randrange(1, N) for _ in range(count)])[:count]
+    out = limbs(0, 8 * count)
+    unit.k1t_sc_batch_inv(count, limbs(sum(x << (256 * i) for i, x in enumerate(xs)), 8 * count), out)
+    assert [value(out, 8 * i) for i in range(count)] == [pow(x, -1, N) * R_MONT % N for x in xs]
+
+
+def test_chunked_kernel_matches_the_one_item_verify(unit):
+    """The kernel's block chunks (shared scalar inversion, invalid signatures given s = 1)
+    give the verdicts of the one-item path across chunk boundaries, with a partial last
+    chunk and malformed signatures (s = 0, s ≥ n, high s) interleaved."""
+    kas = kat.generate("secp256k1", 420, 0, seed=23)  # about a third prehashed, left out
+    items = []
+    for i, ka in enumerate(kas):
+        pk, msg, sig = ka.item.public_key, ka.item.message, ka.item.signature
+        if not ka.item.prehashed:
+            if i % 7 == 1:
+                sig = sig[:32] + bytes(32)
+            elif i % 7 == 2:
+                sig = sig[:32] + N.to_bytes(32, "big")
+            elif i % 7 == 3:
+                sig = sig[:32] + (N - int.from_bytes(sig[32:], "big")).to_bytes(32, "big")
+            items.append((pk, msg, sig))
+    one = [bool(unit.k1t_verify_one(pk, len(pk), sig, len(sig), msg, ctypes.c_uint64(len(msg)), 0))
+           for pk, msg, sig in items]
+    assert kernel_verify(items) == one
+    assert 0 < sum(one) < len(one) and len(items) > 256
 
 
 def test_scalar_decoding_flags_overflow_and_reduces_digests(unit):
@@ -506,7 +552,7 @@ def test_decreasing_offsets_are_invalid_not_a_crash():
 
 # ------------------------------------------------------------------ generated tables
 def test_tables_header_is_what_the_generator_writes():
-    assert gen.OUT.read_text() == gen.render(), "run scripts/gen_secp256k1_tables.py"
+    assert gen.OUT.read_text() == gen.render(), "run scripts/gen_secp256k1_tables"
 
 
 # ------------------------------------------------------------------ the GPU build

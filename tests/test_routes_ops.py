@@ -150,3 +150,11 @@ def test_ingest_is_off_by_default_and_settings_reach_it(client, monkeypatch):
     cfg = ingest_config(Settings())
     assert (cfg.host, cfg.tcp_port, cfg.udp_port, cfg.quic_port, cfg.coalesce_items) == ("0.0.0.0", 7100, None,
                                                                                         None, 64)
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+def test_probes_answer_head(client, path):
+    # Load balancers and some probes use HEAD: same status as GET, no body.
+    get, head = client.get(path), client.head(path)
+    assert head.status_code == get.status_code == 200
+    assert head.content == b""

@@ -1,6 +1,7 @@
 """REST API in process: verdicts, errors that name the field, limits, status, dashboard."""
 
 import base64
+import json
 
 import pytest
 from fastapi.testclient import TestClient
@@ -175,3 +176,36 @@ def test_api_docs_are_served_without_a_cdn(client):
     assert "cdn." not in page and "unpkg" not in page
     js = [src for src in __import__("re").findall(r'src="([^"]+)"', page)]
     assert js and all(client.get(src).status_code == 200 for src in js)
+
+
+# ------------------------------------------------------------------ what a new user got wrong (issue 14)
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_a_body_not_declared_json_is_415_naming_the_header(client, content_type):
+    headers = {"content-type": content_type} if content_type else {}
+    r = client.post("/v1/verify", content=b'{"items": []}', headers=headers)
+    assert r.status_code == 415
+    assert r.json()["error"] == {"code": "BAD_CONTENT_TYPE", "message": "Content-Type must be application/json",
+                                 "field": "content-type"}
+
+
+def test_json_with_a_charset_parameter_is_accepted(client):
+    item = as_json(kat.known_answers()["ed25519"][0].item)
+    r = client.post("/v1/verify", content=f'{{"items": [{json.dumps(item)}]}}'.encode(),
+                    headers={"content-type": "application/json; charset=utf-8"})
+    assert r.status_code == 200 and r.json()["verdicts"] == [True]
+
+
+@pytest.mark.parametrize("body", [b'{"items": "\xff\xfe"}', b"[" * 100_000 + b"]" * 100_000],
+                         ids=["not-utf8", "nested-past-the-parser"])
+def test_unreadable_json_names_the_body(client, body):
+    r = client.post("/v1/verify", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["error"]["code"] == "BAD_JSON" and r.json()["error"]["field"] == "body"
+
+
+@pytest.mark.parametrize("field", ["prehashed", "allow_high_s"])
+@pytest.mark.parametrize("value", ["yes", 1, 0, "true", None])
+def test_booleans_are_strict(client, field, value):
+    item = as_json(kat.known_answers()["ed25519"][0].item)
+    r = client.post("/v1/verify", json={"items": [item], field: value})
+    assert r.status_code == 422 and r.json()["error"]["field"] == field

@@ -156,7 +156,7 @@ def test_secp256k1_both_key_lengths_and_options():
     (raw_request(version=2), BadVersion),
     (raw_request(ftype=0x03), BadType),
     (raw_request(ftype=0x02), BadType),
-    (raw_request(flags=1), BadReserved),
+    (raw_request(flags=2), BadReserved),  # 0x01 (batch id wanted) is the only request flag
     (raw_request(reserved=1), BadReserved),
     (raw_request(scheme=0x04), UnknownSchemeCode),
     (raw_request(options=0x04), BadOptions),
@@ -303,8 +303,10 @@ def test_bit_flips_decode_or_raise_named_error(bit):
             assert isinstance(exc, expected)
     else:
         req.batch.validate()
-        # Only a payload byte, the request id, or ctx_len growing into ctx's zero padding.
-        assert bit // 8 >= 32 or bit // 8 in (8, 9, 10, 11, 18)
+        # Only a payload byte, the request id, the batch-id flag, or ctx_len growing into
+        # ctx's zero padding.
+        assert bit // 8 >= 32 or bit // 8 in (8, 9, 10, 11, 18) or bit == 7 * 8
+        assert req.want_batch_id == (bit == 7 * 8)
 
 
 header_ints = st.one_of(st.integers(0, 8), st.integers(0, 2**32 - 1), st.sampled_from([2**31, 2**32 - 1, 2**32 - 8]))
@@ -412,3 +414,32 @@ def test_peek_request_id():
     assert zap.peek_request_id(raw_request(request_id=0xDEADBEEF)) == 0xDEADBEEF
     assert zap.peek_request_id(b"ZAP\0" + bytes(4)) == 0
     assert zap.peek_request_id(b"XAP\0" + bytes(20)) == 0
+
+
+# ------------------------------------------------------------------ batch ids (FLAG_BATCH_ID)
+def test_a_response_carries_the_batch_id_only_when_asked():
+    bid = bytes(range(16))
+    plain = zap.encode_response(5, [True, False, True], b"\x11" * 32)
+    tagged = zap.encode_response(5, [True, False, True], b"\x11" * 32, bid)
+    assert len(tagged) == len(plain) + 16 and tagged[7] == zap.FLAG_BATCH_ID and plain[7] == 0
+    assert zap.decode_response(bytes(plain)).batch_id is None
+    got = zap.decode_response(bytes(tagged))
+    assert got.batch_id == bid and got.verdicts.tolist() == [1, 0, 1] and got.request_id == 5
+
+
+def test_a_request_asks_for_the_batch_id_with_its_flag():
+    pks, msgs, sigs = [b"\x01" * 32], [b"m"], [b"\x02" * 64]
+    assert not zap.decode_request(bytes(zap.encode_items("ed25519", pks, msgs, sigs))).want_batch_id
+    assert zap.decode_request(bytes(zap.encode_items("ed25519", pks, msgs, sigs, want_batch_id=True))).want_batch_id
+
+
+def test_error_frames_take_no_flags_and_a_cut_batch_id_is_a_size_error():
+    err = bytearray(zap.error_frame(BadMagic("x"), 1))
+    err[7] = zap.FLAG_BATCH_ID
+    with pytest.raises(BadReserved):
+        zap.decode(bytes(err))
+    tagged = zap.encode_response(1, [True], b"\x00" * 32, b"\x07" * 16)
+    cut = bytearray(tagged[:-8])
+    cut[12:16] = len(cut).to_bytes(4, "little")
+    with pytest.raises(BadSize):
+        zap.decode_response(bytes(cut))

@@ -7,6 +7,7 @@ from fastapi import Request
 from app.config import Settings
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
+from app.errors import BadContentType
 from app.wire.zap import Limits
 
 
@@ -27,3 +28,17 @@ def zap_limits(settings: Settings) -> Limits:
     """The ZAP decoder's bounds from the settings."""
     return Limits(max_frame_bytes=settings.zap_max_frame_bytes, max_items=settings.zap_max_items,
                   max_message_bytes=settings.max_message_bytes)
+
+
+def media_type(content_type: str | None) -> str:
+    """The media type of a Content-Type header, lower case, parameters dropped."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def require_json(request: Request) -> None:
+    """Refuse a body that is not declared JSON (``application/json`` or ``*/*+json``) with
+    415 ``BAD_CONTENT_TYPE`` naming ``content-type``, as the ZAP route does for its type,
+    instead of a validation error about the body's shape."""
+    kind = media_type(request.headers.get("content-type"))
+    if kind != "application/json" and not (kind.startswith("application/") and kind.endswith("+json")):
+        raise BadContentType("Content-Type must be application/json", field="content-type")

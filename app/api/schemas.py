@@ -6,7 +6,7 @@ import base64
 import binascii
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.engine.verify import schemes
 from app.engine.verify.batch import Item
@@ -54,8 +54,8 @@ class VerifyRequest(BaseModel):
 
     items: list[VerifyItem]
     encoding: Literal["hex", "base64"] = "hex"
-    prehashed: bool = Field(False, description="secp256k1: messages are 32-byte digests")
-    allow_high_s: bool = Field(False, description="secp256k1: accept s > n/2 (normalised first)")
+    prehashed: StrictBool = Field(False, description="secp256k1: messages are 32-byte digests")
+    allow_high_s: StrictBool = Field(False, description="secp256k1: accept s > n/2 (normalised first)")
     signature_format: Literal["raw", "der"] = Field(
         "raw", description="secp256k1: 'der' converts ASN.1 DER signatures to compact r‖s")
 
@@ -93,6 +93,7 @@ class ErrorResponse(BaseModel):
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorResponse, "description": "a limit (items, body or message bytes) was exceeded"},
+    415: {"model": ErrorResponse, "description": "Content-Type is not application/json"},
     422: {"model": ErrorResponse, "description": "the request cannot be read; `field` names where"},
     503: {"model": ErrorResponse, "description": "not ready, or the service failed"},
 }

@@ -5,12 +5,14 @@ never each other."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import numpy as np
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from app.api.bls_aggregate import BlsAggregateRequest, to_aggregate_items
+from app.api.deps import media_type
 from app.api.schemas import VerifyRequest, VerifyResponse, to_items
 from app.config import Settings
 from app.engine.pipeline import Recorded, verify_and_record
@@ -22,7 +24,7 @@ from app.wire import zap
 
 def is_zap(content_type: str | None) -> bool:
     """True when a Content-Type header names ``application/x-zap`` (parameters ignored)."""
-    return (content_type or "").split(";", 1)[0].strip().lower() == zap.CONTENT_TYPE
+    return media_type(content_type) == zap.CONTENT_TYPE
 
 
 def zap_error_response(exc: ZapVerifyError, request_id: int = 0) -> Response:
@@ -37,7 +39,8 @@ async def verify_frame(engine: Engine, store: ReceiptStore | None, buf: np.ndarr
     bad frame, a not-ready engine or a failed receipt write."""
     frame = zap.decode_request(buf, limits)
     rec = await run_in_threadpool(verify_and_record, engine, store, frame.batch, source=source, started=started)
-    return rec.batch_id, bytes(zap.encode_response(frame.request_id, rec.verdicts, rec.root))
+    batch_id = uuid.UUID(rec.batch_id).bytes if frame.want_batch_id else None
+    return rec.batch_id, bytes(zap.encode_response(frame.request_id, rec.verdicts, rec.root, batch_id))
 
 
 async def verify_json(engine: Engine, store: ReceiptStore | None, settings: Settings, req: VerifyRequest, *,

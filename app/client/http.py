@@ -43,6 +43,7 @@ import asyncio
 import base64
 import itertools
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -108,6 +109,8 @@ class BatchVerdicts:
         count / valid: item counts.
         verdicts: ``bool[count]`` in item order.
         merkle_root: the 32-byte RFC 6962 root of the batch (docs/architecture.md, "Merkle leaf and receipts").
+        batch_id: the batch's UUIDv7 (its receipt id when receipts are on), or None from a
+            server that did not send it.
     """
 
     request_id: int
@@ -115,14 +118,20 @@ class BatchVerdicts:
     valid: int
     verdicts: np.ndarray
     merkle_root: bytes
+    batch_id: str | None = None
 
     @property
     def invalid(self) -> int:
         return self.count - self.valid
 
     @classmethod
-    def from_frame(cls, frame: zap.Response) -> BatchVerdicts:
-        return cls(frame.request_id, frame.count, frame.valid, frame.verdicts.astype(bool), frame.merkle_root)
+    def from_frame(cls, frame: zap.Response, batch_id: str | None = None) -> BatchVerdicts:
+        """From a decoded response frame; ``batch_id`` (e.g. from the HTTP header) is used
+        where the frame carries none."""
+        if frame.batch_id is not None:
+            batch_id = str(uuid.UUID(bytes=frame.batch_id))
+        return cls(frame.request_id, frame.count, frame.valid, frame.verdicts.astype(bool), frame.merkle_root,
+                   batch_id)
 
 
 @dataclass
@@ -143,7 +152,8 @@ class BatchRequest:
     def encode(self, request_id: int = 0) -> bytearray:
         """The request frame (see :func:`app.wire.zap.encode_items` for the errors)."""
         return zap.encode_items(self.scheme, self.pks, self.msgs, self.sigs, ctx=self.ctx,
-                                prehashed=self.prehashed, allow_high_s=self.allow_high_s, request_id=request_id)
+                                prehashed=self.prehashed, allow_high_s=self.allow_high_s, request_id=request_id,
+                                want_batch_id=True)
 
 
 # ------------------------------------------------------------------ shared helpers
@@ -225,7 +235,7 @@ def _remote_from_json(body: Any, status: int) -> RemoteError:
     return RemoteError(f"HTTP {status}: {str(body)[:200]}", code="HTTP_ERROR", status=status)
 
 
-def _zap_result(content: bytes, status: int) -> BatchVerdicts:
+def _zap_result(content: bytes, status: int, batch_id: str | None = None) -> BatchVerdicts:
     try:
         frame = zap.decode(content, zap.CLIENT_LIMITS)
     except WireError:
@@ -241,7 +251,7 @@ def _zap_result(content: bytes, status: int) -> BatchVerdicts:
         raise _remote_from_error_frame(frame)
     if not isinstance(frame, zap.Response):
         raise RemoteError("the server answered with a request frame", code="BAD_TYPE", status=status)
-    return BatchVerdicts.from_frame(frame)
+    return BatchVerdicts.from_frame(frame, batch_id)
 
 
 def _json_result(response: httpx.Response) -> VerifyResult:
@@ -343,7 +353,7 @@ class Client:
     def verify_frame(self, frame: bytes | bytearray | memoryview) -> BatchVerdicts:
         """Post an already encoded request frame."""
         r = self._post("/v1/verify/zap", content=bytes(frame), headers=_ZAP_HEADERS)
-        return _zap_result(r.content, r.status_code)
+        return _zap_result(r.content, r.status_code, r.headers.get("x-zapverify-batch-id"))
 
     def verify_stream(self, requests: Iterable[BatchRequest | bytes | bytearray], *,
                       max_in_flight: int = 32) -> Iterator[BatchVerdicts]:
@@ -351,7 +361,8 @@ class Client:
 
         Yields one :class:`BatchVerdicts` per request, in the order of ``requests``; an
         error reply raises :class:`RemoteError` when its turn comes.  Items of ``requests``
-        are :class:`BatchRequest` or encoded frames (their ``request_id`` is overwritten).
+        are :class:`BatchRequest` or encoded frames (their ``request_id`` is overwritten and
+        their batch-id flag set, so each :class:`BatchVerdicts` carries its ``batch_id``).
         """
         from websockets.exceptions import WebSocketException
         from websockets.sync.client import connect
@@ -409,12 +420,34 @@ class Client:
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"{self.base_url}/v1/status: {exc}") from exc
 
+    def _get_json(self, path: str) -> dict:
+        try:
+            r = self._http.get(path)
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"{self.base_url}{path}: {exc}") from exc
+        if r.status_code != 200:
+            raise _remote_from_json(r.json() if r.headers.get("content-type", "").startswith("application/json")
+                                    else r.text, r.status_code)
+        return r.json()
+
+    def receipt(self, batch_id: str) -> dict:
+        """``GET /v1/receipts/{batch_id}``: the receipt of a verified batch (``batch_id`` from a
+        :class:`VerifyResult` or :class:`BatchVerdicts`).  Raises :class:`RemoteError`
+        (``NOT_FOUND`` for an unknown id, or receipts off on the server)."""
+        return self._get_json(f"/v1/receipts/{batch_id}")
+
+    def proof(self, batch_id: str, index: int) -> dict:
+        """``GET /v1/receipts/{batch_id}/proof/{index}``: the inclusion proof of item ``index``,
+        to check with :func:`verify_inclusion`."""
+        return self._get_json(f"/v1/receipts/{batch_id}/proof/{index}")
+
 
 def _with_id(req: BatchRequest | bytes | bytearray | memoryview, request_id: int) -> bytes:
     if isinstance(req, BatchRequest):
         return bytes(req.encode(request_id))
     frame = bytearray(req)
     zap.read_header(frame, zap.CLIENT_LIMITS)
+    frame[7] |= zap.FLAG_BATCH_ID  # the answer then carries the batch id
     frame[8:12] = request_id.to_bytes(4, "little")
     return bytes(frame)
 
@@ -470,7 +503,7 @@ class AsyncClient:
     async def verify_frame(self, frame: bytes | bytearray | memoryview) -> BatchVerdicts:
         """Post an already encoded request frame."""
         r = await self._post("/v1/verify/zap", content=bytes(frame), headers=_ZAP_HEADERS)
-        return _zap_result(r.content, r.status_code)
+        return _zap_result(r.content, r.status_code, r.headers.get("x-zapverify-batch-id"))
 
     @asynccontextmanager
     async def stream(self, *, max_in_flight: int = 32) -> AsyncIterator[VerifyStream]:

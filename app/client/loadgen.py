@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +59,8 @@ class BenchReport:
     Attributes:
         requests / items: completed requests (frames) and the items in them.
         errors: requests answered with an error or lost; ``first_error`` says the first.
+        cut: requests still in flight when ``duration`` ran out, cancelled and not counted
+            (``duration`` bounds the whole run, the first request included).
         mismatches: replies whose count or verdicts were not "all valid".
         seconds: wall time from the first send to the last reply, seconds.
         verifies_per_s / frames_per_s: ``items`` and ``requests`` per second.
@@ -68,6 +71,7 @@ class BenchReport:
     requests: int = 0
     items: int = 0
     errors: int = 0
+    cut: int = 0
     mismatches: int = 0
     first_error: str | None = None
     seconds: float = 0.0
@@ -99,8 +103,10 @@ class _Run:
         self.json = json.dumps(json_body(items)).encode()
         self.stop_at = 0.0
         self.stopped = False
+        self.in_flight = 0
 
     def record(self, t0: float, result: BatchVerdicts | VerifyResult) -> None:
+        self.in_flight -= 1
         self.latencies.append(time.perf_counter() - t0)
         self.report.requests += 1
         self.report.items += result.count
@@ -108,6 +114,10 @@ class _Run:
             self.report.mismatches += 1
 
     def fail(self, exc: Exception) -> None:
+        self.in_flight -= 1
+        self.error(exc)
+
+    def error(self, exc: Exception) -> None:
         self.report.errors += 1
         if self.report.first_error is None:
             self.report.first_error = f"{type(exc).__name__}: {exc}"
@@ -120,6 +130,7 @@ class _Run:
     async def http_worker(self, client: AsyncClient) -> None:
         while self.running():
             t0 = time.perf_counter()
+            self.in_flight += 1
             result: BatchVerdicts | VerifyResult
             try:
                 if self.cfg.transport == "zap":
@@ -135,12 +146,31 @@ class _Run:
         """Pipelined requests on one stream: the WebSocket, or an ingest connection."""
         while self.running():
             t0 = time.perf_counter()
+            self.in_flight += 1
             try:
                 result = await (await stream.submit(self.frame))
             except ZapVerifyError as exc:
                 self.fail(exc)
                 continue
             self.record(t0, result)
+
+    async def until_deadline(self, work: Awaitable[Any]) -> None:
+        """Run ``work`` until it ends or ``stop_at`` passes; what is in flight then is cut."""
+        try:
+            await asyncio.wait_for(work, timeout=max(0.0, self.stop_at - time.perf_counter()))
+        except TimeoutError:
+            self.report.cut += self.in_flight
+            self.in_flight = 0
+
+    async def first(self, request: Awaitable[Any]) -> bool:
+        """The first request (it connects, and fails early on a wrong URL or scheme), inside
+        the duration: False when it got no answer in time."""
+        try:
+            await asyncio.wait_for(request, timeout=max(0.0, self.stop_at - time.perf_counter()))
+        except TimeoutError:
+            self.error(TimeoutError(f"no answer to the first request within --duration {self.cfg.duration:g} s"))
+            return False
+        return True
 
     def finish(self, seconds: float) -> BenchReport:
         r = self.report
@@ -197,19 +227,21 @@ async def run(cfg: BenchConfig, items: list[kat.Item] | None = None,
     if cfg.transport in INGEST_TRANSPORTS:
         return await _run_ingest(cfg, state, on_tick)
     async with AsyncClient(cfg.url, timeout=max(60.0, cfg.duration)) as client:
-        # One request outside the clock: connects, and fails early on a wrong URL or scheme.
-        await client.verify_frame(state.frame)
+        state.stop_at = time.perf_counter() + cfg.duration
+        if not await state.first(client.verify_frame(state.frame)):
+            return state.finish(0.0)
 
         async def drive() -> float:
             t0 = time.perf_counter()
-            state.stop_at = t0 + cfg.duration
             ticker = asyncio.create_task(_tick(t0, state, on_tick)) if on_tick else None
             try:
                 if cfg.transport == "ws":
                     async with client.stream(max_in_flight=cfg.concurrency) as stream:
-                        await asyncio.gather(*(state.ws_worker(stream) for _ in range(cfg.concurrency)))
+                        await state.until_deadline(asyncio.gather(*(state.ws_worker(stream)
+                                                                    for _ in range(cfg.concurrency))))
                 else:
-                    await asyncio.gather(*(state.http_worker(client) for _ in range(cfg.concurrency)))
+                    await state.until_deadline(asyncio.gather(*(state.http_worker(client)
+                                                                for _ in range(cfg.concurrency))))
             finally:
                 if ticker:
                     ticker.cancel()
@@ -232,13 +264,17 @@ async def _run_ingest(cfg: BenchConfig, state: _Run,
     host, port = await ingest_address(cfg)
     async with connect(cfg.transport, host, port, max_in_flight=cfg.concurrency,
                        retry_seconds=max(1.0, 2 * cfg.duration)) as stream:
-        # One request outside the clock: fails early on a wrong port or scheme.
-        await (await stream.submit(state.frame))
+        state.stop_at = time.perf_counter() + cfg.duration
+
+        async def first() -> None:
+            await (await stream.submit(state.frame))
+
+        if not await state.first(first()):
+            return state.finish(0.0)
         t0 = time.perf_counter()
-        state.stop_at = t0 + cfg.duration
         ticker = asyncio.create_task(_tick(t0, state, on_tick)) if on_tick else None
         try:
-            await asyncio.gather(*(state.ws_worker(stream) for _ in range(cfg.concurrency)))
+            await state.until_deadline(asyncio.gather(*(state.ws_worker(stream) for _ in range(cfg.concurrency))))
         finally:
             if ticker:
                 ticker.cancel()
@@ -268,6 +304,6 @@ def format_report(r: BenchReport) -> str:
     if lat:
         lines.append(f"latency ms: p50 {lat['p50']:.1f}  p90 {lat['p90']:.1f}  p99 {lat['p99']:.1f}  "
                      f"mean {lat['mean']:.1f}  max {lat['max']:.1f}")
-    lines.append(f"errors {r.errors}  mismatches {r.mismatches}" + (f"  first error: {r.first_error}"
-                                                                      if r.first_error else ""))
+    lines.append(f"errors {r.errors}  cut at the deadline {r.cut}  mismatches {r.mismatches}"
+                 + (f"  first error: {r.first_error}" if r.first_error else ""))
     return "\n".join(lines)

@@ -70,6 +70,13 @@ RESPONSE_FIXED = HEADER_SIZE + _RESPONSE.size  # 56: where verdicts start
 ERROR_FIXED = HEADER_SIZE + _ERROR.size        # 24: where the message starts
 
 KNOWN_OPTIONS = OPT_PREHASHED | OPT_ALLOW_HIGH_S
+#: Header flag (docs/wire-format.md, "Batch ids"): on a request, "answer with the batch
+#: id"; on a response, the 16-byte batch id (the receipt's UUID) follows the verdicts'
+#: padding.  A peer that never sets it sees exactly the frames of before.
+FLAG_BATCH_ID = 0x01
+#: The flags each frame type may carry.
+_TYPE_FLAGS = {TYPE_REQUEST: FLAG_BATCH_ID, TYPE_RESPONSE: FLAG_BATCH_ID, TYPE_ERROR: 0}
+BATCH_ID_SIZE = 16
 #: Longest message an error frame carries; longer ones are cut at a UTF-8 boundary.
 MAX_ERROR_MESSAGE = 1024
 _U32_MAX = 0xFFFF_FFFF
@@ -119,6 +126,7 @@ class Request:
 
     request_id: int
     batch: Batch
+    want_batch_id: bool = False
 
 
 @dataclass
@@ -131,6 +139,7 @@ class Response:
         valid: how many verdicts are 1.
         merkle_root: the 32-byte RFC 6962 root of the batch (docs/architecture.md, "Merkle leaf and receipts").
         verdicts: ``uint8[count]`` view into the frame, 1 valid / 0 invalid.
+        batch_id: the 16-byte batch id (UUID) when the frame carries one, else None.
     """
 
     request_id: int
@@ -138,6 +147,7 @@ class Response:
     valid: int
     merkle_root: bytes
     verdicts: np.ndarray
+    batch_id: bytes | None = None
 
 
 @dataclass
@@ -206,8 +216,9 @@ def read_header(buf: Buffer, limits: Limits = DEFAULT_LIMITS) -> Header:
         raise BadVersion(f"version {version} is not supported; this side speaks {VERSION}", field="version")
     if ftype not in TYPE_NAMES:
         raise BadType(f"unknown frame type 0x{ftype:02x}", field="type")
-    if flags != 0:
-        raise BadReserved(f"flags is 0x{flags:02x}; v1 defines none, it must be 0", field="flags")
+    if flags & ~_TYPE_FLAGS[ftype]:
+        raise BadReserved(f"flags 0x{flags:02x} on a {TYPE_NAMES[ftype]} frame; it may carry only "
+                          f"0x{_TYPE_FLAGS[ftype]:02x}", field="flags")
     if size > limits.max_frame_bytes:
         raise FrameTooLarge(f"frame of {size} bytes, the limit is {limits.max_frame_bytes}", field="size")
     if size < HEADER_SIZE or size % ALIGN:
@@ -314,7 +325,7 @@ def decode_request(buf: Buffer, limits: Limits = DEFAULT_LIMITS) -> Request:
         allow_high_s=bool(options & OPT_ALLOW_HIGH_S),
         source="zap",
     )
-    return Request(header.request_id, batch)
+    return Request(header.request_id, batch, bool(header.flags & FLAG_BATCH_ID))
 
 
 def decode_response(buf: Buffer, limits: Limits = CLIENT_LIMITS) -> Response:
@@ -331,17 +342,19 @@ def decode_response(buf: Buffer, limits: Limits = CLIENT_LIMITS) -> Response:
     count, valid, root = _RESPONSE.unpack(arr[HEADER_SIZE:RESPONSE_FIXED].tobytes())
     if count == 0:
         raise EmptyFrame("a response frame has at least one verdict", field="count")
-    if pad8(RESPONSE_FIXED + count) != header.size:
-        raise BadSize(f"{count} verdicts make a {pad8(RESPONSE_FIXED + count)}-byte frame, size says "
-                      f"{header.size}", field="size")
-    _check_padding(arr, RESPONSE_FIXED + count, header.size, "verdicts")
+    end = pad8(RESPONSE_FIXED + count)
+    extra = BATCH_ID_SIZE if header.flags & FLAG_BATCH_ID else 0
+    if end + extra != header.size:
+        raise BadSize(f"{count} verdicts make a {end + extra}-byte frame, size says {header.size}", field="size")
+    _check_padding(arr, RESPONSE_FIXED + count, end, "verdicts")
     verdicts = arr[RESPONSE_FIXED:RESPONSE_FIXED + count]
     if np.any(verdicts > 1):
         raise BadVerdict(f"verdict {int(np.argmax(verdicts > 1))} is not 0 or 1", field="verdicts")
     if int(np.count_nonzero(verdicts)) != valid:
         raise BadVerdict(f"valid is {valid} but {int(np.count_nonzero(verdicts))} verdicts are 1",
                          field="valid")
-    return Response(header.request_id, count, valid, root, verdicts)
+    batch_id = arr[end:end + extra].tobytes() if extra else None
+    return Response(header.request_id, count, valid, root, verdicts, batch_id)
 
 
 def decode_error(buf: Buffer, limits: Limits = CLIENT_LIMITS) -> ErrorFrame:
@@ -380,16 +393,17 @@ def decode(buf: Buffer, limits: Limits = DEFAULT_LIMITS) -> Frame:
 
 
 # ------------------------------------------------------------------ encode
-def _header(ftype: int, request_id: int, size: int) -> bytes:
+def _header(ftype: int, request_id: int, size: int, flags: int = 0) -> bytes:
     if not 0 <= request_id <= _U32_MAX:
         raise ValueError(f"request_id {request_id} does not fit a u32")
     if size > _U32_MAX:
         raise FrameTooLarge(f"a frame of {size} bytes does not fit ZAP v1's u32 size", field="size")
-    return _HEADER.pack(MAGIC, VERSION, ftype, 0, request_id, size)
+    return _HEADER.pack(MAGIC, VERSION, ftype, flags, request_id, size)
 
 
-def encode_request(batch: Batch, request_id: int = 0) -> bytearray:
-    """Encode ``batch`` as a verify request frame.
+def encode_request(batch: Batch, request_id: int = 0, *, want_batch_id: bool = False) -> bytearray:
+    """Encode ``batch`` as a verify request frame (with :data:`FLAG_BATCH_ID` set when
+    ``want_batch_id``: the server then answers with the batch id).
 
     Returns a new ``bytearray`` of the frame's ``size``.  Raises :class:`app.errors.RequestError`
     for a batch of the wrong shapes, :class:`EmptyFrame` for zero items, :class:`FrameTooLarge`
@@ -417,7 +431,7 @@ def encode_request(batch: Batch, request_id: int = 0) -> bytearray:
     msgs_at = offs_at + pad8(4 * (count + 1))
     size = msgs_at + pad8(msgs_len)
     out = bytearray(size)
-    out[:HEADER_SIZE] = _header(TYPE_REQUEST, request_id, size)
+    out[:HEADER_SIZE] = _header(TYPE_REQUEST, request_id, size, FLAG_BATCH_ID if want_batch_id else 0)
     out[HEADER_SIZE:REQUEST_FIXED] = _REQUEST.pack(scheme.code, batch.options, len(batch.ctx), 0, count,
                                                    pk_len, sig_len)
     arr = np.frombuffer(out, dtype=np.uint8)
@@ -431,7 +445,7 @@ def encode_request(batch: Batch, request_id: int = 0) -> bytearray:
 
 def encode_items(scheme_id: str, pks: Sequence[bytes] | np.ndarray, msgs: Sequence[bytes],
                  sigs: Sequence[bytes] | np.ndarray, *, ctx: bytes = b"", prehashed: bool = False,
-                 allow_high_s: bool = False, request_id: int = 0) -> bytearray:
+                 allow_high_s: bool = False, request_id: int = 0, want_batch_id: bool = False) -> bytearray:
     """Encode one scheme's items given as byte strings (or ``uint8[N, len]`` arrays).
 
     Raises :class:`app.errors.UnknownScheme`, :class:`app.errors.RequestError` for keys or
@@ -442,16 +456,18 @@ def encode_items(scheme_id: str, pks: Sequence[bytes] | np.ndarray, msgs: Sequen
     srows = [bytes(x) for x in sigs] if isinstance(sigs, np.ndarray) else list(sigs)
     batch = Batch.from_items(scheme, rows, list(msgs), srows, ctx=bytes(ctx), prehashed=prehashed,
                              allow_high_s=allow_high_s)
-    return encode_request(batch, request_id)
+    return encode_request(batch, request_id, want_batch_id=want_batch_id)
 
 
-def encode_response(request_id: int, verdicts: np.ndarray | Sequence[bool], merkle_root: bytes) -> bytearray:
+def encode_response(request_id: int, verdicts: np.ndarray | Sequence[bool], merkle_root: bytes,
+                    batch_id: bytes | None = None) -> bytearray:
     """Encode a verify response frame.
 
     Args:
         request_id: the request's id.
         verdicts: ``bool[N]`` (or 0/1 ints), N ≥ 1.
         merkle_root: 32 bytes.
+        batch_id: 16 bytes (the batch's UUID) to append under :data:`FLAG_BATCH_ID`, or None.
     """
     v = np.asarray(verdicts, dtype=bool).astype(np.uint8)
     count = int(v.shape[0])
@@ -459,11 +475,16 @@ def encode_response(request_id: int, verdicts: np.ndarray | Sequence[bool], merk
         raise EmptyFrame("a response frame has at least one verdict", field="count")
     if len(merkle_root) != 32:
         raise ValueError("merkle_root must be 32 bytes")
-    size = pad8(RESPONSE_FIXED + count)
+    if batch_id is not None and len(batch_id) != BATCH_ID_SIZE:
+        raise ValueError(f"batch_id must be {BATCH_ID_SIZE} bytes")
+    end = pad8(RESPONSE_FIXED + count)
+    size = end + (BATCH_ID_SIZE if batch_id is not None else 0)
     out = bytearray(size)
-    out[:HEADER_SIZE] = _header(TYPE_RESPONSE, request_id, size)
+    out[:HEADER_SIZE] = _header(TYPE_RESPONSE, request_id, size, 0 if batch_id is None else FLAG_BATCH_ID)
     out[HEADER_SIZE:RESPONSE_FIXED] = _RESPONSE.pack(count, int(np.count_nonzero(v)), bytes(merkle_root))
     out[RESPONSE_FIXED:RESPONSE_FIXED + count] = v.tobytes()
+    if batch_id is not None:
+        out[end:] = batch_id
     return out
 
 

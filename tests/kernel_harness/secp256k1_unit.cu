@@ -86,10 +86,10 @@ ZV_KERNEL void k1t_gej_double(const zv_u32 *a, zv_u32 *out) {
 }
 
 ZV_KERNEL void k1t_odd_multiples(const zv_u32 *q, zv_u32 *out) {
-    k1_ge g, t[K1_Q_TABLE_SIZE];
+    k1_ge g, t[ZV_SECP256K1_Q_TABLE_SIZE];
     load_ge(&g, q);
     k1_odd_multiples(t, &g);
-    for (int i = 0; i < K1_Q_TABLE_SIZE; i++) store_ge(out + 16 * i, &t[i]);
+    for (int i = 0; i < ZV_SECP256K1_Q_TABLE_SIZE; i++) store_ge(out + 16 * i, &t[i]);
 }
 
 ZV_KERNEL void k1t_ecmult(const zv_u32 *q, const zv_u32 *u1, const zv_u32 *u2, zv_u32 *out) {
@@ -108,4 +108,22 @@ ZV_KERNEL int k1t_pubkey_parse(const zv_u8 *pk, zv_u32 len, zv_u32 *out) {
     int ok = k1_pubkey_parse(&q, pk, len);
     if (ok) store_ge(out, &q);
     return ok;
+}
+
+/* s[i] -> s[i]^-1·R mod n for count (<= 256) scalars by the kernel's batched inversion
+ * (each s converted to s·R first, as the kernel's threads do). */
+ZV_KERNEL void k1t_sc_batch_inv(int count, const zv_u32 *in, zv_u32 *out) {
+    k1_sc s[256], prefix[256], tops[ZV_BATCH_LANES], tops_prefix[ZV_BATCH_LANES];
+    for (int i = 0; i < count; i++) {
+        load_sc(&s[i], in + 8 * i);
+        k1_sc_mont_mul(&s[i], s[i].v, ZV_SECP256K1_N_R2);
+    }
+    k1_sc_block_batch_inv_mont(s, prefix, count, tops, tops_prefix);
+    for (int i = 0; i < count; i++) store_sc(out + 8 * i, &s[i]);
+}
+
+/* One item with its own scalar inversion, for comparison with the chunked kernel. */
+ZV_KERNEL int k1t_verify_one(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
+                             const zv_u8 *msg, zv_u64 msg_len, zv_u32 options) {
+    return k1_verify_one(pk, pk_len, sig, sig_len, msg, msg_len, options);
 }

@@ -103,6 +103,11 @@ def test_dashboard_follows_verifies_sent_through_the_api(cluster, page):
     for i in range(lines.count()):
         ys = [float(p.split(",")[1]) for p in lines.nth(i).get_attribute("points").split()]
         assert min(ys) < max(ys), "a flat line: no data in the chart"
+        assert min(ys) > 8, "a peak drawn on the top grid line (clipped)"  # T = 8 in renderChart
+    # every scheme's row shows without scrolling inside a box
+    assert page.locator("#schemes tr").count() == len(SCHEMES)
+    assert page.evaluate("() => { const t = document.getElementById('schemes').closest('div');"
+                         " return t.scrollHeight <= t.clientHeight; }")
     # recent batches link to their receipts, which open
     link = page.locator("#recent a").first
     href = link.get_attribute("href")
@@ -126,11 +131,13 @@ def test_dashboard_reconnects_after_its_server_restarts(cluster, page):
     a.stop()  # graceful: uvicorn closes the socket with 1012 "service restart"
     page.wait_for_selector("#conn.bad", timeout=15000)
     assert "disconnected" in page.inner_text("#conn")
+    assert "ready" != page.inner_text("#ready") and "ok" not in page.get_attribute("#ready", "class")
     restarted = time.monotonic()
     a.start()
     a.wait_ready()
     page.wait_for_selector("#conn.ok", timeout=30000)
     page.wait_for_function("() => !document.body.classList.contains('stale')", timeout=5000)
     assert page.inner_text("#instance") == "replica-a"
+    assert page.inner_text("#ready") == "ready"
     uptime = float(page.get_attribute("#uptime", "data-seconds"))
     assert uptime <= time.monotonic() - restarted + 1  # the new process's snapshots, not the old one's

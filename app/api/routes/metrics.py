@@ -13,7 +13,8 @@ from app.engine.verify.engine import Engine
 router = APIRouter(tags=["ops"])
 
 
-@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {"example":
+@router.api_route("/metrics", methods=["GET", "HEAD"], response_class=Response,
+                  responses={200: {"content": {"text/plain": {"example":
         'zapverify_signatures_total{backend="cpu",result="valid",scheme="ed25519"} 4.0\n'}}}})
 async def prometheus_metrics(engine: Engine = Depends(get_engine)) -> Response:
     """Prometheus metrics of every worker of this server (text format 0.0.4)."""

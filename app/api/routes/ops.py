@@ -14,13 +14,14 @@ from app.engine.verify.schemes import SCHEMES
 router = APIRouter(tags=["ops"])
 
 
-@router.get("/healthz", responses={200: {"content": {"application/json": {"example": {"status": "ok"}}}}})
+@router.api_route("/healthz", methods=["GET", "HEAD"],
+                  responses={200: {"content": {"application/json": {"example": {"status": "ok"}}}}})
 async def healthz() -> dict:
     """Liveness: 200 whenever the process serves requests."""
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={
+@router.api_route("/readyz", methods=["GET", "HEAD"], responses={
     200: {"content": {"application/json": {"example": {"ready": True}}}},
     503: {"content": {"application/json": {"example": {"ready": False, "failed": ["ed25519"]}}}}})
 async def readyz(engine: Engine = Depends(get_engine)) -> JSONResponse:

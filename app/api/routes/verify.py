@@ -6,7 +6,7 @@ import time
 
 from fastapi import APIRouter, Body, Depends
 
-from app.api.deps import get_engine, get_settings, get_store
+from app.api.deps import get_engine, get_settings, get_store, require_json
 from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, VerifyResponse
 from app.api.service import verify_json
 from app.config import Settings
@@ -16,7 +16,8 @@ from app.engine.verify.engine import Engine
 router = APIRouter(prefix="/v1", tags=["verify"])
 
 
-@router.post("/verify", response_model=VerifyResponse, responses=ERROR_RESPONSES)
+@router.post("/verify", response_model=VerifyResponse, responses=ERROR_RESPONSES,
+             dependencies=[Depends(require_json)])
 async def verify(req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES), engine: Engine = Depends(get_engine),
                  settings: Settings = Depends(get_settings),
                  store: ReceiptStore | None = Depends(get_store)) -> VerifyResponse:

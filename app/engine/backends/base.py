@@ -90,6 +90,16 @@ class CommittingBackend(Backend, CommitsOnDevice, Protocol):
 
 
 @runtime_checkable
+class SizesBatches(Protocol):
+    """A backend that runs best on batches of a certain size (a GPU: whole waves), which
+    callers joining small frames into batches aim for (``ingest_coalesce_items`` = 0)."""
+
+    def preferred_batch_items(self, scheme_id: str) -> int | None:
+        """Items per batch that keep this backend busy for ``scheme_id``, or None."""
+        ...
+
+
+@runtime_checkable
 class Device(Protocol):
     """A backend on a device: it describes itself for /v1/status and says whether the
     engine should measure its crossover against the CPU at start."""

@@ -13,9 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from app.engine.backends.kernel import KernelBackend
+from app.engine.kernels import pipeline
 from app.engine.kernels.cudadev import CupyDevice, Transfer
 from app.engine.kernels.registry import VerifyKernel
+from app.engine.verify.batch import Batch
 
 
 class CudaBackend(KernelBackend):
@@ -24,8 +28,16 @@ class CudaBackend(KernelBackend):
     Args:
         cupy: the CuPy module; imported on first use when None (tests pass a stand-in).
         device_id: the GPU ordinal.
-        transfer: ``auto`` | ``zero-copy`` | ``copy`` (see :mod:`app.engine.kernels.cudadev`).
+        transfer: ``copy`` (default) | ``auto`` | ``zero-copy`` (see :mod:`app.engine.kernels.cudadev`).
         kernels: the verify-kernel table (default: the registry's).
+        chunk_items: items per pipelined chunk; 0 (default) sizes chunks by ``waves``.
+        waves: full waves of the GPU per chunk (a wave: every SM with its resident blocks
+            of the scheme's kernel; :mod:`app.engine.kernels.occupancy`).
+        streams: streams the chunks of a batch cycle through.
+
+    A batch larger than one chunk is verified and committed by the pipeline of
+    :mod:`app.engine.kernels.pipeline` (copies of neighbouring chunks overlap the kernels);
+    a smaller one in one launch each, for the least latency.
 
     ``available()`` is False (never an exception) where CuPy or a GPU is missing.
     """
@@ -33,12 +45,42 @@ class CudaBackend(KernelBackend):
     name = "cuda"
     calibrate_at_start = True
 
-    def __init__(self, *, cupy: Any = None, device_id: int = 0, transfer: Transfer = "auto",
-                 kernels: Mapping[str, VerifyKernel] | None = None):
+    def __init__(self, *, cupy: Any = None, device_id: int = 0, transfer: Transfer = "copy",
+                 kernels: Mapping[str, VerifyKernel] | None = None, chunk_items: int = 0, waves: int = 2,
+                 streams: int = pipeline.STREAMS):
         super().__init__(kernels)
         self._cupy = cupy
         self.device_id = device_id
         self.transfer = transfer
+        self.chunk_items, self.waves, self.streams = chunk_items, waves, streams
 
     def _make_device(self) -> CupyDevice:
         return CupyDevice(self._cupy, self.device_id, self.transfer)
+
+    def plan(self, batch: Batch) -> pipeline.Plan:
+        """How ``batch`` is cut into pipelined chunks on this GPU (see the class doc)."""
+        k = self._ready_kernel(batch.scheme)
+        with self._lock:
+            return pipeline.plan(len(batch), pipeline.wave(self.device, k), waves=self.waves,
+                                 chunk_items=self.chunk_items, streams=self.streams)
+
+    def preferred_batch_items(self, scheme_id: str) -> int | None:
+        """Items that fill the GPU for ``scheme_id`` (one chunk), for callers that join small
+        frames into batches; None when the scheme has no ready kernel here."""
+        from app.engine.verify.schemes import SCHEMES
+
+        scheme = SCHEMES.get(scheme_id)
+        k = self.kernel(scheme) if scheme is not None else None
+        if k is None or scheme_id not in self.schemes():
+            return None
+        with self._lock:
+            return pipeline.plan(1, pipeline.wave(self.device, k), waves=self.waves, chunk_items=self.chunk_items).chunk
+
+    def verify_commit(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, bytes]:
+        """Verdicts, leaves and root of ``batch``, pipelined over chunks when it is larger
+        than one (:mod:`app.engine.kernels.pipeline`); the verdicts never leave the device
+        before the leaves and root are made.  Errors as :meth:`verify`."""
+        k = self._ready_kernel(batch.scheme)
+        p = self.plan(batch)
+        with self._lock:
+            return pipeline.verify_and_commit(self.device, k, batch, p)

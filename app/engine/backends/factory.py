@@ -15,13 +15,16 @@ from app.engine.backends.base import Backend
 log = logging.getLogger("zapverify.engine")
 
 
-def accelerated_backends(backend: str = "auto", *, cuda_device: int = 0, cuda_transfer: str = "auto") -> list[Backend]:
-    """Backends to pass to :class:`app.engine.verify.engine.Engine` (the CPU is added by it)."""
+def accelerated_backends(backend: str = "auto", *, cuda_device: int = 0, cuda_transfer: str = "copy",
+                         **cuda_options: int) -> list[Backend]:
+    """Backends to pass to :class:`app.engine.verify.engine.Engine` (the CPU is added by it);
+    ``cuda_options`` go to :class:`app.engine.backends.cuda.CudaBackend` (chunk_items, waves,
+    streams)."""
     out: list[Backend] = []
     if backend in ("auto", "cuda"):
         from app.engine.backends.cuda import CudaBackend
 
-        cuda = CudaBackend(device_id=cuda_device, transfer=cuda_transfer)  # type: ignore[arg-type]
+        cuda = CudaBackend(device_id=cuda_device, transfer=cuda_transfer, **cuda_options)  # type: ignore[arg-type]
         if cuda.available():
             out.append(cuda)
         else:

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.engine.backends.base import SizesBatches
 from app.engine.ingest.base import Listener, ListenerContext
 from app.engine.ingest.counters import DROP_REASONS, OUTCOMES, TransportCounters
 from app.engine.ingest.ring import Ring
@@ -151,9 +152,10 @@ class Ingest:
             raise
         if not self.listeners:
             return
+        max_items = coalesce_target(self.engine, cfg.coalesce_items)
         for i in range(cfg.workers):
             worker = VerifyWorker(self.ring, self.engine, self.counters, store=self.store, limits=cfg.limits,
-                                  max_items=cfg.coalesce_items, linger=cfg.coalesce_wait_seconds,
+                                  max_items=max_items, linger=cfg.coalesce_wait_seconds,
                                   name=f"zv-verify-{i}")
             worker.start()
             self.workers.append(worker)
@@ -224,3 +226,19 @@ class Ingest:
                          "joined_frames_total": sum(w.joined_frames_total for w in self.workers)},
             "transports": transports,
         }
+
+
+#: Joined batch size when ``coalesce_items`` is 0 and no backend says what it prefers.
+DEFAULT_COALESCE_ITEMS = 1024
+
+
+def coalesce_target(engine: Engine, configured: int) -> int:
+    """Largest batch the verify workers join small frames into: ``configured`` when set,
+    else the largest batch an accelerated backend prefers (a GPU: its pipelined chunk, at
+    least one full wave), else :data:`DEFAULT_COALESCE_ITEMS`.  The wait bound
+    (``coalesce_wait_seconds``) still caps the latency a small frame pays for joining."""
+    if configured > 0:
+        return configured
+    sizes = [size for b in engine.accelerated if isinstance(b, SizesBatches)
+             for s in sorted(b.schemes()) if (size := b.preferred_batch_items(s))]
+    return max(sizes, default=DEFAULT_COALESCE_ITEMS)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -179,7 +180,8 @@ class VerifyWorker:
                 joined.release()
         for job, rec in zip(chunk, recorded):
             job.answered = True
-            job.entry.route.send(bytes(zap.encode_response(job.request.request_id, rec.verdicts, rec.root)),
+            batch_id = uuid.UUID(rec.batch_id).bytes if job.request.want_batch_id else None
+            job.entry.route.send(bytes(zap.encode_response(job.request.request_id, rec.verdicts, rec.root, batch_id)),
                                  partial(self._finish, job.entry, "accepted"))
 
     # ------------------------------------------------------------------ answers

@@ -3,21 +3,29 @@
 An :class:`app.engine.kernels.ops.Device` on one GPU.  Everything it queues goes on a
 stream of its own, so batches never serialise behind other CuPy work in the process.
 
-Compilation is lazy (a module is built the first time one of its entry points is asked
-for) and cached on disk by CuPy (``$CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``).
-CuPy keys that cache on the source text and options only, not on included headers, so
-the text handed to NVRTC starts with a digest of every kernel source: editing a header
-rebuilds every module that might include it.
+Modules are loaded lazily (the first time one of their entry points is asked for) from a
+fatbin compiled ahead of time where one exists or nvcc can make one, else compiled by
+NVRTC into a persistent cache (:mod:`app.engine.kernels.prebuilt`).  CuPy keys its NVRTC
+cache on the source text and options only, not on included headers, so the text handed
+to NVRTC starts with a digest of every kernel source: editing a header rebuilds every
+module that might include it.
 
 Transfers (docs/architecture.md, "Memory"), by ``transfer``:
+  ``"copy"``       (default) the columns of a batch (keys, signatures, message offsets,
+                   message bytes, context) are packed into one page-locked staging buffer,
+                   each at a 256-byte boundary, and copied to device memory in one
+                   asynchronous transfer (:meth:`CupyDevice.put_columns`); the kernels then
+                   read device memory with vector-width loads.  Staging buffers are a ring of
+                   two, reused once the copy out of them is complete (an event per buffer), so
+                   packing batch k+1 overlaps the copy of batch k;
   ``"auto"``       a host array in page-locked memory (the UMA pool) is read by the kernels
                    in place through its device alias (zero-copy); any other array is staged
                    in page-locked memory and copied to the device asynchronously;
-  ``"zero-copy"``  every array is read in place (pageable ones after staging);
-  ``"copy"``       every array is copied to device memory asynchronously on the stream
-                   (pool memory straight from where it lies).
-Which is faster depends on how often the kernels read each byte; ``scripts/gpu_check``
-times both from pinned memory.
+  ``"zero-copy"``  every array is read in place (pageable ones after staging).
+Reading in place crosses PCIe on every load the kernels make (an Ed25519 verify reads its
+key and R several times); a copy crosses it once per byte, so copy is the default and
+zero-copy is kept for memory a batch cannot be copied out of fast enough.
+``scripts/gpu_check`` times the modes side by side from pinned memory.
 
 Errors: a failed compile raises :class:`app.errors.KernelBuildError`; a launch refused by
 the driver, or an error of queued work seen at the next :meth:`CupyDevice.get` /
@@ -36,6 +44,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from app.engine.kernels import prebuilt
 from app.engine.kernels.hostbuild import KERNEL_DIR, sources_digest
 from app.engine.kernels.registry import KernelSource
 from app.errors import BackendUnavailable, KernelBuildError, KernelLaunchError
@@ -48,6 +57,21 @@ _DEVICE_READABLE = {1, 2, 3}  # host (page-locked), device, managed
 NVRTC_OPTIONS = ("-std=c++17",)
 #: Blocks per multiprocessor a grid-stride launch asks for at most.
 BLOCKS_PER_SM = 32
+#: Alignment of each column in a staging buffer and on the device: keeps every column
+#: 16-byte aligned for the kernels' vector loads (zv_load_item) and sector-aligned.
+COLUMN_ALIGN = 256
+#: Staging buffers in the ring (double buffering).
+STAGING_BUFFERS = 2
+
+
+def column_layout(sizes: list[int]) -> tuple[list[int], int]:
+    """Offsets of columns of ``sizes`` bytes packed at :data:`COLUMN_ALIGN` boundaries, and
+    the total bytes (at least one)."""
+    offsets, pos = [], 0
+    for n in sizes:
+        offsets.append(pos)
+        pos += -(-max(1, n) // COLUMN_ALIGN) * COLUMN_ALIGN
+    return offsets, max(1, pos)
 
 
 def import_cupy():
@@ -78,7 +102,7 @@ class CupyDevice:
 
     name = "cuda"
 
-    def __init__(self, cupy: Any = None, device_id: int = 0, transfer: Transfer = "auto"):
+    def __init__(self, cupy: Any = None, device_id: int = 0, transfer: Transfer = "copy"):
         if transfer not in ("auto", "zero-copy", "copy"):
             raise ValueError(f"transfer must be auto, zero-copy or copy, not {transfer!r}")
         self.cp = cupy if cupy is not None else import_cupy()
@@ -98,6 +122,10 @@ class CupyDevice:
         self._functions: dict[tuple[KernelSource, str], Any] = {}
         self._pending: list[Any] = []   # host buffers queued copies still read
         self._digest: str | None = None
+        # ring of page-locked staging buffers, each with the event of the last copy out of it
+        self._staging: list[tuple[np.ndarray, Any]] = []
+        self._staging_next = 0
+        self._streams: list[Any] = [self.stream]  # for pipelined work (:meth:`streams`)
 
     # ------------------------------------------------------------------ compilation
     def code(self, source: KernelSource) -> str:
@@ -126,7 +154,7 @@ class CupyDevice:
                 with self._device:
                     mod = self._modules.get(source)
                     if mod is None:
-                        mod = self.cp.RawModule(code=self.code(source), options=self.options(source))
+                        mod = prebuilt.load_module(self.cp, source, self.code(source), self.options(source))
                     fn = mod.get_function(entry)
                     self._modules[source] = mod
             except Exception as exc:
@@ -203,6 +231,55 @@ class CupyDevice:
         except Exception as exc:
             raise KernelLaunchError(f"host-to-device transfer of {flat.nbytes} bytes failed: {exc}") from exc
 
+    def _staging_buffer(self, nbytes: int) -> np.ndarray:
+        """The next staging buffer of the ring, at least ``nbytes`` long, once the copy that
+        last read it is complete (grown by doubling when too small)."""
+        k = self._staging_next
+        self._staging_next = (k + 1) % STAGING_BUFFERS
+        if k < len(self._staging):
+            buf, done = self._staging[k]
+            if done is not None:
+                done.synchronize()
+            if buf.nbytes >= nbytes:
+                return buf
+        buf = self._pinned(max(nbytes, 2 * (self._staging[k][0].nbytes if k < len(self._staging) else 0)))
+        if k < len(self._staging):
+            self._staging[k] = (buf, None)
+        else:
+            self._staging.append((buf, None))
+        return buf
+
+    def put_columns(self, arrays: list[np.ndarray]) -> list[Any]:
+        """Device buffers holding the bytes of each C-contiguous array of ``arrays``.
+
+        In ``copy`` mode the arrays are packed into one staging buffer (see the module doc)
+        and cross PCIe in one asynchronous copy; each returned buffer is a view of one
+        device allocation, starting at a :data:`COLUMN_ALIGN` boundary.  Otherwise each
+        array goes through :meth:`put`.  Raises :class:`KernelLaunchError` when the
+        allocation or the copy fails.
+        """
+        flats = [np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in arrays]
+        if self.transfer != "copy":
+            return [self.put(f) for f in flats]
+        offsets, total = column_layout([f.nbytes for f in flats])
+        try:
+            with self._device:
+                stage = self._staging_buffer(total)
+                for off, f in zip(offsets, flats):
+                    stage[off:off + f.nbytes] = f
+                with self.stream:
+                    dev = self.cp.empty(total, dtype=np.uint8)
+                    dev.set(stage[:total], stream=self.stream)
+                    done = self.cp.cuda.Event()
+                    done.record(self.stream)
+                k = (self._staging_next - 1) % STAGING_BUFFERS
+                self._staging[k] = (self._staging[k][0], done)
+                return [dev[off:off + max(1, f.nbytes)] for off, f in zip(offsets, flats)]
+        except KernelLaunchError:
+            raise
+        except Exception as exc:
+            raise KernelLaunchError(f"host-to-device copy of {total} bytes of columns failed: {exc}") from exc
+
     def alloc(self, nbytes: int) -> Any:
         try:
             with self._device, self.stream:
@@ -220,7 +297,8 @@ class CupyDevice:
         except Exception as exc:
             raise KernelLaunchError(f"device work failed (seen copying {nbytes} bytes back): {exc}") from exc
         finally:
-            self._pending.clear()
+            if len(self._streams) == 1:  # other streams may still read staged sources
+                self._pending.clear()
         return out[:nbytes]
 
     # ------------------------------------------------------------------ launches
@@ -244,11 +322,58 @@ class CupyDevice:
     def sync(self) -> None:
         try:
             with self._device:
-                self.stream.synchronize()
+                for s in self._streams:
+                    s.synchronize()
         except Exception as exc:
             raise KernelLaunchError(f"device work failed: {exc}") from exc
         finally:
             self._pending.clear()
+
+    # ------------------------------------------------------------------ streams (pipelining)
+    def streams(self, count: int) -> list[Any]:
+        """``count`` streams of this device (the first is the default :attr:`stream`),
+        created once and reused; :meth:`sync` waits for all of them."""
+        with self._device:
+            while len(self._streams) < count:
+                self._streams.append(self.cp.cuda.Stream(non_blocking=True))
+        return self._streams[:count]
+
+    @contextlib.contextmanager
+    def on(self, stream: Any) -> Iterator[None]:
+        """Queue the work of the ``with`` block (copies, launches, allocations) on ``stream``."""
+        saved, self.stream = self.stream, stream
+        try:
+            yield
+        finally:
+            self.stream = saved
+
+    def record(self) -> Any:
+        """An event recorded on the current stream (marks the work queued so far)."""
+        with self._device:
+            ev = self.cp.cuda.Event()
+            ev.record(self.stream)
+            return ev
+
+    def wait(self, event: Any) -> None:
+        """Make the current stream wait for ``event`` (work of another stream) on the GPU."""
+        with self._device:
+            self.stream.wait_event(event)
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        """A page-locked host ``uint8`` buffer of ``nbytes`` (destination of :meth:`get_async`)."""
+        return self._pinned(nbytes)[:nbytes]
+
+    def get_async(self, buf: Any, nbytes: int, out: np.ndarray) -> None:
+        """Queue the copy of the first ``nbytes`` of ``buf`` into page-locked ``out`` on the
+        current stream; the bytes are there after :meth:`sync`.  Raises
+        :class:`KernelLaunchError` when the copy cannot be queued."""
+        if not nbytes:
+            return
+        try:
+            with self._device:
+                buf[:nbytes].get(stream=self.stream, out=out[:nbytes])
+        except Exception as exc:
+            raise KernelLaunchError(f"queueing a device-to-host copy of {nbytes} bytes failed: {exc}") from exc
 
     @contextlib.contextmanager
     def timer(self) -> Iterator[dict[str, float]]:

@@ -65,9 +65,12 @@ ZV_HD void ed_sha512_ram(zv_u8 digest[64], const zv_u8 *R, const zv_u8 *A, const
     ZV_UNROLL for (int i = 0; i < 8; i++) zv_store_be64(digest + 8 * i, h[i]);
 }
 
-/* The verdict for one item: 1 valid, 0 invalid (see the semantics above). */
-ZV_HD int zv_ed25519_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
-                            const zv_u8 *msg, zv_u64 msg_len) {
+/* Steps 1-6 up to the final encoding: returns 0 when the item is already invalid, else 1
+ * with check = [S]B - [k]A, whose encoding (ed_ed25519_verify_finish) decides the verdict.
+ * Split there so a block can share the one inversion the encoding needs
+ * (ed_fe_block_batch_invert). */
+ZV_HD int ed_ed25519_verify_start(ed_ge_p2 *check, const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig,
+                                  zv_u32 sig_len, const zv_u8 *msg, zv_u64 msg_len) {
     if (pk_len != ZV_ED25519_PK_BYTES || sig_len != ZV_ED25519_SIG_BYTES) return 0;
     const zv_u8 *R = sig, *S = sig + 32;
     if (!ed_sc_is_canonical(S)) return 0;
@@ -84,13 +87,27 @@ ZV_HD int zv_ed25519_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv
     ed_ge_p3 neg_a;
     if (!ed_ge_frombytes_negate(&neg_a, pk)) return 0;
 
-    ed_ge_p2 check;
-    ed_ge_double_scalarmult_vartime(&check, k, &neg_a, s);
+    ed_ge_double_scalarmult_vartime(check, k, &neg_a, s);
+    return 1;
+}
+
+/* Step 6's comparison: the encoding of (X : Y : Z), given zi = 1/Z, equals R byte for byte. */
+ZV_HD int ed_ed25519_verify_finish(const ed_fe *X, const ed_fe *Y, const ed_fe *zi, const zv_u8 *R) {
     zv_u8 enc[32];
-    ed_ge_tobytes(enc, &check);
+    ed_ge_tobytes_zinv(enc, X, Y, zi);
     zv_u32 diff = 0;
     ZV_UNROLL for (int i = 0; i < 32; i++) diff |= (zv_u32)(enc[i] ^ R[i]);
     return diff == 0;
+}
+
+/* The verdict for one item on its own: 1 valid, 0 invalid (see the semantics above). */
+ZV_HD int zv_ed25519_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
+                            const zv_u8 *msg, zv_u64 msg_len) {
+    ed_ge_p2 check;
+    if (!ed_ed25519_verify_start(&check, pk, pk_len, sig, sig_len, msg, msg_len)) return 0;
+    ed_fe zi;
+    ed_fe_invert(&zi, &check.Z);
+    return ed_ed25519_verify_finish(&check.X, &check.Y, &zi, sig);
 }
 
 #endif /* ZV_ED25519_CUH */

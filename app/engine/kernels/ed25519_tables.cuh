@@ -31,7 +31,7 @@ ZV_CONSTANT zv_u8 ZV_ED25519_SMALL_ORDER[7][32] = {
 };
 
 /* [j]B, j = 1 .. ZV_ED25519_BASE_ENTRIES, as (y + x, y - x, 2 d x y). */
-ZV_CONSTANT zv_u32 ZV_ED25519_BASE_NIELS[32][3][8] = {
+ZV_TABLE zv_u32 ZV_ED25519_BASE_NIELS[32][3][8] = {
     { /* [1]B */
         {0xf58c3b85u, 0x2fbc93c6u, 0xfb8c0e19u, 0xcf932dc6u, 0x643d42c2u, 0x270b4898u, 0x33d4ba65u, 0x07cf9d3au},
         {0xd740913eu, 0x9d103905u, 0xd140beb3u, 0xfd399f05u, 0x688f8a09u, 0xa5c18434u, 0x98f81267u, 0x44fd2f92u},

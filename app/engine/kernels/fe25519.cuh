@@ -8,6 +8,12 @@
  *   Outputs may alias inputs.  Nothing here branches on secret data, but the verifier has
  *   no secrets; the functions are written for speed, not constant time.
  *
+ * Bounds (each checked with ZV_CHECK, counted in verify host builds — zv_port.cuh)
+ *   ed_fe_fold's high part c < 2^26 and its sum never carries out of limb 7;
+ *   ed_fe_add's output < 2^255 + 57; ed_fe_reduce512's (so ed_fe_mul's and ed_fe_sq's)
+ *   output < 2^255 + 2^13; ed_fe_sub's second subtraction of 38 never borrows;
+ *   ed_fe_canonical's output < p.
+ *
  * Why 8 x 32-bit limbs with 64-bit accumulators (and not radix 2^25.5 or 2^51)
  *   GPUs multiply 32 x 32 bits natively: IMAD.WIDE.U32 gives the 64-bit product and adds a
  *   64-bit addend in one instruction, so a schoolbook 8 x 8 product is 64 such instructions
@@ -28,17 +34,24 @@
 
 #include "zv_port.cuh"
 
-#ifndef ZV_UNROLL
-#if ZV_DEVICE_BUILD
-#define ZV_UNROLL _Pragma("unroll")
-#else
-#define ZV_UNROLL _Pragma("GCC unroll 16")
-#endif
-#endif
-
 typedef struct {
     zv_u32 v[8];
 } ed_fe;
+
+/* Value < 2^255 + k (k < 2^31): the form of the bounds stated above. */
+ZV_HD int ed_fe_below_2_255_plus(const ed_fe *h, zv_u32 k) {
+    if (h->v[7] != 0x80000000u) return h->v[7] < 0x80000000u;
+    zv_u32 mid = 0;
+    ZV_UNROLL for (int i = 1; i < 7; i++) mid |= h->v[i];
+    return mid == 0 && h->v[0] < k;
+}
+
+/* Value < p = 2^255 - 19, i.e. value + 19 < 2^255. */
+ZV_HD int ed_fe_below_p(const ed_fe *h) {
+    zv_u64 c = 19;
+    ZV_UNROLL for (int i = 0; i < 7; i++) c = (c + h->v[i]) >> 32;
+    return ((zv_u64)h->v[7] + c) < 0x80000000u;
+}
 
 ZV_HD void ed_fe_set_small(ed_fe *h, zv_u32 x) {
     h->v[0] = x;
@@ -60,6 +73,7 @@ ZV_HD void ed_fe_frombytes(ed_fe *h, const zv_u8 s[32]) {
 /* Fold bits 255.. of (c * 2^256 + t) back with 2^255 = 19 (mod p); the sum stays below 2^256
  * for every c < 2^26, so no carry leaves the last limb. */
 ZV_HD void ed_fe_fold(ed_fe *h, zv_u32 t[8], zv_u32 c) {
+    ZV_CHECK(c < (1u << 26));
     zv_u32 top = (c << 1) | (t[7] >> 31);
     t[7] &= 0x7fffffffu;
     zv_u64 acc = (zv_u64)top * 19u;
@@ -68,10 +82,13 @@ ZV_HD void ed_fe_fold(ed_fe *h, zv_u32 t[8], zv_u32 c) {
         h->v[i] = (zv_u32)acc;
         acc >>= 32;
     }
+    ZV_CHECK(acc == 0);
+    ZV_CHECK(ed_fe_below_2_255_plus(h, 19u * top + 1u));
 }
 
 /* h = f + g.  Output < 2^255 + 57. */
 ZV_HD void ed_fe_add(ed_fe *h, const ed_fe *f, const ed_fe *g) {
+    ZV_COUNT(ZV_OP_FE25519_ADD);
     zv_u32 t[8];
     zv_u64 c = 0;
     ZV_UNROLL for (int i = 0; i < 8; i++) {
@@ -80,12 +97,14 @@ ZV_HD void ed_fe_add(ed_fe *h, const ed_fe *f, const ed_fe *g) {
         c >>= 32;
     }
     ed_fe_fold(h, t, (zv_u32)c);
+    ZV_CHECK(ed_fe_below_2_255_plus(h, 57u));
 }
 
 /* h = f - g.  f - g is computed mod 2^256 with a borrow b; a borrow means the value is
  * t - 2^256 = t - 38 (mod p), and t - 38 may borrow once more (only when t < 38, and then
  * the second subtraction of 38 cannot borrow). */
 ZV_HD void ed_fe_sub(ed_fe *h, const ed_fe *f, const ed_fe *g) {
+    ZV_COUNT(ZV_OP_FE25519_SUB);
     zv_u32 t[8];
     zv_u64 b = 0;
     ZV_UNROLL for (int i = 0; i < 8; i++) {
@@ -99,6 +118,7 @@ ZV_HD void ed_fe_sub(ed_fe *h, const ed_fe *f, const ed_fe *g) {
         t[i] = (zv_u32)d;
         s = d >> 63;
     }
+    ZV_CHECK(s == 0 || t[0] >= 38u);
     t[0] -= 38u * (zv_u32)s;
     ZV_UNROLL for (int i = 0; i < 8; i++) h->v[i] = t[i];
 }
@@ -119,10 +139,12 @@ ZV_HD void ed_fe_reduce512(ed_fe *h, const zv_u32 t[16]) {
         c >>= 32;
     }
     ed_fe_fold(h, r, (zv_u32)c);
+    ZV_CHECK(ed_fe_below_2_255_plus(h, 1u << 13));
 }
 
 /* h = f * g: operand-scanning schoolbook; each step is one 32x32+64 multiply-add. */
 ZV_HD void ed_fe_mul(ed_fe *h, const ed_fe *f, const ed_fe *g) {
+    ZV_COUNT(ZV_OP_FE25519_MUL);
     zv_u32 t[16];
     zv_u64 c = 0;
     ZV_UNROLL for (int j = 0; j < 8; j++) {
@@ -145,6 +167,7 @@ ZV_HD void ed_fe_mul(ed_fe *h, const ed_fe *f, const ed_fe *g) {
 
 /* h = f^2: the 28 cross products once, doubled by a shift, plus the 8 squares. */
 ZV_HD void ed_fe_sq(ed_fe *h, const ed_fe *f) {
+    ZV_COUNT(ZV_OP_FE25519_SQ);
     zv_u32 t[16];
     ZV_UNROLL for (int i = 0; i < 16; i++) t[i] = 0;
     ZV_UNROLL for (int i = 0; i < 7; i++) {
@@ -200,6 +223,7 @@ ZV_HD void ed_fe_canonical(ed_fe *h, const ed_fe *f) {
     zv_u32 m = 0u - (u[7] >> 31);
     u[7] &= 0x7fffffffu;
     ZV_UNROLL for (int i = 0; i < 8; i++) h->v[i] = (u[i] & m) | (t[i] & ~m);
+    ZV_CHECK(ed_fe_below_p(h));
 }
 
 ZV_HD void ed_fe_tobytes(zv_u8 s[32], const ed_fe *f) {
@@ -274,6 +298,13 @@ ZV_HD void ed_fe_pow22523(ed_fe *h, const ed_fe *z) {
     ed_fe_pow_2_250_1(&t, &z11, z);
     ed_fe_sqn(&t, &t, 2);        /* 2^252 - 4 */
     ed_fe_mul(h, &t, z);         /* 2^252 - 3 */
+}
+
+/* Batched inversion over a block chunk (zv_port.cuh's Montgomery's trick): the Ed25519
+ * kernel inverts every chunk item's Z at once, one inversion per block instead of one per
+ * warp.  Values must be nonzero mod p. */
+ZV_HD void ed_fe_block_batch_invert(ed_fe *z, ed_fe *prefix, int count, ed_fe *tops, ed_fe *tops_prefix) {
+    zv_block_batch_invert<ed_fe, ed_fe_mul, ed_fe_invert>(z, prefix, count, tops, tops_prefix);
 }
 
 /* Swap f and g when bit is 1 (bit is 0 or 1). */

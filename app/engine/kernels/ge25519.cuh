@@ -23,8 +23,9 @@
  *
  *   ed_ge_double_scalarmult_vartime computes [k]A + [s]B for scalars < 2^253 (Straus,
  *   shared doublings): k in signed windows of width ZV_ED25519_WA against a per-thread table
- *   [1..8]A, s in signed windows of width ZV_ED25519_WB against [1..2^(WB-1)]B in constant
- *   memory (ed25519_tables.cuh).  Additions happen at the same bit positions in every
+ *   [1..8]A, s in signed windows of width ZV_ED25519_WB against [1..2^(WB-1)]B in read-only
+ *   global memory (ZV_TABLE, ed25519_tables.cuh: lanes read different entries, which
+ *   constant memory would serialise).  Additions happen at the same bit positions in every
  *   thread, so a warp never diverges on the schedule, only on which table entry it reads.
  */
 #ifndef ZV_GE25519_CUH
@@ -182,13 +183,20 @@ ZV_HD int ed_ge_frombytes_negate(ed_ge_p3 *r, const zv_u8 s[32]) {
 }
 
 /* RFC 8032 §5.1.2 encoding of a p2 point: y, with the parity of x in bit 255. */
-ZV_HD void ed_ge_tobytes(zv_u8 s[32], const ed_ge_p2 *p) {
-    ed_fe zi, x, y;
-    ed_fe_invert(&zi, &p->Z);
-    ed_fe_mul(&x, &p->X, &zi);
-    ed_fe_mul(&y, &p->Y, &zi);
+/* RFC 8032 §5.1.2 encoding of (X : Y : Z) given zi = 1/Z (so a caller can batch the
+ * inversions of many points). */
+ZV_HD void ed_ge_tobytes_zinv(zv_u8 s[32], const ed_fe *X, const ed_fe *Y, const ed_fe *zi) {
+    ed_fe x, y;
+    ed_fe_mul(&x, X, zi);
+    ed_fe_mul(&y, Y, zi);
     ed_fe_tobytes(s, &y);
     s[31] ^= (zv_u8)(ed_fe_isnegative(&x) << 7);
+}
+
+ZV_HD void ed_ge_tobytes(zv_u8 s[32], const ed_ge_p2 *p) {
+    ed_fe zi;
+    ed_fe_invert(&zi, &p->Z);
+    ed_ge_tobytes_zinv(s, &p->X, &p->Y, &zi);
 }
 
 ZV_HD void ed_ge_niels_load(ed_ge_niels *q, int j) {

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -82,17 +83,19 @@ def _include_dirs(extra: Sequence[Path]) -> list[Path]:
     return out
 
 
-def build_code(code: str, name: str, include_dirs: Sequence[Path] = ()) -> Path:
+def build_code(code: str, name: str, include_dirs: Sequence[Path] = (), defines: Sequence[str] = ()) -> Path:
     """Compile kernel source text into a cached shared library and return its path.
 
-    ``include_dirs`` are searched for quoted includes before this folder.  Raises
+    ``include_dirs`` are searched for quoted includes before this folder; ``defines`` are
+    extra macros (``"ZV_COUNT_OPS"`` turns on the operation counts of zv_port.cuh).  Raises
     :class:`HostBuildError` when no compiler is found or compilation fails.
     """
     cxx = compiler()
     if cxx is None:
         raise HostBuildError("no C++ compiler (set CXX or install g++)")
     dirs = _include_dirs(include_dirs)
-    cmd = [cxx, *CXXFLAGS, *(["-DZV_VERIFY"] if verify_checks() else []), *(f"-I{d}" for d in dirs)]
+    cmd = [cxx, *CXXFLAGS, *(["-DZV_VERIFY"] if verify_checks() else []), *(f"-D{d}" for d in defines),
+           *(f"-I{d}" for d in dirs)]
     key = hashlib.sha256("\0".join([code, sources_digest(*dirs), *cmd]).encode()).hexdigest()[:20]
     out = _cache_dir() / f"{name}-{key}.so"
     if out.is_file():
@@ -137,6 +140,27 @@ def load(name: str, source_dir: Path | None = None) -> ctypes.CDLL:
     return _open(build(name, source_dir))
 
 
-def load_code(code: str, name: str, include_dirs: Sequence[Path] = ()) -> ctypes.CDLL:
+def load_code(code: str, name: str, include_dirs: Sequence[Path] = (), defines: Sequence[str] = ()) -> ctypes.CDLL:
     """Build (if needed) and load kernel source text (see :func:`build_code`)."""
-    return _open(build_code(code, name, include_dirs))
+    return _open(build_code(code, name, include_dirs, defines))
+
+
+def op_counts(lib: ctypes.CDLL) -> tuple[list[int], list[int]] | None:
+    """The ZV_COUNT operation counts of ``lib`` in zv_port.cuh's ZV_OP_ order: (run by
+    every thread, run by one lane of a warp under ZV_SERIAL); None when built
+    without ``ZV_COUNT_OPS``."""
+    k = len(op_names())
+    try:
+        arr = (ctypes.c_uint64 * (2 * k)).in_dll(lib, "zv_op_counts")
+    except ValueError:
+        return None
+    vals = [int(v) for v in arr]
+    return vals[:k], vals[k:]
+
+
+def op_names() -> list[str]:
+    """The ZV_OP_ names of zv_port.cuh's operation-count list, in order (ZV_OP_COUNT excluded)."""
+    text = (KERNEL_DIR / "zv_port.cuh").read_text()
+    body = text[text.index("enum {", text.index("ZV_COUNT(ZV_OP_")):]
+    body = body[:body.index("}")]
+    return [n for n in re.findall(r"\b(ZV_OP_[A-Z0-9_]+)\b", body) if n != "ZV_OP_COUNT"]

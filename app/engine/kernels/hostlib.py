@@ -44,6 +44,8 @@ class HostDevice:
     """A :class:`app.engine.kernels.ops.Device` running the g++ build of the kernels."""
 
     name = "kernel-host"
+    #: The host build runs a launch on one thread: one "SM" (for wave sizes).
+    multiprocessors = 1
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -70,6 +72,9 @@ class HostDevice:
     def put(self, a: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(a)
 
+    def put_columns(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        return [self.put(a) for a in arrays]
+
     def alloc(self, nbytes: int) -> np.ndarray:
         return np.empty(max(1, int(nbytes)), dtype=np.uint8)
 
@@ -85,6 +90,31 @@ class HostDevice:
 
     def sync(self) -> None:
         return None
+
+    # The stream interface of the pipelined path (app/engine/kernels/pipeline.py): here work
+    # runs when it is queued, so streams, events and asynchronous copies are immediate.
+    def attributes(self, source: KernelSource, entry: str) -> dict[str, int]:
+        self.function(source, entry)
+        return {}
+
+    def streams(self, count: int) -> list[None]:
+        return [None] * count
+
+    @contextlib.contextmanager
+    def on(self, stream: None) -> Iterator[None]:
+        yield
+
+    def record(self) -> None:
+        return None
+
+    def wait(self, event: None) -> None:
+        return None
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        return np.empty(nbytes, dtype=np.uint8)
+
+    def get_async(self, buf: np.ndarray, nbytes: int, out: np.ndarray) -> None:
+        out[:nbytes] = buf.reshape(-1).view(np.uint8)[:nbytes]
 
     @contextlib.contextmanager
     def timer(self) -> Iterator[dict[str, float]]:

@@ -46,6 +46,7 @@ typedef struct {
 ZV_HD zv_u64 zv_rotl64(zv_u64 x, int n) { return n ? (x << n) | (x >> (64 - n)) : x; }
 
 ZV_HD void zv_keccak_f1600(zv_u64 a[25]) {
+    ZV_COUNT(ZV_OP_KECCAK_F1600);
     ZV_UNROLL
     for (int round = 0; round < 24; round++) {
         /* θ: each lane takes the parity of two neighbouring columns. */

@@ -41,6 +41,10 @@ class Device(Protocol):
         """A device buffer holding the bytes of the C-contiguous array ``a`` (a copy, or
         ``a`` itself where the device reads host memory in place)."""
 
+    def put_columns(self, arrays: list[np.ndarray]) -> list[Any]:
+        """Device buffers of each array of ``arrays`` (a batch's columns), as :meth:`put`
+        would give them; a device may copy them together (one transfer per batch)."""
+
     def alloc(self, nbytes: int) -> Any:
         """An uninitialised buffer of ``nbytes`` bytes (at least one)."""
 
@@ -81,16 +85,17 @@ def _contiguous(a: np.ndarray, dtype) -> np.ndarray:
 
 
 def put_batch(dev: Device, batch: Batch) -> DeviceBatch:
-    """Hand the columns of ``batch`` to ``dev`` (zero-copy where the device allows)."""
+    """Hand the columns of ``batch`` to ``dev`` in one :meth:`Device.put_columns` call (one
+    copy per batch, or in place, as the device's transfer mode says)."""
     offsets = batch.offsets if batch.offsets.dtype == np.uint64 else batch.offsets.astype(np.uint64)
     ctx = np.frombuffer(bytes(batch.ctx) or b"\0", dtype=np.uint8)
+    pks, sigs, msgs, offs, ctx_buf = dev.put_columns([
+        _contiguous(batch.pks, np.uint8), _contiguous(batch.sigs, np.uint8), _contiguous(batch.msgs, np.uint8),
+        _contiguous(offsets, np.uint64), ctx])
     return DeviceBatch(
         n=len(batch), code=batch.scheme.code,
-        pks=dev.put(_contiguous(batch.pks, np.uint8)), pk_len=int(batch.pks.shape[1]),
-        sigs=dev.put(_contiguous(batch.sigs, np.uint8)), sig_len=int(batch.sigs.shape[1]),
-        msgs=dev.put(_contiguous(batch.msgs, np.uint8)),
-        offsets=dev.put(_contiguous(offsets, np.uint64)),
-        ctx=dev.put(ctx), ctx_len=len(batch.ctx), options=batch.options,
+        pks=pks, pk_len=int(batch.pks.shape[1]), sigs=sigs, sig_len=int(batch.sigs.shape[1]),
+        msgs=msgs, offsets=offs, ctx=ctx_buf, ctx_len=len(batch.ctx), options=batch.options,
     )
 
 
@@ -106,10 +111,12 @@ def verify(dev: Device, kernel: VerifyKernel, db: DeviceBatch) -> Any:
     return out
 
 
-def merkle_leaves(dev: Device, db: DeviceBatch, verdicts: Any) -> Any:
+def merkle_leaves(dev: Device, db: DeviceBatch, verdicts: Any, out: Any = None) -> Any:
     """Leaf hashes (docs/architecture.md, "Merkle leaf and receipts") of every item of ``db`` with device ``verdicts``
-    (``uint8[n]``); returns a device buffer of ``n`` 32-byte leaves."""
-    out = dev.alloc(32 * db.n)
+    (``uint8[n]``); returns a device buffer of ``n`` 32-byte leaves (``out`` when given: a
+    device buffer of at least 32 n bytes, such as a chunk's slice of a whole batch's leaves)."""
+    if out is None:
+        out = dev.alloc(32 * db.n)
     dev.launch(MERKLE, "zv_merkle_leaves", db.n,
                (np.uint32(db.code), db.pks, np.uint32(db.pk_len), db.sigs, np.uint32(db.sig_len),
                 db.msgs, db.offsets, verdicts, np.uint64(db.n), out))

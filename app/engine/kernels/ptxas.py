@@ -68,17 +68,18 @@ def parse(log: str) -> list[EntryUsage]:
     return out
 
 
-def compile_source(path: Path, timeout: float = 600) -> CompileResult:
-    """Compile one .cu for :data:`ARCH` to a throw-away cubin; never raises for a compile
-    error (``ok`` is False and ``log`` holds the compiler's output)."""
+def compile_source(path: Path, timeout: float = 600, cubin: Path | None = None) -> CompileResult:
+    """Compile one .cu for :data:`ARCH` to a cubin (kept at ``cubin`` when given, else
+    thrown away); never raises for a compile error (``ok`` is False and ``log`` holds the
+    compiler's output)."""
     import time
 
     exe = nvcc()
     if exe is None:
         return CompileResult(path.name, False, 0.0, log="nvcc not found")
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [exe, *NVCC_FLAGS, f"-I{KERNEL_DIR}", f"-I{path.parent}", "-x", "cu", "-o",
-               str(Path(tmp) / "out.cubin"), str(path)]
+        out = cubin if cubin is not None else Path(tmp) / "out.cubin"
+        cmd = [exe, *NVCC_FLAGS, f"-I{KERNEL_DIR}", f"-I{path.parent}", "-x", "cu", "-o", str(out), str(path)]
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

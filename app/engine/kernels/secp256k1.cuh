@@ -26,7 +26,7 @@
  *     multiples 1..15 of Q are built once per signature (k1_odd_multiples, one inversion);
  *     λ's table is the same with x multiplied by β at lookup.
  *   - u1·G as u1 = lo + hi·2^128 with constant tables of the odd multiples 1..255 of G and
- *     of 2^128·G (secp256k1_tables.cuh, ZV_CONSTANT), so it also runs over 128 bits.
+ *     of 2^128·G (secp256k1_tables.cuh, ZV_TABLE), so it also runs over 128 bits.
  *   - Shamir's trick: the four half-size products share one chain of 128 doublings.
  *   - Every scalar k is recoded in the regular signed-window form k = Σ d_i·2^(w·i) with
  *     every d_i odd and nonzero (|d_i| < 2^w): w = 4 for the Q halves, w = 8 for the G
@@ -42,10 +42,14 @@
  *     inversion.  Inversions and the square root are Fermat exponentiations with fixed
  *     addition chains or windows (field and scalar headers say why: branch-free, the same
  *     for every thread of a warp, no 62-bit arithmetic that a GPU would emulate).
- *   - The G tables (16 KiB) sit in constant memory as the kernel contract's ZV_CONSTANT.
- *     Threads of a warp read different entries, which constant memory serves one address
- *     at a time; that is ~34 serialized 64-byte reads per verify against ~3,000 field
- *     products, and keeps the tables in the module (no upload, NVRTC-friendly).
+ *   - The G tables (16 KiB) sit in read-only global memory (ZV_TABLE): threads of a warp
+ *     read different entries, which constant memory would serve one address at a time
+ *     (~34 reads per verify serialised up to 32 ways); from global memory a warp's reads
+ *     cost one request per distinct 32-byte sector, from L1/L2 (16 KiB stays resident).
+ *     They stay in the module (no upload, NVRTC-friendly).
+ *   - The scalar inversion is shared by a block (secp256k1.cu: k1_sc_block_batch_inv_mont over a
+ *     chunk of items) and the group operations are inlined, so the accumulator stays in
+ *     registers.
  */
 #ifndef ZV_SECP256K1_CUH
 #define ZV_SECP256K1_CUH
@@ -57,12 +61,12 @@
 #include "secp256k1_group.cuh"
 #include "secp256k1_tables.cuh"
 
-#define K1_OPT_PREHASHED 0x01u
-#define K1_OPT_ALLOW_HIGH_S 0x02u
+#define ZV_SECP256K1_OPT_PREHASHED 0x01u
+#define ZV_SECP256K1_OPT_ALLOW_HIGH_S 0x02u
 
 /* Digits per 129-bit scalar (an odd k < 2^129): ceil(129 / w). */
-#define K1_Q_DIGITS 33
-#define K1_G_DIGITS 17
+#define ZV_SECP256K1_Q_DIGITS 33
+#define ZV_SECP256K1_G_DIGITS 17
 
 /* ec_pubkey_parse (SEC 1 §2.3.4 with libsecp256k1's hybrid keys). */
 ZV_HD int k1_pubkey_parse(k1_ge *q, const zv_u8 *pk, zv_u32 len) {
@@ -122,7 +126,7 @@ ZV_HD int k1_abs_scalar(k1_sc *k) {
 ZV_HD void k1_glv_split(k1_sc *k1, k1_sc *k2, const k1_sc *k) {
     k1_sc c1, c2, t;
     for (int half = 0; half < 2; half++) {
-        const zv_u32 *g = half ? K1_GLV_G2 : K1_GLV_G1;
+        const zv_u32 *g = half ? ZV_SECP256K1_GLV_G2 : ZV_SECP256K1_GLV_G1;
         zv_u32 prod[16];
         for (int i = 0; i < 16; i++) prod[i] = 0;
         for (int i = 0; i < 8; i++) {
@@ -139,10 +143,10 @@ ZV_HD void k1_glv_split(k1_sc *k1, k1_sc *k2, const k1_sc *k) {
         for (int i = 0; i < 4; i++) { c += prod[12 + i]; out->v[i] = (zv_u32)c; c >>= 32; }
         for (int i = 4; i < 8; i++) out->v[i] = 0;
     }
-    k1_sc_mont_mul(k2, c1.v, K1_MINUS_B1_R);
-    k1_sc_mont_mul(&t, c2.v, K1_MINUS_B2_R);
+    k1_sc_mont_mul(k2, c1.v, ZV_SECP256K1_MINUS_B1_R);
+    k1_sc_mont_mul(&t, c2.v, ZV_SECP256K1_MINUS_B2_R);
     k1_sc_add(k2, k2, &t);
-    k1_sc_mont_mul(&t, k2->v, K1_LAMBDA_R);
+    k1_sc_mont_mul(&t, k2->v, ZV_SECP256K1_LAMBDA_R);
     k1_sc_sub(k1, k, &t);
 }
 
@@ -164,9 +168,9 @@ ZV_HD int k1_gej_x_matches(const k1_gej *R, const k1_sc *r) {
     k1_fe_copy(&rx, r->v);
     k1_fe_mul(&t, &rx, &zz);
     if (k1_fe_equal(&t, &R->x)) return 1;
-    if (!k1_u256_gt(K1_P_MINUS_N, r->v)) return 0;  /* r + n ≥ p: no x can be r + n */
+    if (!k1_u256_gt(ZV_SECP256K1_P_MINUS_N, r->v)) return 0;  /* r + n ≥ p: no x can be r + n */
     k1_fe nfe;
-    k1_fe_copy(&nfe, K1_N);
+    k1_fe_copy(&nfe, ZV_SECP256K1_N);
     k1_fe_add(&rx, &rx, &nfe);
     k1_fe_mul(&t, &rx, &zz);
     return k1_fe_equal(&t, &R->x);
@@ -189,10 +193,10 @@ ZV_HD void k1_ecmult_double_base(k1_gej *acc, const k1_ge *q, const k1_sc *u1, c
     int even[4];
     for (int j = 0; j < 4; j++) even[j] = k1_make_odd(k[j]);
 
-    k1_ge qtab[K1_Q_TABLE_SIZE];
+    k1_ge qtab[ZV_SECP256K1_Q_TABLE_SIZE];
     k1_odd_multiples(qtab, q);
     k1_fe beta;
-    k1_fe_copy(&beta, K1_BETA);
+    k1_fe_copy(&beta, ZV_SECP256K1_BETA);
 
     acc->inf = 1;
     k1_ge pt;
@@ -201,17 +205,17 @@ ZV_HD void k1_ecmult_double_base(k1_gej *acc, const k1_ge *q, const k1_sc *u1, c
         if ((pos & 7) == 0) {
             int i = pos >> 3;
             for (int h = 0; h < 2; h++) {
-                int d = k1_digit(k[h], i, K1_W_G, K1_G_DIGITS);
+                int d = k1_digit(k[h], i, ZV_SECP256K1_W_G, ZV_SECP256K1_G_DIGITS);
                 int a = d < 0 ? -d : d;
-                k1_ge_from_storage(&pt, h ? &K1_G128_ODD[a >> 1] : &K1_G_ODD[a >> 1]);
+                k1_ge_from_storage(&pt, h ? &ZV_SECP256K1_G128_ODD[a >> 1] : &ZV_SECP256K1_G_ODD[a >> 1]);
                 k1_ge_cneg(&pt, d < 0);
                 k1_gej_add_ge(acc, acc, &pt);
             }
         }
-        if (pos % K1_W_Q == 0 && pos / K1_W_Q < K1_Q_DIGITS) {
-            int i = pos / K1_W_Q;
+        if (pos % ZV_SECP256K1_W_Q == 0 && pos / ZV_SECP256K1_W_Q < ZV_SECP256K1_Q_DIGITS) {
+            int i = pos / ZV_SECP256K1_W_Q;
             for (int h = 0; h < 2; h++) {
-                int d = k1_digit(k[2 + h], i, K1_W_Q, K1_Q_DIGITS);
+                int d = k1_digit(k[2 + h], i, ZV_SECP256K1_W_Q, ZV_SECP256K1_Q_DIGITS);
                 int a = d < 0 ? -d : d;
                 pt = qtab[a >> 1];
                 if (h) k1_fe_mul(&pt.x, &pt.x, &beta);
@@ -224,7 +228,7 @@ ZV_HD void k1_ecmult_double_base(k1_gej *acc, const k1_ge *q, const k1_sc *u1, c
     for (int j = 0; j < 4; j++) {
         if (!even[j]) continue;
         if (j < 2) {
-            k1_ge_from_storage(&pt, j ? &K1_G128_ODD[0] : &K1_G_ODD[0]);
+            k1_ge_from_storage(&pt, j ? &ZV_SECP256K1_G128_ODD[0] : &ZV_SECP256K1_G_ODD[0]);
             k1_ge_cneg(&pt, 1);
         } else {
             pt = qtab[0];
@@ -235,41 +239,60 @@ ZV_HD void k1_ecmult_double_base(k1_gej *acc, const k1_ge *q, const k1_sc *u1, c
     }
 }
 
-/* ECDSA verify of a 32-byte digest against parsed key q. */
-ZV_HD int k1_ecdsa_verify(const k1_ge *q, const zv_u8 *sig, const zv_u8 *digest, int allow_high_s) {
-    k1_sc r, s, z, w, u1, u2;
-    if (k1_sc_set_b32(&r, sig)) return 0;
-    if (k1_sc_set_b32(&s, sig + 32)) return 0;
-    if (k1_sc_is_zero(&r) || k1_sc_is_zero(&s)) return 0;
-    if (k1_sc_is_high(&s)) {
+/* parse_compact (and normalize when allow_high_s) of a 64-byte r ‖ s: returns 0 when the
+ * signature is invalid as such (r or s ≥ n, zero, or high s not allowed), else 1 with r and
+ * the s to invert. */
+ZV_HD int k1_sig_parse(k1_sc *r, k1_sc *s, const zv_u8 *sig, int allow_high_s) {
+    if (k1_sc_set_b32(r, sig)) return 0;
+    if (k1_sc_set_b32(s, sig + 32)) return 0;
+    if (k1_sc_is_zero(r) || k1_sc_is_zero(s)) return 0;
+    if (k1_sc_is_high(s)) {
         if (!allow_high_s) return 0;
-        k1_sc_neg(&s, &s);
+        k1_sc_neg(s, s);
     }
+    return 1;
+}
+
+/* ECDSA verify of a 32-byte digest against parsed key q, given w = s^−1·R mod n
+ * (k1_sc_inv_mont of the s k1_sig_parse gives, or the batched k1_sc_block_batch_inv_mont). */
+ZV_HD int k1_ecdsa_verify(const k1_ge *q, const zv_u8 *sig, const zv_u8 *digest, int allow_high_s,
+                          const k1_sc *w) {
+    k1_sc r, s, z, u1, u2;
+    if (!k1_sig_parse(&r, &s, sig, allow_high_s)) return 0;
     k1_sc_set_b32_reduce(&z, digest);
-    k1_sc_inv_mont(&w, &s);
-    k1_sc_mont_mul(&u1, z.v, w.v);
-    k1_sc_mont_mul(&u2, r.v, w.v);
+    k1_sc_mont_mul(&u1, z.v, w->v);
+    k1_sc_mont_mul(&u2, r.v, w->v);
     k1_gej R;
     k1_ecmult_double_base(&R, q, &u1, &u2);
     if (R.inf) return 0;
     return k1_gej_x_matches(&R, &r);
 }
 
-/* One item: the whole check of the header comment.  Never reads outside pk[0..pk_len),
- * sig[0..sig_len), msg[0..msg_len). */
-ZV_HD int k1_verify_one(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
-                        const zv_u8 *msg, zv_u64 msg_len, zv_u32 options) {
+/* The check of the header comment for one item, given w = s^−1·R of its signature's s (any
+ * value when the signature does not parse: it is then invalid before w is used).  Never
+ * reads outside pk[0..pk_len), sig[0..sig_len), msg[0..msg_len). */
+ZV_HD int k1_verify_with_w(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
+                           const zv_u8 *msg, zv_u64 msg_len, zv_u32 options, const k1_sc *w) {
     if (sig_len != 64) return 0;
     k1_ge q;
     if (!k1_pubkey_parse(&q, pk, pk_len)) return 0;
     zv_u8 digest[32];
-    if (options & K1_OPT_PREHASHED) {
+    if (options & ZV_SECP256K1_OPT_PREHASHED) {
         if (msg_len != 32) return 0;
         zv_memcpy(digest, msg, 32);
     } else {
         zv_sha256(msg, msg_len, digest);
     }
-    return k1_ecdsa_verify(&q, sig, digest, (options & K1_OPT_ALLOW_HIGH_S) != 0);
+    return k1_ecdsa_verify(&q, sig, digest, (options & ZV_SECP256K1_OPT_ALLOW_HIGH_S) != 0, w);
+}
+
+/* One item on its own (its own scalar inversion): the verdict of the header comment. */
+ZV_HD int k1_verify_one(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
+                        const zv_u8 *msg, zv_u64 msg_len, zv_u32 options) {
+    k1_sc r, s, w;
+    if (sig_len != 64 || !k1_sig_parse(&r, &s, sig, (options & ZV_SECP256K1_OPT_ALLOW_HIGH_S) != 0)) return 0;
+    k1_sc_inv_mont(&w, &s);
+    return k1_verify_with_w(pk, pk_len, sig, sig_len, msg, msg_len, options, &w);
 }
 
 #endif /* ZV_SECP256K1_CUH */

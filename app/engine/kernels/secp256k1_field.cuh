@@ -7,6 +7,12 @@
  * 2^256 − p = 2^32 + 977 is tiny, a weakly reduced value is at most one p above its
  * canonical form, so one conditional subtraction normalizes.
  *
+ * Bounds (each checked with ZV_CHECK, counted in verify host builds — zv_port.cuh): the
+ * high part k1_fe_fold takes is below 2^35 (k1_fe_mul_int's k < 2^32 and a product's
+ * top limb plus carry stay far below), its first fold carries out at most 1 and its
+ * second never carries out of limb 2; k1_fe_sub's second correction never borrows;
+ * k1_fe_normalize's output is below p.
+ *
  * Why 8 × 32-bit limbs and not 5 × 52 (libsecp256k1's x86-64 choice): the GPU multiplies
  * 32 × 32 → 64 bits natively (IMAD.WIDE); a 64 × 64 → 128 product is emulated with four of
  * those plus carries.  With 32-bit limbs a product is 64 IMAD.WIDE and every partial sum
@@ -31,18 +37,13 @@
 
 typedef struct { zv_u32 v[8]; } k1_fe;
 
-/* Large routines stay out of line on the GPU (the group operations, the runs of squarings
- * in the exponentiations): a field product inlines to ~300 instructions, and inlining
- * every call site of a doubling or a 255-squaring chain would multiply the code size, and
- * instruction-cache misses, for no gain in registers.  Field products themselves inline. */
-#if ZV_DEVICE_BUILD
-#define K1_NOINLINE __host__ __device__ __noinline__
-#else
-#define K1_NOINLINE static
-#endif
+/* Large routines (the runs of squarings in the exponentiations) stay out of line on the
+ * GPU with ZV_NOINLINE: a field product inlines to ~300 instructions, and inlining every
+ * call site of a 255-squaring chain would multiply the code size, and instruction-cache
+ * misses, for no gain in registers.  Field products themselves inline. */
 
-/* 2^256 − p = 2^32 + K1_P_C. */
-#define K1_P_C 977u
+/* 2^256 − p = 2^32 + ZV_SECP256K1_P_C. */
+#define ZV_SECP256K1_P_C 977u
 
 ZV_HD void k1_fe_set_u32(k1_fe *r, zv_u32 a) {
     r->v[0] = a;
@@ -57,20 +58,24 @@ ZV_HD void k1_fe_copy(k1_fe *r, const zv_u32 a[8]) {
  * out once; the value is then below top·(2^32 + 977) < 2^68, so the second fold touches
  * three limbs and cannot carry further. */
 ZV_HD void k1_fe_fold(zv_u32 r[8], zv_u64 top) {
-    zv_u64 c = (zv_u64)r[0] + top * K1_P_C;
+    ZV_CHECK(top < (1ull << 35));
+    zv_u64 c = (zv_u64)r[0] + top * ZV_SECP256K1_P_C;
     r[0] = (zv_u32)c; c >>= 32;
     c += (zv_u64)r[1] + top;
     r[1] = (zv_u32)c; c >>= 32;
     for (int i = 2; i < 8; i++) { c += r[i]; r[i] = (zv_u32)c; c >>= 32; }
+    ZV_CHECK(c <= 1);
     zv_u32 t = (zv_u32)c;  /* 0 or 1 */
-    c = (zv_u64)r[0] + t * K1_P_C;
+    c = (zv_u64)r[0] + t * ZV_SECP256K1_P_C;
     r[0] = (zv_u32)c; c >>= 32;
     c += (zv_u64)r[1] + t;
     r[1] = (zv_u32)c; c >>= 32;
+    ZV_CHECK((zv_u64)r[2] + c < (1ull << 32));
     r[2] += (zv_u32)c;
 }
 
 ZV_HD void k1_fe_add(k1_fe *r, const k1_fe *a, const k1_fe *b) {
+    ZV_COUNT(ZV_OP_K1_FE_ADD);
     zv_u64 c = 0;
     for (int i = 0; i < 8; i++) { c += (zv_u64)a->v[i] + b->v[i]; r->v[i] = (zv_u32)c; c >>= 32; }
     k1_fe_fold(r->v, c);
@@ -80,6 +85,7 @@ ZV_HD void k1_fe_add(k1_fe *r, const k1_fe *a, const k1_fe *b) {
  * that; a second borrow (only when the limbs were below 2^32 + 977) is undone the same way
  * and leaves a value near 2^256 that cannot borrow again. */
 ZV_HD void k1_fe_sub(k1_fe *r, const k1_fe *a, const k1_fe *b) {
+    ZV_COUNT(ZV_OP_K1_FE_SUB);
     zv_i64 c = 0;
     for (int i = 0; i < 8; i++) {
         c += (zv_i64)a->v[i] - (zv_i64)b->v[i];
@@ -87,12 +93,13 @@ ZV_HD void k1_fe_sub(k1_fe *r, const k1_fe *a, const k1_fe *b) {
     }
     for (int pass = 0; pass < 2; pass++) {
         zv_u32 bw = (zv_u32)(-c);  /* 1 when the previous step borrowed */
-        c = (zv_i64)r->v[0] - (zv_i64)(bw * K1_P_C);
+        c = (zv_i64)r->v[0] - (zv_i64)(bw * ZV_SECP256K1_P_C);
         r->v[0] = (zv_u32)c; c >>= 32;
         c += (zv_i64)r->v[1] - (zv_i64)bw;
         r->v[1] = (zv_u32)c; c >>= 32;
         for (int i = 2; i < 8; i++) { c += (zv_i64)r->v[i]; r->v[i] = (zv_u32)c; c >>= 32; }
     }
+    ZV_CHECK(c == 0);
 }
 
 ZV_HD void k1_fe_neg(k1_fe *r, const k1_fe *a) {
@@ -103,6 +110,7 @@ ZV_HD void k1_fe_neg(k1_fe *r, const k1_fe *a) {
 
 /* a · k for a small constant k < 2^32. */
 ZV_HD void k1_fe_mul_int(k1_fe *r, const k1_fe *a, zv_u32 k) {
+    ZV_COUNT(ZV_OP_K1_FE_MUL_INT);
     zv_u64 c = 0;
     for (int i = 0; i < 8; i++) { c += (zv_u64)a->v[i] * k; r->v[i] = (zv_u32)c; c >>= 32; }
     k1_fe_fold(r->v, c);
@@ -110,24 +118,21 @@ ZV_HD void k1_fe_mul_int(k1_fe *r, const k1_fe *a, zv_u32 k) {
 
 /* t = H·2^256 + L (16 limbs) reduced to 8 limbs: limb i of L + 977·H + (H << 32). */
 ZV_HD void k1_fe_reduce512(zv_u32 r[8], const zv_u32 t[16]) {
-    zv_u64 c = (zv_u64)t[0] + (zv_u64)t[8] * K1_P_C;
+    zv_u64 c = (zv_u64)t[0] + (zv_u64)t[8] * ZV_SECP256K1_P_C;
     r[0] = (zv_u32)c; c >>= 32;
-#if ZV_DEVICE_BUILD
-#pragma unroll
-#endif
+ZV_UNROLL
     for (int i = 1; i < 8; i++) {
-        c += (zv_u64)t[i] + (zv_u64)t[8 + i] * K1_P_C + t[7 + i];
+        c += (zv_u64)t[i] + (zv_u64)t[8 + i] * ZV_SECP256K1_P_C + t[7 + i];
         r[i] = (zv_u32)c; c >>= 32;
     }
     k1_fe_fold(r, c + t[15]);
 }
 
 ZV_HD void k1_fe_mul(k1_fe *r, const k1_fe *a, const k1_fe *b) {
+    ZV_COUNT(ZV_OP_K1_FE_MUL);
     zv_u32 t[16];
     for (int i = 0; i < 16; i++) t[i] = 0;
-#if ZV_DEVICE_BUILD
-#pragma unroll
-#endif
+ZV_UNROLL
     for (int i = 0; i < 8; i++) {
         zv_u64 c = 0;
         for (int j = 0; j < 8; j++) {
@@ -141,11 +146,10 @@ ZV_HD void k1_fe_mul(k1_fe *r, const k1_fe *a, const k1_fe *b) {
 
 /* Squaring: the 28 cross products once, doubled by a shift, plus the 8 squares. */
 ZV_HD void k1_fe_sqr(k1_fe *r, const k1_fe *a) {
+    ZV_COUNT(ZV_OP_K1_FE_SQR);
     zv_u32 t[16];
     for (int i = 0; i < 16; i++) t[i] = 0;
-#if ZV_DEVICE_BUILD
-#pragma unroll
-#endif
+ZV_UNROLL
     for (int i = 0; i < 7; i++) {
         zv_u64 c = 0;
         for (int j = i + 1; j < 8; j++) {
@@ -167,21 +171,28 @@ ZV_HD void k1_fe_sqr(k1_fe *r, const k1_fe *a) {
     k1_fe_reduce512(r->v, t);
 }
 
-K1_NOINLINE void k1_fe_sqr_n(k1_fe *r, const k1_fe *a, int n) {
+ZV_NOINLINE void k1_fe_sqr_n(k1_fe *r, const k1_fe *a, int n) {
     k1_fe_sqr(r, a);
     for (int i = 1; i < n; i++) k1_fe_sqr(r, r);
+}
+
+/* s = a + 2^32 + 977 mod 2^256; returns the carry out, which is 1 exactly when a ≥ p
+ * (and then s = a − p). */
+ZV_HD zv_u32 k1_fe_add_2_256_minus_p(zv_u32 s[8], const zv_u32 a[8]) {
+    zv_u64 c = (zv_u64)a[0] + ZV_SECP256K1_P_C;
+    s[0] = (zv_u32)c; c >>= 32;
+    c += (zv_u64)a[1] + 1;
+    s[1] = (zv_u32)c; c >>= 32;
+    for (int i = 2; i < 8; i++) { c += a[i]; s[i] = (zv_u32)c; c >>= 32; }
+    return (zv_u32)c;
 }
 
 /* Bring a weakly reduced value below p: a ≥ p exactly when a + 2^32 + 977 carries out. */
 ZV_HD void k1_fe_normalize(k1_fe *a) {
     zv_u32 s[8];
-    zv_u64 c = (zv_u64)a->v[0] + K1_P_C;
-    s[0] = (zv_u32)c; c >>= 32;
-    c += (zv_u64)a->v[1] + 1;
-    s[1] = (zv_u32)c; c >>= 32;
-    for (int i = 2; i < 8; i++) { c += a->v[i]; s[i] = (zv_u32)c; c >>= 32; }
-    zv_u32 mask = (zv_u32)0 - (zv_u32)c;  /* all ones when a ≥ p */
+    zv_u32 mask = (zv_u32)0 - k1_fe_add_2_256_minus_p(s, a->v);  /* all ones when a ≥ p */
     for (int i = 0; i < 8; i++) a->v[i] = (s[i] & mask) | (a->v[i] & ~mask);
+    ZV_CHECK(k1_fe_add_2_256_minus_p(s, a->v) == 0);
 }
 
 ZV_HD int k1_fe_is_zero(const k1_fe *a) {
@@ -209,18 +220,13 @@ ZV_HD int k1_fe_is_odd(const k1_fe *a) {
  * SEC 1 §2.3.6 requires of a field element in a point encoding. */
 ZV_HD int k1_fe_set_b32_limit(k1_fe *r, const zv_u8 *b) {
     for (int i = 0; i < 8; i++) r->v[i] = zv_load_be32(b + 4 * (7 - i));
-    /* r < p ⟺ r + 2^32 + 977 does not carry out of 2^256. */
-    zv_u64 c = (zv_u64)r->v[0] + K1_P_C;
-    c >>= 32;
-    c += (zv_u64)r->v[1] + 1;
-    c >>= 32;
-    for (int i = 2; i < 8; i++) { c += r->v[i]; c >>= 32; }
-    return c == 0;
+    zv_u32 s[8];
+    return k1_fe_add_2_256_minus_p(s, r->v) == 0;
 }
 
 /* The chain shared by the inverse and the square root: returns x^(2^223 − 1) and the
  * intermediate powers x^(2^k − 1) the tails need (k = 2, 22). */
-K1_NOINLINE void k1_fe_pow_ones223(k1_fe *x223, k1_fe *x22, k1_fe *x2, const k1_fe *a) {
+ZV_NOINLINE void k1_fe_pow_ones223(k1_fe *x223, k1_fe *x22, k1_fe *x2, const k1_fe *a) {
     k1_fe x3, x6, x9, x11, x44, x88, x176, x220, t;
     k1_fe_sqr(&t, a);
     k1_fe_mul(x2, &t, a);             /* 2^2 − 1 */

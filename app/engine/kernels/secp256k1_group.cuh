@@ -17,12 +17,12 @@
 
 typedef struct { k1_fe x, y; } k1_ge;
 
-/* Window of the per-signature table of Q's odd multiples 1, 3, ..., 2^K1_W_Q − 1.  With
+/* Window of the per-signature table of Q's odd multiples 1, 3, ..., 2^ZV_SECP256K1_W_Q − 1.  With
  * the regular recoding a wider window trades table building (2^(w−1) − 1 additions and a
  * larger batch inversion) for fewer main-loop additions; w = 4 and w = 5 cost the same
  * within 2%, and w = 4 halves the per-thread table (512 bytes of local memory). */
-#define K1_W_Q 4
-#define K1_Q_TABLE_SIZE (1 << (K1_W_Q - 1))
+#define ZV_SECP256K1_W_Q 4
+#define ZV_SECP256K1_Q_TABLE_SIZE (1 << (ZV_SECP256K1_W_Q - 1))
 typedef struct { k1_fe x, y, z; int inf; } k1_gej;
 
 ZV_HD void k1_gej_set_ge(k1_gej *r, const k1_ge *a) {
@@ -45,7 +45,7 @@ ZV_HD int k1_ge_on_curve(const k1_ge *a) {
 
 /* r = 2a: with S = 4·X·Y^2 and M = 3·X^2 (a = 0): X' = M^2 − 2S, Y' = M·(S − X') − 8·Y^4,
  * Z' = 2·Y·Z.  3M + 4S.  secp256k1 has no point of order 2, so Y ≠ 0 for finite a. */
-K1_NOINLINE void k1_gej_double(k1_gej *r, const k1_gej *a) {
+ZV_HD void k1_gej_double(k1_gej *r, const k1_gej *a) {
     k1_fe x2, y2, y4, s, m, t;
     r->inf = a->inf;
     k1_fe_mul(&r->z, &a->y, &a->z);
@@ -65,10 +65,15 @@ K1_NOINLINE void k1_gej_double(k1_gej *r, const k1_gej *a) {
     k1_fe_sub(&r->y, &t, &y4);
 }
 
+/* The doubling as an out-of-line call, for the rare a = b case of the addition: the hot
+ * paths inline both operations (their points then stay in registers; a call passes them
+ * through local memory), and this keeps a second inlined doubling out of every addition. */
+ZV_NOINLINE void k1_gej_double_call(k1_gej *r, const k1_gej *a) { k1_gej_double(r, a); }
+
 /* r = a + b, b affine (mixed addition).  U2 = x_b·Z^2, S2 = y_b·Z^3, H = U2 − X, R = S2 − Y;
  * X' = R^2 − H^3 − 2·X·H^2, Y' = R·(X·H^2 − X') − Y·H^3, Z' = Z·H.  8M + 3S.
  * r may alias a. */
-K1_NOINLINE void k1_gej_add_ge(k1_gej *r, const k1_gej *a, const k1_ge *b) {
+ZV_HD void k1_gej_add_ge(k1_gej *r, const k1_gej *a, const k1_ge *b) {
     if (a->inf) {
         k1_gej_set_ge(r, b);
         return;
@@ -82,7 +87,7 @@ K1_NOINLINE void k1_gej_add_ge(k1_gej *r, const k1_gej *a, const k1_ge *b) {
     k1_fe_sub(&rr, &s2, &a->y);
     if (k1_fe_is_zero(&h)) {
         if (k1_fe_is_zero(&rr)) {  /* b = a */
-            k1_gej_double(r, a);
+            k1_gej_double_call(r, a);
         } else {                   /* b = −a */
             r->inf = 1;
         }
@@ -104,17 +109,17 @@ K1_NOINLINE void k1_gej_add_ge(k1_gej *r, const k1_gej *a, const k1_ge *b) {
     r->inf = 0;
 }
 
-/* The odd multiples (2i+1)·q, i < K1_Q_TABLE_SIZE, as affine points, with one field inversion.
+/* The odd multiples (2i+1)·q, i < ZV_SECP256K1_Q_TABLE_SIZE, as affine points, with one field inversion.
  *
  * With d = 2q = (Xd, Yd, Zd), the map (x, y) -> (Zd^2·x, Zd^3·y) takes the curve to an
  * isomorphic one on which d is the affine point (Xd, Yd); there the multiples are built
  * by mixed additions (cheaper than Jacobian + Jacobian).  A point (X', Y', Z') found
  * there is (X', Y', Z'·Zd) in Jacobian coordinates of the real curve, so one batch
  * inversion (Montgomery's trick) of the Z'·Zd brings every multiple back to affine.
- * No sum here can meet a special case: (2i+1)·q = ±2q would need a point of order ≤ 2^K1_W_Q + 1.
+ * No sum here can meet a special case: (2i+1)·q = ±2q would need a point of order ≤ 2^ZV_SECP256K1_W_Q + 1.
  */
-K1_NOINLINE void k1_odd_multiples(k1_ge *out, const k1_ge *q) {
-    const int count = K1_Q_TABLE_SIZE;
+ZV_NOINLINE void k1_odd_multiples(k1_ge *out, const k1_ge *q) {
+    const int count = ZV_SECP256K1_Q_TABLE_SIZE;
     k1_gej d, acc;
     k1_gej_set_ge(&acc, q);
     k1_gej_double(&d, &acc);
@@ -129,7 +134,7 @@ K1_NOINLINE void k1_odd_multiples(k1_ge *out, const k1_ge *q) {
     k1_fe_mul(&acc.y, &q->y, &zd3);
     /* out[i] temporarily holds X', Y' of multiple i and prefix[i] the running product of
      * the real Z of multiples 1..i. */
-    k1_fe zs[K1_Q_TABLE_SIZE], prefix[K1_Q_TABLE_SIZE];
+    k1_fe zs[ZV_SECP256K1_Q_TABLE_SIZE], prefix[ZV_SECP256K1_Q_TABLE_SIZE];
     for (int i = 1; i < count; i++) {
         k1_gej_add_ge(&acc, &acc, &d_iso);
         out[i].x = acc.x;

@@ -9,11 +9,15 @@
  * mont(r, w) = r·s^−1 come out in ordinary form.
  *
  * Inversion is Fermat's a^(n−2) in the Montgomery domain, by a sliding-window schedule
- * over the fixed exponent generated with the tables (scripts/gen_secp256k1_tables.py).
+ * over the fixed exponent generated with the tables (scripts/gen_secp256k1_tables).
  * It costs ~255 squarings and ~57 products, is branch-free and the same for every thread
  * of a warp, which on a GPU beats the ~10× fewer but data-dependent steps of the
  * variable-time safegcd libsecp256k1 uses on a CPU (divergent branches, 62-bit signed
  * limbs that the GPU emulates).
+ *
+ * Bounds (ZV_CHECK, counted in verify host builds — zv_port.cuh): k1_sc_mont_mul's b < n
+ * and its running sum below 2n (one bit above eight limbs), so one conditional
+ * subtraction leaves its output below n; k1_sc_neg's input below n.
  */
 #ifndef ZV_SECP256K1_SCALAR_CUH
 #define ZV_SECP256K1_SCALAR_CUH
@@ -46,7 +50,7 @@ ZV_HD int k1_u256_gt(const zv_u32 a[8], const zv_u32 b[8]) {
 ZV_HD int k1_sc_set_b32(k1_sc *r, const zv_u8 *b) {
     for (int i = 0; i < 8; i++) r->v[i] = zv_load_be32(b + 4 * (7 - i));
     zv_u32 n_minus_1[8];
-    for (int i = 0; i < 8; i++) n_minus_1[i] = K1_N[i];
+    for (int i = 0; i < 8; i++) n_minus_1[i] = ZV_SECP256K1_N[i];
     n_minus_1[0] -= 1;  /* n is odd: no borrow */
     return k1_u256_gt(r->v, n_minus_1);
 }
@@ -57,7 +61,7 @@ ZV_HD void k1_sc_reduce_once(zv_u32 r[8], zv_u32 hi) {
     zv_u32 d[8];
     zv_i64 c = 0;
     for (int i = 0; i < 8; i++) {
-        c += (zv_i64)r[i] - (zv_i64)K1_N[i];
+        c += (zv_i64)r[i] - (zv_i64)ZV_SECP256K1_N[i];
         d[i] = (zv_u32)c; c >>= 32;
     }
     /* Keep r − n when it did not borrow, or when the bit above r pays the borrow. */
@@ -79,10 +83,11 @@ ZV_HD void k1_sc_add(k1_sc *r, const k1_sc *a, const k1_sc *b) {
 
 /* n − a for a in [1, n), 0 for a = 0. */
 ZV_HD void k1_sc_neg(k1_sc *r, const k1_sc *a) {
+    ZV_CHECK(k1_u256_gt(ZV_SECP256K1_N, a->v));
     zv_u32 nz = (zv_u32)0 - (zv_u32)!k1_sc_is_zero(a);
     zv_i64 c = 0;
     for (int i = 0; i < 8; i++) {
-        c += (zv_i64)K1_N[i] - (zv_i64)a->v[i];
+        c += (zv_i64)ZV_SECP256K1_N[i] - (zv_i64)a->v[i];
         r->v[i] = (zv_u32)c & nz; c >>= 32;
     }
 }
@@ -95,17 +100,17 @@ ZV_HD void k1_sc_sub(k1_sc *r, const k1_sc *a, const k1_sc *b) {
 
 /* s > n/2: libsecp256k1's "high S" (BIP 62/146 low-S rule). */
 ZV_HD int k1_sc_is_high(const k1_sc *a) {
-    return k1_u256_gt(a->v, K1_N_HALF);
+    return k1_u256_gt(a->v, ZV_SECP256K1_N_HALF);
 }
 
 /* Montgomery product r = a·b·2^−256 mod n for a < 2^256 and b < n (CIOS: interleave one
  * row of a·b with one reduction step, so the running sum stays 9 limbs + 1 bit < 2n). */
 ZV_HD void k1_sc_mont_mul(k1_sc *r, const zv_u32 a[8], const zv_u32 b[8]) {
+    ZV_COUNT(ZV_OP_K1_SC_MONT_MUL);
+    ZV_CHECK(k1_u256_gt(ZV_SECP256K1_N, b));
     zv_u32 t[10];
     for (int i = 0; i < 10; i++) t[i] = 0;
-#if ZV_DEVICE_BUILD
-#pragma unroll
-#endif
+ZV_UNROLL
     for (int i = 0; i < 8; i++) {
         zv_u64 c = 0;
         for (int j = 0; j < 8; j++) {
@@ -115,34 +120,54 @@ ZV_HD void k1_sc_mont_mul(k1_sc *r, const zv_u32 a[8], const zv_u32 b[8]) {
         c += t[8];
         t[8] = (zv_u32)c;
         t[9] = (zv_u32)(c >> 32);
-        zv_u32 m = t[0] * K1_N_N0INV;  /* makes t + m·n divisible by 2^32 */
-        c = ((zv_u64)m * K1_N[0] + t[0]) >> 32;
+        zv_u32 m = t[0] * ZV_SECP256K1_N_N0INV;  /* makes t + m·n divisible by 2^32 */
+        c = ((zv_u64)m * ZV_SECP256K1_N[0] + t[0]) >> 32;
         for (int j = 1; j < 8; j++) {
-            c += (zv_u64)m * K1_N[j] + t[j];
+            c += (zv_u64)m * ZV_SECP256K1_N[j] + t[j];
             t[j - 1] = (zv_u32)c; c >>= 32;
         }
         c += t[8];
         t[7] = (zv_u32)c;
         t[8] = t[9] + (zv_u32)(c >> 32);
     }
+    ZV_CHECK(t[8] <= 1);
     for (int i = 0; i < 8; i++) r->v[i] = t[i];
     k1_sc_reduce_once(r->v, t[8]);
+    ZV_CHECK(k1_u256_gt(ZV_SECP256K1_N, r->v));
 }
 
 /* Returns a^−1·R mod n (Montgomery form of the inverse) for a in [1, n); 0 for a = 0. */
 ZV_HD void k1_sc_inv_mont(k1_sc *r, const k1_sc *a) {
-    k1_sc pw[K1_INV_ODD_POWERS];  /* x^1, x^3, ..., x^15 with x = a·R */
+    k1_sc pw[ZV_SECP256K1_INV_ODD_POWERS];  /* x^1, x^3, ..., x^15 with x = a·R */
     k1_sc x2;
-    k1_sc_mont_mul(&pw[0], a->v, K1_N_R2);
+    k1_sc_mont_mul(&pw[0], a->v, ZV_SECP256K1_N_R2);
     k1_sc_mont_mul(&x2, pw[0].v, pw[0].v);
-    for (int i = 1; i < K1_INV_ODD_POWERS; i++) k1_sc_mont_mul(&pw[i], pw[i - 1].v, x2.v);
-    k1_sc acc = pw[K1_INV_IDX[0]];  /* the first step starts from 1: its squarings are moot */
-    for (int s = 1; s < K1_INV_STEPS; s++) {
-        for (int q = 0; q < K1_INV_SQ[s]; q++) k1_sc_mont_mul(&acc, acc.v, acc.v);
-        int idx = K1_INV_IDX[s];
+    for (int i = 1; i < ZV_SECP256K1_INV_ODD_POWERS; i++) k1_sc_mont_mul(&pw[i], pw[i - 1].v, x2.v);
+    k1_sc acc = pw[ZV_SECP256K1_INV_IDX[0]];  /* the first step starts from 1: its squarings are moot */
+    for (int s = 1; s < ZV_SECP256K1_INV_STEPS; s++) {
+        for (int q = 0; q < ZV_SECP256K1_INV_SQ[s]; q++) k1_sc_mont_mul(&acc, acc.v, acc.v);
+        int idx = ZV_SECP256K1_INV_IDX[s];
         if (idx >= 0) k1_sc_mont_mul(&acc, acc.v, pw[idx].v);
     }
     *r = acc;
+}
+
+/* Montgomery-domain product and inverse of k1_sc values, in the shape zv_port.cuh's
+ * batched inversion takes: for x = a·R, k1_sc_inv_of_mont gives a^−1·R. */
+ZV_HD void k1_sc_mul_mont(k1_sc *r, const k1_sc *a, const k1_sc *b) { k1_sc_mont_mul(r, a->v, b->v); }
+
+ZV_HD void k1_sc_inv_of_mont(k1_sc *r, const k1_sc *x) {
+    k1_sc plain, one;
+    for (int i = 0; i < 8; i++) one.v[i] = (zv_u32)(i == 0);
+    k1_sc_mont_mul(&plain, x->v, one.v);  /* a */
+    k1_sc_inv_mont(r, &plain);            /* a^−1·R */
+}
+
+/* Batched scalar inversion over a block chunk: m[i] = s_i·R in (each thread converts its own
+ * s with k1_sc_mont_mul(·, s, ZV_SECP256K1_N_R2)), s_i^−1·R out — what k1_sc_inv_mont gives
+ * for s_i.  Every s_i in [1, n) (callers substitute 1 for an invalid signature's s). */
+ZV_HD void k1_sc_block_batch_inv_mont(k1_sc *m, k1_sc *prefix, int count, k1_sc *tops, k1_sc *tops_prefix) {
+    zv_block_batch_invert<k1_sc, k1_sc_mul_mont, k1_sc_inv_of_mont>(m, prefix, count, tops, tops_prefix);
 }
 
 #endif /* ZV_SECP256K1_SCALAR_CUH */

@@ -72,6 +72,7 @@ ZV_HD zv_u64 zv_rotr64(zv_u64 x, int n) { return (x >> n) | (x << (64 - n)); }
 
 /* ------------------------------------------------------------------ SHA-256 */
 ZV_HD void zv_sha256_block(zv_u32 h[8], const zv_u8 *p) {
+    ZV_COUNT(ZV_OP_SHA256_BLOCK);
     zv_u32 w[16];
     ZV_UNROLL
     for (int i = 0; i < 16; i++) w[i] = zv_load_be32(p + 4 * i);
@@ -141,6 +142,7 @@ ZV_HD void zv_sha256(const zv_u8 *in, zv_u64 n, zv_u8 out[32]) {
 
 /* ------------------------------------------------------------------ SHA-512 */
 ZV_HD void zv_sha512_block(zv_u64 h[8], const zv_u8 *p) {
+    ZV_COUNT(ZV_OP_SHA512_BLOCK);
     zv_u64 w[16];
     ZV_UNROLL
     for (int i = 0; i < 16; i++) w[i] = zv_load_be64(p + 8 * i);

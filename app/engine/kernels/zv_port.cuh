@@ -49,17 +49,22 @@ typedef signed long long zv_i64;
  * is empty — the phases still run in order, which is all the barrier guarantees.
  * ZV_UNROLL before a fixed-count loop lets both compilers unroll it, which turns ring and
  * lane indices (SHA-2's message schedule, Keccak's ρ/π walk) into constants: on the GPU
- * that keeps those arrays in registers instead of local memory. */
+ * that keeps those arrays in registers instead of local memory.  ZV_UNROLL is the only
+ * unroll spelling in kernel sources (no bare #pragma unroll), so both builds agree.
+ * ZV_NOINLINE keeps a large routine out of line on the GPU, where inlining every call
+ * site would multiply the code size (instruction-cache misses) for no register gain. */
 #if ZV_DEVICE_BUILD
 #define ZV_BLOCK_TID ((zv_u64)threadIdx.x)
 #define ZV_BLOCK_NTHREADS ((zv_u64)blockDim.x)
 #define ZV_SYNC() __syncthreads()
 #define ZV_UNROLL _Pragma("unroll")
+#define ZV_NOINLINE __host__ __device__ __noinline__
 #else
 #define ZV_BLOCK_TID ((zv_u64)0)
 #define ZV_BLOCK_NTHREADS ((zv_u64)1)
 #define ZV_SYNC() ((void)0)
 #define ZV_UNROLL _Pragma("GCC unroll 128")
+#define ZV_NOINLINE static
 #endif
 /* Bounds checks (the analogue of libsecp256k1's VERIFY_CHECK).  Kernel headers state the
  * bounds of their limbs and intermediate values in comments and check them with
@@ -75,7 +80,155 @@ zv_u64 zv_verify_failures = 0; /* one translation unit per host library */
 #define ZV_CHECK(cond) ((void)0)
 #endif
 
+/* Operation counts, for the performance model (scripts/gpu_model): the primitives below
+ * call ZV_COUNT(ZV_OP_...) once per call.  In a host build with -DZV_COUNT_OPS the counts
+ * add up in zv_op_counts (the model divides them by the items run and multiplies by each
+ * primitive's SASS instructions); in every other build ZV_COUNT compiles to nothing.
+ * A new family adds its primitives to the end of this list. */
+enum {
+    ZV_OP_FE25519_MUL, ZV_OP_FE25519_SQ, ZV_OP_FE25519_ADD, ZV_OP_FE25519_SUB,
+    ZV_OP_K1_FE_MUL, ZV_OP_K1_FE_SQR, ZV_OP_K1_FE_ADD, ZV_OP_K1_FE_SUB, ZV_OP_K1_FE_MUL_INT,
+    ZV_OP_K1_SC_MONT_MUL,
+    ZV_OP_SHA256_BLOCK, ZV_OP_SHA512_BLOCK, ZV_OP_KECCAK_F1600,
+    ZV_OP_COUNT
+};
+/* ZV_SERIAL(stmt): stmt is run by one lane of a warp while the others wait (the middle of
+ * a block's batched inversion).  Its operations are counted apart (the second half of
+ * zv_op_counts): on the GPU each costs a whole warp instruction for one lane. */
+#if !ZV_DEVICE_BUILD && defined(ZV_COUNT_OPS)
+extern "C" __attribute__((visibility("default"))) zv_u64 zv_op_counts[2 * ZV_OP_COUNT];
+zv_u64 zv_op_counts[2 * ZV_OP_COUNT] = {0}; /* one translation unit per host library */
+static int zv_count_serial = 0;
+#define ZV_COUNT(op) ((void)(zv_op_counts[(op) + (zv_count_serial ? ZV_OP_COUNT : 0)]++))
+#define ZV_SERIAL(stmt) do { zv_count_serial = 1; stmt; zv_count_serial = 0; } while (0)
+#else
+#define ZV_COUNT(op) ((void)0)
+#define ZV_SERIAL(stmt) do { stmt; } while (0)
+#endif
+
 #define ZV_BLOCK_FOR(i, n) for (zv_u64 i = ZV_BLOCK_TID; i < (zv_u64)(n); i += ZV_BLOCK_NTHREADS)
+
+/* Memory spaces.
+ *   ZV_CONSTANT  constant memory: for values every lane of a warp reads at the same index
+ *                (curve constants, round constants); the constant cache serves one address
+ *                per cycle, so lanes reading different entries are serialised.
+ *   ZV_TABLE     read-only global memory: for precomputed tables that lanes index by their
+ *                own data (window digits); served by L1/L2 like any load, one request per
+ *                distinct 32-byte sector instead of one per distinct address.
+ *   ZV_SHARED    block-shared memory (per-call stack arrays on the host, where the block is
+ *                one thread); for state a whole block works on between ZV_SYNC barriers. */
+#if ZV_DEVICE_BUILD
+#define ZV_TABLE __device__ const
+#define ZV_SHARED __shared__
+#else
+#define ZV_TABLE static const
+#define ZV_SHARED
+#endif
+
+/* Chunked block work: items taken ZV_CHUNK items at a time, so a block can share work
+ * across its chunk (a batched inversion) between ZV_SYNC barriers.  On the GPU each block
+ * takes chunks grid-stride (every thread of a block runs the same number of iterations, so
+ * barriers inside are safe) and splits a chunk with ZV_BLOCK_FOR; on the host the single
+ * thread walks every chunk and every item in it.  State kept from one phase of a chunk to
+ * the next lives in ZV_SHARED arrays indexed by the item's place in the chunk, so the
+ * result does not depend on the block size a launch used. */
+#if ZV_DEVICE_BUILD
+#define ZV_CHUNK_FOR(base, n, chunk) \
+    for (zv_u64 base = (zv_u64)blockIdx.x * (chunk); base < (zv_u64)(n); base += (zv_u64)gridDim.x * (chunk))
+#else
+#define ZV_CHUNK_FOR(base, n, chunk) for (zv_u64 base = 0; base < (zv_u64)(n); base += (chunk))
+#endif
+
+/* Copy n bytes (n a multiple of 16) of one item out of a column into a thread's own
+ * 16-byte-aligned buffer.  On the GPU, when the source is 16-byte aligned (device columns
+ * are; an item of 32 or 64 bytes at i·len keeps that), each 16 bytes is one vector load
+ * (LDG.E.128), so the lanes of a warp read their consecutive items as whole sectors
+ * instead of one byte per instruction; otherwise, and on the host, byte by byte. */
+ZV_HD void zv_load_item(zv_u8 *ZV_RESTRICT dst, const zv_u8 *ZV_RESTRICT src, zv_u32 n) {
+#if ZV_DEVICE_BUILD
+    if ((((zv_u64)src) & 15u) == 0) {
+        for (zv_u32 k = 0; k < n; k += 16)
+            *(uint4 *)(dst + k) = __ldg((const uint4 *)(src + k));
+        return;
+    }
+#endif
+    for (zv_u32 k = 0; k < n; k++) dst[k] = src[k];
+}
+
+/* Montgomery's trick (batched inversion), for any field type T with a product MUL and an
+ * inversion INV (r may alias a in both).  Every value must be invertible: a zero would
+ * zero every result, so callers substitute 1 for an item they drop.
+ *
+ * zv_batch_invert: z[i] = 1/z[i] for i < count, serially, with one INV and 3 (count - 1)
+ * products; prefix[0..count) is scratch.
+ *
+ * zv_block_batch_invert: the same over a block's chunk of count <= 32 * run values, shared
+ * by the 32 lanes of the block's first warp: lane L takes values [L run, (L + 1) run),
+ * forms their prefix products in parallel, lane 0 inverts the (at most 32) run products by
+ * zv_batch_invert, and each lane unwinds its run.  The one-lane middle costs ~93 products
+ * and one INV per chunk; the rest is about 3 products per value spread over 32 lanes.
+ * Called by every thread of the block between ZV_SYNC barriers (threads past the first
+ * warp return at once); tops and tops_prefix hold 32 values.  On the host the lanes run
+ * one after another. */
+#define ZV_BATCH_LANES 32
+
+template <typename T, void (*MUL)(T *, const T *, const T *)>
+ZV_HD void zv_prefix_products(T *prefix, const T *z, int count) {
+    prefix[0] = z[0];
+    for (int i = 1; i < count; i++) MUL(&prefix[i], &prefix[i - 1], &z[i]);
+}
+
+/* Given inv = 1/(z[0] ... z[count-1]) and the prefix products, z[i] = 1/z[i]. */
+template <typename T, void (*MUL)(T *, const T *, const T *)>
+ZV_HD void zv_unwind_inverses(T *z, const T *prefix, int count, T inv) {
+    for (int i = count - 1; i > 0; i--) {
+        T t;
+        MUL(&t, &inv, &prefix[i - 1]);  /* 1/z[i] */
+        MUL(&inv, &inv, &z[i]);          /* 1/(z[0] .. z[i-1]) */
+        z[i] = t;
+    }
+    z[0] = inv;
+}
+
+template <typename T, void (*MUL)(T *, const T *, const T *), void (*INV)(T *, const T *)>
+ZV_HD void zv_batch_invert(T *z, T *prefix, int count) {
+    if (count <= 0) return;
+    zv_prefix_products<T, MUL>(prefix, z, count);
+    T inv;
+    INV(&inv, &prefix[count - 1]);
+    zv_unwind_inverses<T, MUL>(z, prefix, count, inv);
+}
+
+template <typename T, void (*MUL)(T *, const T *, const T *), void (*INV)(T *, const T *)>
+ZV_HD void zv_block_batch_invert(T *z, T *prefix, int count, T *tops, T *tops_prefix) {
+    if (count <= 0) return;
+    int run = (count + ZV_BATCH_LANES - 1) / ZV_BATCH_LANES;
+    int runs = (count + run - 1) / run;
+#if defined(__CUDA_ARCH__)  /* device code (nvcc's device pass, NVRTC) */
+    int lane = (int)threadIdx.x;
+    if (lane >= ZV_BATCH_LANES) return;
+    int lo = lane * run, len = lane < runs ? (count - lo < run ? count - lo : run) : 0;
+    if (len > 0) {
+        zv_prefix_products<T, MUL>(prefix + lo, z + lo, len);
+        tops[lane] = prefix[lo + len - 1];
+    }
+    __syncwarp();
+    if (lane == 0) zv_batch_invert<T, MUL, INV>(tops, tops_prefix, runs);
+    __syncwarp();
+    if (len > 0) zv_unwind_inverses<T, MUL>(z + lo, prefix + lo, len, tops[lane]);
+#else
+    for (int lane = 0; lane < runs; lane++) {
+        int lo = lane * run, len = count - lo < run ? count - lo : run;
+        zv_prefix_products<T, MUL>(prefix + lo, z + lo, len);
+        tops[lane] = prefix[lo + len - 1];
+    }
+    ZV_SERIAL((zv_batch_invert<T, MUL, INV>(tops, tops_prefix, runs)));
+    for (int lane = 0; lane < runs; lane++) {
+        int lo = lane * run, len = count - lo < run ? count - lo : run;
+        zv_unwind_inverses<T, MUL>(z + lo, prefix + lo, len, tops[lane]);
+    }
+#endif
+}
 
 ZV_HD void zv_memcpy(zv_u8 *dst, const zv_u8 *src, zv_u64 n) {
     for (zv_u64 i = 0; i < n; i++) dst[i] = src[i];

@@ -9,6 +9,7 @@ migrate once.  psycopg is imported here only, so the rest of zapverify runs with
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -51,6 +52,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 MIGRATION_LOCK = int.from_bytes(b"zapvrfy\x01", "big")
 
 _COLS = ", ".join(COLUMNS)
+#: PostgreSQL types of COLUMNS, in order, for binary COPY.
+_COPY_TYPES = ["uuid", "int8", "text", "int4", "int4", "bytea", "bytea", "bytea", "text", "float8", "text"]
 _COLS_NO_LEAVES = ", ".join("NULL" if c == "leaves" else c for c in COLUMNS)
 
 
@@ -137,9 +140,15 @@ class PostgresStore(ReceiptStore):
             raise StoreUnavailable(f"receipt store write failed: {exc}") from exc
 
     def _insert(self, rows: list[tuple]) -> None:
+        # COPY streams every row of a joined batch in one statement of one transaction: one
+        # round trip and no per-row statement, where executemany paid one per receipt.  The
+        # binary format sends the leaf hashes (32 bytes per item) as they are, not as hex text.
         try:
-            with self._pool.connection() as conn, conn.cursor() as cur:  # one transaction
-                cur.executemany(f"INSERT INTO receipts ({_COLS}) VALUES ({', '.join(['%s'] * len(COLUMNS))})", rows)
+            with self._pool.connection() as conn, conn.cursor() as cur, \
+                    cur.copy(f"COPY receipts ({_COLS}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(_COPY_TYPES)
+                for row in rows:
+                    copy.write_row((uuid.UUID(row[0]), *row[1:]))
         except self._errors as exc:
             raise StoreUnavailable(f"receipt store write failed: {exc}") from exc
 

@@ -1,21 +1,21 @@
 """Our own known answers: items signed with the reference libraries, and their mutations.
 
 Used by the engine's start-up self-test, the tests (so they mean something where
-``../shared/vectors`` is absent), the generated-vector CLI and the benchmarks.  Signing
-SLH-DSA "s" parameter sets takes up to a second per signature, so :func:`known_answers`
-keeps what it generated in a small on-disk cache keyed by the library versions.
+``../shared/vectors`` is absent), the generated-vector CLI and the benchmarks.  The start-up
+self-test reads fixed answers shipped with the package (:func:`known_answers`); the rest
+sign fresh items with :func:`generate`.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import hashlib
 import importlib
 import json
-import os
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -206,50 +206,38 @@ def generate(scheme_id: str, valid: int, mutated: int, *, seed: int = 0) -> list
     return out
 
 
-# ------------------------------------------------------------------ cached known answers
-def _cache_dir() -> Path:
-    return Path(os.environ.get("ZAPVERIFY_KAT_CACHE", Path.home() / ".cache" / "zapverify"))
+# ------------------------------------------------------------------ shipped known answers
+#: The fixed known answers shipped with the package (written by scripts/gen_known_answers).
+SHIPPED = Path(__file__).with_name("known_answers.json")
+
+_ITEM_BYTES = ("public_key", "message", "signature", "context")
 
 
-def _versions() -> str:
-    names = ["pynacl", "coincurve", "py-arkworks-bls12381", "cryptography", "pqcrypto"]
-    return hashlib.sha256(json.dumps({n: metadata.version(n) for n in names}).encode()).hexdigest()[:16]
-
-
-def _encode(ka: KnownAnswer) -> dict:
+def encode(ka: KnownAnswer) -> dict:
+    """``ka`` as a JSON object (byte fields in base64, the densest JSON-safe text)."""
     d = asdict(ka.item)
-    for k in ("public_key", "message", "signature", "context"):
-        d[k] = d[k].hex()
+    for k in _ITEM_BYTES:
+        d[k] = base64.b64encode(d[k]).decode()
     return {"item": d, "expected": ka.expected, "id": ka.id, "source": ka.source}
 
 
-def _decode(d: dict) -> KnownAnswer:
+def decode(d: dict) -> KnownAnswer:
+    """The inverse of :func:`encode`."""
     it = dict(d["item"])
-    for k in ("public_key", "message", "signature", "context"):
-        it[k] = bytes.fromhex(it[k])
+    for k in _ITEM_BYTES:
+        it[k] = base64.b64decode(it[k], validate=True)
     return KnownAnswer(Item(**it), d["expected"], d["id"], d.get("source", "generated"))
 
 
+@functools.cache
 def known_answers() -> dict[str, list[KnownAnswer]]:
-    """Two valid and two mutated items per scheme, from the cache or freshly signed.
+    """The fixed known answers: per scheme id, two valid items and two one-bit mutations.
 
-    The cache lives in ``$ZAPVERIFY_KAT_CACHE`` (default ``~/.cache/zapverify``); a
-    cache that cannot be written is not an error.
+    They are read from the package (``known_answers.json``, made once by
+    ``scripts/gen_known_answers`` and checked against the reference libraries by the
+    tests), so the start-up self-test signs nothing: pqcrypto's SLH-DSA signing holds the
+    GIL for up to a second per signature (docs/operations.md, start-up).  Raises
+    :class:`FileNotFoundError` if the package data is missing (a broken install).
     """
-    path = _cache_dir() / f"kat-{_versions()}.json"
-    try:
-        raw = json.loads(path.read_text())
-        out = {s: [_decode(x) for x in v] for s, v in raw.items()}
-        if set(out) == set(SCHEMES):
-            return out
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    out = {s: generate(s, 2, 2, seed=1) for s in SCHEMES}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({s: [_encode(x) for x in v] for s, v in out.items()}))
-        tmp.replace(path)
-    except OSError:
-        pass
-    return out
+    raw = json.loads(SHIPPED.read_text())
+    return {s: [decode(x) for x in raw[s]] for s in SCHEMES}

@@ -1,0 +1,94 @@
+"""scripts/gpu_model: the SASS classes, the occupancy and issue arithmetic, and the host
+build's operation counts it predicts from (the nvcc / cuobjdump half runs in the script)."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.engine.kernels import hostbuild, registry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load():
+    loader = importlib.machinery.SourceFileLoader("gpu_model", str(ROOT / "scripts" / "gpu_model"))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[loader.name] = mod  # dataclasses look their module up there
+    loader.exec_module(mod)
+    return mod
+
+
+gm = _load()
+
+SASS = """
+        Function : zv_probe
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   IMAD.WIDE.U32 R2, R4, R5, R2 ;
+        /*0020*/                   IMAD.X R3, R6, R7, R3 ;
+        /*0030*/              @!P0 IADD3 R8, P1, R8, R9, RZ ;
+        /*0040*/                   LOP3.LUT R8, R8, 0xff, RZ, 0xc0, !PT ;
+        /*0050*/                   BRA 0x50 ;
+        /*0060*/                   NOP;
+"""
+
+
+def test_sass_lines_are_classified_by_issue_pipe(tmp_path, monkeypatch):
+    monkeypatch.setattr(gm.subprocess, "run", lambda *a, **k: type("P", (), {"stdout": SASS})())
+    mix = gm.sass_mix(tmp_path / "x.cubin")
+    assert mix == {"zv_probe": {"imad_wide": 1, "imad": 1, "alu": 2, "mem": 1, "ctrl": 1, "other": 0}}
+
+
+def test_occupancy_follows_registers_and_shared_memory():
+    c = gm.Compiled(registers=168, smem=0)
+    assert gm.resident_warps(c, 128) == 12  # 168 regs -> 5376 per warp; three 4-warp blocks fit 64 K
+    assert gm.resident_warps(gm.Compiled(registers=172), 128) == 8  # one register more: two blocks
+    assert gm.resident_warps(gm.Compiled(registers=32, smem=100 * 1024), 128) == 8  # shared memory limits
+
+
+def test_issue_model_takes_the_busiest_pipe():
+    wi = {"imad_wide": 10.0, "imad": 0.0, "alu": 30.0, "mem": 0.0, "ctrl": 0.0, "other": 0.0}
+    assert gm.cycles(wi) == 60.0  # ALU: 2 cycles each
+    wi["imad_wide"] = 20.0
+    assert gm.cycles(wi) == 80.0  # IMAD.WIDE: 4 cycles each
+    # 132 SMs x 4 SMSPs x 1.98 GHz x 80% / cycles per item, at full occupancy
+    assert gm.rate(100.0, 12) == pytest.approx(132 * 4 * 1.98e9 * 0.8 / 100)
+    assert gm.rate(100.0, 6) == pytest.approx(gm.rate(100.0, 12) / 2)
+
+
+def test_probe_source_applies_each_primitive_once_and_twice():
+    src = gm.probe_source(["ZV_OP_FE25519_MUL"])
+    assert src.count("ed_fe_mul(&x, &x, &y);") == 3
+    assert "probe_ZV_OP_FE25519_MUL_1" in src and "probe_ZV_OP_FE25519_MUL_2" in src
+    assert set(gm.PROBES) == set(hostbuild.op_names())  # every counted primitive has a probe
+
+
+@pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
+def test_host_counts_split_per_thread_and_serial_work():
+    """Ed25519 over 200 valid items: ~1,600 products and ~1,270 squarings per verify, and
+    the block chunks' batched inversion counted apart, well under one inversion per item."""
+    batch = gm.sample_batch("ed25519", 200)
+    par, ser, valid = gm.verify_counts(registry.VERIFY_KERNELS["ed25519"], batch)
+    assert valid == len(batch)
+    assert 1400 < par["ZV_OP_FE25519_MUL"] < 1900 and 1100 < par["ZV_OP_FE25519_SQ"] < 1500
+    assert par["ZV_OP_SHA512_BLOCK"] >= 1
+    assert 0 < ser["ZV_OP_FE25519_SQ"] < 254 / 32  # one inversion per chunk, shared by its items
+    assert sum(ser.values()) < 0.01 * sum(par.values())
+
+
+def test_report_labels_every_rate_a_prediction():
+    row = {"scheme": "ed25519", "source": "ed25519.cu", "entry": "zv_verify_ed25519", "block": 128,
+           "registers": 168, "stack_bytes": 0, "spill_bytes": 0, "smem_bytes": 0, "nvcc_seconds": 1.0,
+           "warps_per_sm": 12, "static_sass": {}, "sample_items": 1, "sample_valid": 1, "ops_per_verify": {},
+           "serial_ops_per_verify": {}, "warp_instructions_per_item": {}, "thread_instructions_per_verify": 1,
+           "cycles_per_item_per_smsp": 1.0, "predicted_kernel_rate": 2e7, "predicted_leaves_rate": 1e8,
+           "predicted_device_rate": 1.6e7, "h2d_bytes_per_item": 150.0, "d2h_bytes_per_item": 33,
+           "predicted_pcie_rate": 3e8, "predicted_end_to_end": 1.4e7, "predicted_serial": 1.3e7, "target": 15e6}
+    text = gm.markdown([row], {}, "nvcc test")
+    assert "PREDICTION" in text and "(predicted)" in text
+    assert "Below the target of 15.0 M/s" in text and "kernel (20.0 M/s)" in text
