@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     cv.add_argument("out", type=Path, help="output folder (temporary or git-ignored: never commit external vectors)")
     cv.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the vector folder (default %(default)s)")
     cv.add_argument("--generated", type=int, default=0, metavar="N",
-                    help="also write N valid and N mutated items per scheme and N BLS aggregate signer sets, signed now")
+                    help="also write N valid and N mutated items per scheme, N BLS aggregate signer sets")
     cv.set_defaults(func=_convert_vectors)
 
     bk = sub.add_parser("build-kernels", help="compile the GPU kernels ahead of time with nvcc (fatbins)")
