@@ -3,7 +3,10 @@ loopback): compose's shape, nginx's rules, the images' hardening, and one set of
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -38,7 +41,10 @@ def test_compose_runs_two_replicas_behind_nginx_with_postgres():
     dev = gpu["deploy"]["resources"]["reservations"]["devices"][0]
     assert dev["driver"] == "nvidia" and dev["capabilities"] == ["gpu"]
     assert "verifier" in gpu["networks"]["default"]["aliases"] and READYZ in " ".join(gpu["healthcheck"]["test"])
-    assert "profiles" not in v and lb["depends_on"]["verifier-gpu"]["required"] is False
+    # nginx waits for the CPU replicas only (Compose v1 has no optional dependency); the GPU
+    # ones join the pool through nginx's re-resolving of "verifier"
+    assert "profiles" not in v and set(lb["depends_on"]) == {"verifier"}
+    assert re.search(r"^\s*server\s+verifier:8000\s.*\bresolve\b", NGINX, re.M)
 
 
 def test_nginx_balances_upgrades_websockets_and_retries_only_what_is_safe():
@@ -100,10 +106,79 @@ def test_images_run_unprivileged_with_a_readiness_healthcheck(name):
     assert "COPY --from=build" in final
 
 
-def test_cuda_image_has_cupy_and_the_headers_nvrtc_needs():
+def test_cuda_image_is_the_python_base_with_cupy_and_the_cuda_wheels():
+    """No nvidia/cuda base: CuPy, the CUDA runtime and NVRTC come as pip wheels on the CPU
+    image's Python base, so both images build from the same PYTHON_IMAGE argument."""
+    text = (ROOT / "Dockerfile.cuda").read_text()
+    base = re.findall(r"^ARG PYTHON_IMAGE=(\S+)", (ROOT / "Dockerfile").read_text(), re.M)
+    assert re.findall(r"^ARG PYTHON_IMAGE=(\S+)", text, re.M) == base
+    assert re.findall(r"^FROM\s+(\S+)", text, re.M) == ["${PYTHON_IMAGE}"] * 2
+    assert not [line for line in text.splitlines() if "nvidia/cuda" in line and not line.startswith("#")]
     first, final = stages(ROOT / "Dockerfile.cuda")
-    assert re.search(r"nvidia/cuda:13[\d.]*-runtime", (ROOT / "Dockerfile.cuda").read_text())
-    assert ".[postgres,cuda]" in first
-    pyproject = (ROOT / "pyproject.toml").read_text()
-    assert re.search(r'cuda = \["cupy-cuda13x', pyproject)
-    assert "cuda-cudart-dev-" in final and "CUDA_PATH=/usr/local/cuda" in final
+    assert ".[postgres,cuda]" in first and "${CUDA_WHEELS}" in first
+    wheels = re.search(r'^ARG CUDA_WHEELS="([^"]+)"', first, re.M).group(1)
+    assert re.fullmatch(r"cuda-toolkit\[[a-z,]+\]==13\.\*", wheels)
+    assert {"cudart", "nvrtc"} <= set(wheels.split("[")[1].split("]")[0].split(","))
+    assert re.search(r'cuda = \["cupy-cuda13x', (ROOT / "pyproject.toml").read_text())
+    assert "CUPY_CACHE_DIR=" in final and "nvrtc.getVersion()" in final
+
+
+OVERRIDE = ROOT / "tests" / "containers" / "compose.standins.yaml"
+
+
+def service_ports(config: dict) -> dict[str, tuple]:
+    """Service -> (container ports it publishes, ports it exposes) of a compose config, read
+    alike from compose.yaml's short syntax and from `docker-compose config`'s long one."""
+    out = {}
+    for name, svc in config["services"].items():
+        published = sorted(str(p.get("target")) if isinstance(p, dict) else str(p).rsplit(":", 1)[-1]
+                           for p in svc.get("ports", []))
+        out[name] = (published, sorted(str(p) for p in svc.get("expose", [])))
+    return out
+
+
+def test_standins_override_keeps_the_services_and_ports_of_compose_yaml():
+    """scripts/container_test runs compose.yaml with this override: it may swap images and
+    build arguments only, for every service, so what it tests is the users' deployment."""
+    over = yaml.safe_load(OVERRIDE.read_text())
+    assert set(over["services"]) == set(COMPOSE["services"])
+    assert set(over) == {"services"}
+    for name, svc in over["services"].items():
+        assert set(svc) <= {"image", "build"}, (name, set(svc))
+        assert set(svc.get("build", {})) <= {"args"}, name
+    # the stand-ins serve on the ports the deployment uses: nginx runs deploy/nginx.conf
+    # (mounted by compose.yaml), PostgreSQL listens where the replicas' URL points
+    standins = ROOT / "tests" / "containers" / "standins"
+    db_port = re.search(r"@postgres:(\d+)/", COMPOSE["x-verifier"]["environment"]["ZAPVERIFY_DATABASE_URL"]).group(1)
+    assert re.findall(r"^EXPOSE\s+(\d+)", (standins / "postgres.Dockerfile").read_text(), re.M) == [db_port]
+    assert service_ports(COMPOSE)["nginx"][0] == [directive("listen")[0]]
+    # and compose itself, when installed, merges the two into the same services and ports
+    exe = shutil.which("docker-compose")
+    if exe:
+        def config(*files: Path) -> dict:
+            args = [a for f in files for a in ("-f", str(f))]
+            out = subprocess.run([exe, *args, "config"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                                 env={**os.environ, "ZAPVERIFY_HTTP_PORT": "8080"})
+            assert out.returncode == 0, out.stderr
+            return yaml.safe_load(out.stdout)
+
+        assert service_ports(config(ROOT / "compose.yaml", OVERRIDE)) == service_ports(config(ROOT / "compose.yaml"))
+
+
+def test_container_figures_in_the_readme_are_the_scripts():
+    """scripts/container_test writes bench/results/containers.md and the same tables into
+    the README's marked block (tests/containers/report.py); the rest of the README stays."""
+    from tests.containers.report import IMAGES, render, splice
+
+    measured = {f"size_{k}": "123456789" for k, _, _ in IMAGES} | {f"build_s_{k}": "7" for k, _, _ in IMAGES}
+    measured |= {"ready_s_cuda_nogpu": "9.4", "ready_s_stack": "51", "tests_s": "100", "script_s": "900",
+                 "docker": "20.10", "compose": "1.29.2"}
+    report = render(measured, {"restart_ready_s": 48.0})
+    assert "| `zapverify:cuda` | " in report and "| 123 MB | 7 s |" in report and "| 9.4 |" in report
+    readme = (ROOT / "README.md").read_text()
+    spliced = splice(readme, report)
+    assert "| 48.0 |" in spliced and spliced.count("<!-- containers.md: begin") == 1
+    head, tail = readme.split("<!-- containers.md: begin")[0], readme.split("<!-- containers.md: end -->")[1]
+    assert spliced.startswith(head) and spliced.endswith(tail)
+    with pytest.raises(ValueError):
+        splice("no markers", report)

@@ -87,6 +87,18 @@ ZV_HD void zv_keccak_f1600(zv_u64 a[25]) {
     }
 }
 
+/* The permutation as the sponge functions below call it.  Inlined by default: the hash
+ * kernels keep the state in registers.  A kernel that calls the sponge from many places
+ * per thread (ML-DSA: about thirty per parameter set) defines ZV_KECCAK_OUTLINE before its
+ * first include of this header, so that every site calls one out-of-line copy instead of
+ * inlining the unrolled 24 rounds again (which multiplies the code size and ptxas's time). */
+#if defined(ZV_KECCAK_OUTLINE) && ZV_DEVICE_BUILD
+#define ZV_KECCAK_PERMUTE_FN __host__ __device__ __noinline__
+#else
+#define ZV_KECCAK_PERMUTE_FN ZV_HD
+#endif
+ZV_KECCAK_PERMUTE_FN void zv_keccak_permute(zv_u64 a[25]) { zv_keccak_f1600(a); }
+
 ZV_HD void zv_keccak_init(zv_keccak_ctx *c, zv_u32 rate, zv_u8 ds) {
     for (int i = 0; i < 25; i++) c->a[i] = 0;
     c->rate = rate;
@@ -106,7 +118,7 @@ ZV_HD void zv_keccak_absorb(zv_keccak_ctx *c, const zv_u8 *in, zv_u64 n) {
             /* Whole blocks go in a lane at a time. */
             while (n >= c->rate) {
                 for (zv_u32 i = 0; i < c->rate / 8; i++) c->a[i] ^= zv_load_le64(in + 8 * i);
-                zv_keccak_f1600(c->a);
+                zv_keccak_permute(c->a);
                 in += c->rate;
                 n -= c->rate;
             }
@@ -115,7 +127,7 @@ ZV_HD void zv_keccak_absorb(zv_keccak_ctx *c, const zv_u8 *in, zv_u64 n) {
         zv_keccak_xor_byte(c, c->pos++, *in++);
         n--;
         if (c->pos == c->rate) {
-            zv_keccak_f1600(c->a);
+            zv_keccak_permute(c->a);
             c->pos = 0;
         }
     }
@@ -126,13 +138,13 @@ ZV_HD void zv_keccak_squeeze(zv_keccak_ctx *c, zv_u8 *out, zv_u64 n) {
     if (!c->squeezing) {
         zv_keccak_xor_byte(c, c->pos, c->ds);
         zv_keccak_xor_byte(c, c->rate - 1, 0x80);
-        zv_keccak_f1600(c->a);
+        zv_keccak_permute(c->a);
         c->pos = 0;
         c->squeezing = 1;
     }
     while (n) {
         if (c->pos == c->rate) {
-            zv_keccak_f1600(c->a);
+            zv_keccak_permute(c->a);
             c->pos = 0;
         }
         *out++ = (zv_u8)(c->a[c->pos >> 3] >> (8 * (c->pos & 7)));

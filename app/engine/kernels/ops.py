@@ -101,10 +101,10 @@ def put_batch(dev: Device, batch: Batch) -> DeviceBatch:
 
 # ------------------------------------------------------------------ device-buffer operations
 def verify(dev: Device, kernel: VerifyKernel, db: DeviceBatch) -> Any:
-    """Launch ``kernel`` (the kernel contract's zv_verify_<family> shape) on ``db``;
-    returns the device buffer of ``uint8[n]`` verdicts (1 valid, 0 invalid)."""
+    """Launch ``kernel`` (the kernel contract's zv_verify_<family> shape) on ``db`` with
+    ``kernel.lanes`` threads per item; returns the device buffer of ``uint8[n]`` verdicts (1 valid, 0 invalid)."""
     out = dev.alloc(db.n)
-    dev.launch(kernel.source, kernel.entry, db.n,
+    dev.launch(kernel.source, kernel.entry, db.n * kernel.lanes,
                (db.pks, np.uint32(db.pk_len), db.sigs, np.uint32(db.sig_len), db.msgs, db.offsets,
                 db.ctx, np.uint32(db.ctx_len), np.uint32(db.options), np.uint64(db.n), out),
                block=kernel.block)

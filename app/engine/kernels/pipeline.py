@@ -51,11 +51,12 @@ class Plan:
 
 def wave(dev: Any, kernel: VerifyKernel) -> int:
     """Items in one full wave of ``kernel`` on ``dev`` (from the compiled kernel's registers
-    and shared memory, and the device's multiprocessors)."""
+    and shared memory, and the device's multiprocessors; ``kernel.lanes`` threads per item)."""
     attrs = dev.attributes(kernel.source, kernel.entry)
     block = min(kernel.block, attrs.get("max_threads_per_block", kernel.block) or kernel.block)
-    return occupancy.wave_items(dev.multiprocessors, attrs.get("num_regs", 0), block,
-                                attrs.get("shared_size_bytes", 0))
+    threads = occupancy.wave_items(dev.multiprocessors, attrs.get("num_regs", 0), block,
+                                   attrs.get("shared_size_bytes", 0))
+    return max(1, threads // max(1, kernel.lanes))  # SLH-DSA: a block of `lanes` threads per item
 
 
 def plan(n: int, wave_items: int, *, waves: int = 2, chunk_items: int = 0, streams: int = STREAMS) -> Plan:

@@ -1,7 +1,11 @@
 """The nvcc check of docs/kernels.md: compile every kernel for sm_90 and read ptxas's
 resource report (registers, stack frame, spills) per entry point.
 
-Used by tests/test_kernels_nvcc.py, which writes ``bench/results/kernels_ptxas.txt``.
+Two depths, because ptxas is the slow half (minutes per ML-DSA or BLS module on two cores):
+:func:`compile_ptx` runs nvcc's front end to PTX for sm_90 — every source error, every
+device-only construct, every entry point's presence — and is what the test suite runs
+(tests/test_kernels_nvcc.py); :func:`compile_source` runs ptxas too and reads its report,
+which ``scripts/kernels_ptxas`` writes to ``bench/results/kernels_ptxas.txt``.
 """
 
 from __future__ import annotations
@@ -90,6 +94,32 @@ def compile_source(path: Path, timeout: float = 600, cubin: Path | None = None) 
     return CompileResult(path.name, proc.returncode == 0, seconds, parse(log), log)
 
 
+_PTX_ENTRY = re.compile(r"^\.visible \.entry (\w+)\(", re.M)
+
+
+def compile_ptx(path: Path, timeout: float = 900) -> CompileResult:
+    """Compile one .cu to PTX for :data:`ARCH` (nvcc's front end only, no ptxas); the
+    result's entries name every ``.entry`` of the PTX (no resource figures).  Never raises
+    for a compile error (``ok`` is False and ``log`` holds the compiler's output)."""
+    import time
+
+    exe = nvcc()
+    if exe is None:
+        return CompileResult(path.name, False, 0.0, log="nvcc not found")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.ptx"
+        cmd = [exe, "-std=c++17", f"-arch={ARCH}", "-ptx", f"-I{KERNEL_DIR}", f"-I{path.parent}", "-x", "cu",
+               "-o", str(out), str(path)]
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return CompileResult(path.name, False, timeout, log=f"nvcc -ptx timed out after {timeout} s")
+        seconds = time.perf_counter() - t0
+        entries = [EntryUsage(m) for m in _PTX_ENTRY.findall(out.read_text())] if proc.returncode == 0 else []
+    return CompileResult(path.name, proc.returncode == 0, seconds, entries, proc.stdout + proc.stderr)
+
+
 def version() -> str:
     exe = nvcc()
     if exe is None:
@@ -101,7 +131,7 @@ def version() -> str:
 def report(results: list[CompileResult], digest: str) -> str:
     """The text of bench/results/kernels_ptxas.txt."""
     lines = [f"# ptxas resource usage per kernel entry point ({ARCH})",
-             "# written by tests/test_kernels_nvcc.py; do not edit by hand",
+             "# written by scripts/kernels_ptxas; do not edit by hand",
              f"# {version()}",
              f"# flags: {' '.join(NVCC_FLAGS)}",
              f"# kernel sources sha256: {digest}",

@@ -37,11 +37,13 @@ class KernelSource:
 @dataclass(frozen=True)
 class VerifyKernel:
     """A verify entry point.  ``block`` is the GPU block size (threads); heavy curve code
-    runs best with fewer threads per block than the hash kernels."""
+    runs best with fewer threads per block than the hash kernels.  ``lanes`` is threads per
+    item: 1 for a thread per signature, ``block`` for a block per signature (SLH-DSA)."""
 
     source: KernelSource
     entry: str
     block: int = 128
+    lanes: int = 1
 
 
 def _family(name: str, block: int = 128) -> VerifyKernel:
@@ -52,6 +54,15 @@ def _family(name: str, block: int = 128) -> VerifyKernel:
 VERIFY_KERNELS: dict[str, VerifyKernel] = {
     "ed25519": _family("ed25519"),
     "secp256k1": _family("secp256k1"),
+    # One entry point per FIPS 204 parameter set (sizes and loop bounds are compile-time).
+    **{f"ml-dsa-{level}": VerifyKernel(KernelSource("ml_dsa"), f"zv_verify_ml_dsa_{level}")
+       for level in (44, 65, 87)},
+    # SLH-DSA: one entry per parameter set (slh_dsa.cu), one 32-thread block per signature.
+    **{f"slh-dsa-{h}-{lvl}": VerifyKernel(KernelSource("slh_dsa"), f"zv_verify_slh_dsa_{h}_{lvl}", 32, 32)
+       for h in ("sha2", "shake") for lvl in ("128s", "128f", "192s", "192f", "256s", "256f")},
+    # One thread per verify at 255 registers (bls12_381.cuh): 8 warps fill an SM, so blocks
+    # of 64 let 4 resident blocks share it and a batch's last wave is finer-grained.
+    "bls12-381": _family("bls12_381", block=64),
 }
 
 HASH = KernelSource("hash")

@@ -104,6 +104,13 @@ ZV_HD void zv_sha256_init(zv_sha256_ctx *c) {
     c->len = 0;
 }
 
+/* Midstate API: resume hashing from a chaining value h saved after `len` bytes, a whole
+ * number of blocks (FIPS 205 §11.2 reuses the state after the padded PK.seed block). */
+ZV_HD void zv_sha256_resume(zv_sha256_ctx *c, const zv_u32 h[8], zv_u64 len) {
+    for (int i = 0; i < 8; i++) c->h[i] = h[i];
+    c->len = len;
+}
+
 ZV_HD void zv_sha256_update(zv_sha256_ctx *c, const zv_u8 *in, zv_u64 n) {
     zv_u32 fill = (zv_u32)(c->len & 63);
     c->len += n;
@@ -172,6 +179,11 @@ ZV_HD void zv_sha512_block(zv_u64 h[8], const zv_u8 *p) {
 ZV_HD void zv_sha512_init(zv_sha512_ctx *c) {
     for (int i = 0; i < 8; i++) c->h[i] = ZV_SHA512_IV[i];
     c->len = 0;
+}
+
+ZV_HD void zv_sha512_resume(zv_sha512_ctx *c, const zv_u64 h[8], zv_u64 len) {
+    for (int i = 0; i < 8; i++) c->h[i] = h[i];
+    c->len = len;
 }
 
 ZV_HD void zv_sha512_update(zv_sha512_ctx *c, const zv_u8 *in, zv_u64 n) {

@@ -66,6 +66,15 @@ typedef signed long long zv_i64;
 #define ZV_UNROLL _Pragma("GCC unroll 128")
 #define ZV_NOINLINE static
 #endif
+/* ZV_NO_UNROLL before a loop keeps nvcc from unrolling it (which it does by default to a
+ * loop with a constant trip count).  For loops that walk per-thread arrays in local memory
+ * (ML-DSA's NTT layers) full unrolling buys no register-resident data, only code size and
+ * register pressure.  The host compiler is left to decide. */
+#if ZV_DEVICE_BUILD
+#define ZV_NO_UNROLL _Pragma("unroll 1")
+#else
+#define ZV_NO_UNROLL
+#endif
 /* Bounds checks (the analogue of libsecp256k1's VERIFY_CHECK).  Kernel headers state the
  * bounds of their limbs and intermediate values in comments and check them with
  * ZV_CHECK(cond).  In a host build with -DZV_VERIFY (hostbuild.py adds it when
@@ -107,6 +116,18 @@ static int zv_count_serial = 0;
 #endif
 
 #define ZV_BLOCK_FOR(i, n) for (zv_u64 i = ZV_BLOCK_TID; i < (zv_u64)(n); i += ZV_BLOCK_NTHREADS)
+
+/* One block per item (a block shares one job, e.g. one SLH-DSA signature): the block walks
+ * items blockIdx.x, + gridDim.x, ...; on the host the one "block" visits 0..n-1.  Block
+ * state lives in ZV_SHARED variables (below). */
+#if ZV_DEVICE_BUILD
+#define ZV_BLOCK_ID ((zv_u64)blockIdx.x)
+#define ZV_NBLOCKS ((zv_u64)gridDim.x)
+#else
+#define ZV_BLOCK_ID ((zv_u64)0)
+#define ZV_NBLOCKS ((zv_u64)1)
+#endif
+#define ZV_FOR_EACH_BLOCK(i, n) for (zv_u64 i = ZV_BLOCK_ID; i < (zv_u64)(n); i += ZV_NBLOCKS)
 
 /* Memory spaces.
  *   ZV_CONSTANT  constant memory: for values every lane of a warp reads at the same index
