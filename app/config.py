@@ -41,6 +41,9 @@ class Settings(BaseSettings):
         "auto", description="force one backend for every scheme; auto picks per scheme")
     cpu_workers: int = Field(0, ge=0, description="CPU verify workers; 0 = every core")
     cpu_chunk: int = Field(256, ge=1, description="items per CPU work unit")
+    bls_batch: bool = Field(True, description=(
+        "verify BLS12-381 batches on the CPU by random linear combination (same verdicts, "
+        "faster from a few items up, bench/results/bls_batch.md); false: one CoreVerify per item"))
     crossover: dict[str, int] = Field(default_factory=dict, description=(
         "fixed smallest batch per scheme id that goes to the GPU, as JSON ({\"ed25519\": 512}); "
         "measured at start where absent"))
@@ -77,6 +80,11 @@ class Settings(BaseSettings):
     max_items: int = Field(65536, ge=1)
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_message_bytes: int = Field(1024 * 1024, ge=1)
+    bls_aggregate_max_keys: int = Field(2048, ge=1, description=(
+        "POST /v1/verify/bls-aggregate: most public keys in one item (an Ethereum committee has at most 2048)"))
+    bls_aggregate_max_pairings: int = Field(16384, ge=2, description=(
+        "POST /v1/verify/bls-aggregate: most work in one request, counted as the sum over items of "
+        "public keys + 1 (the pairings an aggregate item needs at most)"))
 
     # --- load shedding and slow clients (docs/operations.md, "Load shedding"); app/api/admission.py
     admission_max_items: int = Field(262144, ge=1, description=(

@@ -23,7 +23,7 @@ from app import __version__
 from app.api import metrics, security, workers
 from app.api.admission import Admission, AdmissionControl
 from app.api.deps import zap_limits
-from app.api.routes import dashboard, ops, receipts, stats, verify, ws, zap
+from app.api.routes import bls_aggregate, dashboard, ops, receipts, stats, verify, ws, zap
 from app.api.routes import metrics as metrics_routes
 from app.api.schemas import loc_to_field
 from app.api.service import error_response, is_zap, json_error_response, zap_error_of
@@ -42,6 +42,7 @@ log = logging.getLogger("zapverify")
 
 def engine_config(settings: Settings) -> EngineConfig:
     return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk,
+                        bls_batch=settings.bls_batch,
                         crossover=dict(settings.crossover), hybrid=settings.hybrid,
                         hybrid_min=settings.hybrid_min,
                         pool_bytes=settings.uma_pool_bytes, transport=settings.transport,
@@ -273,6 +274,6 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
                        allowed_origins=settings.allowed_origins)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts)
     app.add_middleware(metrics.HttpMetrics)  # outermost: counts the 413s of BodyLimit too
-    for module in (verify, zap, ws, receipts, ops, metrics_routes, stats, dashboard):
+    for module in (verify, bls_aggregate, zap, ws, receipts, ops, metrics_routes, stats, dashboard):
         app.include_router(module.router)
     return app

@@ -26,7 +26,7 @@ from app.errors import Overloaded
 __all__ = ["ADMITTED_PATHS", "Admission", "AdmissionControl", "Ticket", "ticket_of"]
 
 #: The routes whose requests are charged (POST): the verify work of the HTTP API.
-ADMITTED_PATHS = ("/v1/verify", "/v1/verify/zap")
+ADMITTED_PATHS = ("/v1/verify", "/v1/verify/zap", "/v1/verify/bls-aggregate")
 
 
 def ticket_of(scope: Scope) -> Ticket | None:

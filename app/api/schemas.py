@@ -111,7 +111,9 @@ def loc_to_field(loc: tuple) -> str:
     return out or "body"
 
 
-def _decode(text: str, encoding: str, field: str) -> bytes:
+def decode_text(text: str, encoding: str, field: str) -> bytes:
+    """``text`` in ``encoding`` (hex, optionally 0x-prefixed, or base64) as bytes; raises
+    :class:`RequestError` (422 ``BAD_ENCODING``) naming ``field``."""
     try:
         if encoding == "hex":
             return bytes.fromhex(text[2:] if text[:2] in ("0x", "0X") else text)
@@ -136,7 +138,7 @@ def to_items(req: VerifyRequest, *, max_items: int, max_message_bytes: int) -> l
             scheme = schemes.get(it.scheme)
         except UnknownScheme as exc:
             raise UnknownScheme(exc.message, field=f"{where}.scheme") from None
-        msg = _decode(it.message, req.encoding, f"{where}.message")
+        msg = decode_text(it.message, req.encoding, f"{where}.message")
         if len(msg) > max_message_bytes:
             raise LimitExceeded(f"message of {len(msg)} bytes, the limit is {max_message_bytes}",
                                 field=f"{where}.message")
@@ -144,11 +146,11 @@ def to_items(req: VerifyRequest, *, max_items: int, max_message_bytes: int) -> l
         if it.context is not None:
             if not scheme.has_context:
                 raise RequestError(f"{scheme.id} takes no context", field=f"{where}.context")
-            ctx = _decode(it.context, req.encoding, f"{where}.context")
-        sig = _decode(it.signature, req.encoding, f"{where}.signature")
+            ctx = decode_text(it.context, req.encoding, f"{where}.context")
+        sig = decode_text(it.signature, req.encoding, f"{where}.signature")
         if scheme.family == "secp256k1":
             sig = compact_signature(sig, req.signature_format)
-        out.append(Item(scheme.id, _decode(it.public_key, req.encoding, f"{where}.public_key"), msg, sig,
+        out.append(Item(scheme.id, decode_text(it.public_key, req.encoding, f"{where}.public_key"), msg, sig,
                         ctx, req.prehashed and scheme.family == "secp256k1",
                         req.allow_high_s and scheme.family == "secp256k1"))
     return out

@@ -13,10 +13,11 @@ import numpy as np
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from app.api.bls_aggregate import BlsAggregateRequest, to_aggregate_items
 from app.api.deps import media_type
 from app.api.schemas import VerifyRequest, VerifyResponse, to_items
 from app.config import Settings
-from app.engine.pipeline import verify_and_record
+from app.engine.pipeline import Recorded, verify_and_record
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
 from app.errors import ZapVerifyError
@@ -99,6 +100,20 @@ async def verify_json(engine: Engine, store: ReceiptStore | None, settings: Sett
         ticket.add(items=len(req.items))
     items = to_items(req, max_items=settings.max_items, max_message_bytes=settings.max_message_bytes)
     rec = await run_in_threadpool(verify_and_record, engine, store, items, source=source, started=started)
+    return _answer(rec, started)
+
+
+async def verify_bls_aggregate(engine: Engine, store: ReceiptStore | None, settings: Settings,
+                               req: BlsAggregateRequest, *, source: str, started: float) -> VerifyResponse:
+    """:func:`verify_json` for a BLS aggregate request (docs/bls-aggregate.md); errors alike,
+    the limits those of :func:`app.api.bls_aggregate.to_aggregate_items`."""
+    engine.require_ready()
+    items = to_aggregate_items(req, settings)
+    rec = await run_in_threadpool(verify_and_record, engine, store, items, source=source, started=started)
+    return _answer(rec, started)
+
+
+def _answer(rec: Recorded, started: float) -> VerifyResponse:
     n = int(rec.verdicts.shape[0])
     return VerifyResponse(
         batch_id=rec.batch_id, count=n, valid=rec.valid, invalid=n - rec.valid, verdicts=rec.verdicts.tolist(),

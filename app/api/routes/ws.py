@@ -1,9 +1,10 @@
 """WebSocket /v1/ws/verify: pipelined verify requests on one connection.
 
 A binary message is one ZAP request frame and gets a ZAP frame back (response or error)
-carrying the frame's ``request_id``.  A text message is the JSON of ``POST /v1/verify``
-plus a ``request_id`` (integer or string), and gets the JSON answer of that route plus the
-same ``request_id``, or ``{"request_id": ..., "error": {code, message, field}}``.
+carrying the frame's ``request_id``.  A text message is the JSON of ``POST /v1/verify`` —
+or of ``POST /v1/verify/bls-aggregate``, recognised by items that carry a ``mode`` — plus a
+``request_id`` (integer or string), and gets the JSON answer of that route plus the same
+``request_id``, or ``{"request_id": ..., "error": {code, message, field}}``.
 
 Requests are verified concurrently and replies go out as each finishes, so they may come
 back in another order than sent: match them by ``request_id``.  At most
@@ -33,10 +34,11 @@ import numpy as np
 from fastapi import APIRouter, WebSocket
 from pydantic import Field, ValidationError
 
+from app.api.bls_aggregate import BlsAggregateRequest
 from app.api.deps import zap_limits
 from app.api.landing import landing
 from app.api.schemas import VerifyRequest, loc_to_field
-from app.api.service import verify_frame, verify_json
+from app.api.service import verify_bls_aggregate, verify_frame, verify_json
 from app.errors import BadSize, RequestError, ZapVerifyError
 from app.wire import zap
 
@@ -51,6 +53,19 @@ class WsVerifyRequest(VerifyRequest):
 
     request_id: Annotated[int, Field(ge=0)] | Annotated[str, Field(max_length=128)] = Field(
         description="echoed in the reply; an integer ≥ 0 or a string of at most 128 characters")
+
+
+class WsBlsAggregateRequest(BlsAggregateRequest):
+    """A text message: the body of ``POST /v1/verify/bls-aggregate`` with its ``request_id``."""
+
+    request_id: Annotated[int, Field(ge=0)] | Annotated[str, Field(max_length=128)] = Field(
+        description="echoed in the reply; an integer ≥ 0 or a string of at most 128 characters")
+
+
+def _is_aggregate(data: object) -> bool:
+    """A JSON request whose items carry a ``mode`` is a BLS aggregate request."""
+    items = data.get("items") if isinstance(data, dict) else None
+    return isinstance(items, list) and any(isinstance(it, dict) and "mode" in it for it in items)
 
 
 @dataclass
@@ -180,14 +195,19 @@ class Connection:
             except ValueError:
                 raise RequestError("text message is not JSON", field="body", code="BAD_JSON") from None
             request_id = _json_request_id(data)
+            aggregate = _is_aggregate(data)
             try:
-                req = WsVerifyRequest.model_validate(data)
+                req = (WsBlsAggregateRequest if aggregate else WsVerifyRequest).model_validate(data)
             except ValidationError as exc:
                 first = exc.errors()[0]
                 raise RequestError(str(first.get("msg")), field=loc_to_field(tuple(first.get("loc", ())))) from None
             with self.admission.admit(nbytes=len(text)) as ticket:
-                response = await verify_json(self.engine, self.store, self.settings, req, source="ws", started=t0,
-                                             ticket=ticket)
+                if isinstance(req, WsBlsAggregateRequest):
+                    response = await verify_bls_aggregate(self.engine, self.store, self.settings, req, source="ws",
+                                                          started=t0)
+                else:
+                    response = await verify_json(self.engine, self.store, self.settings, req, source="ws",
+                                                 started=t0, ticket=ticket)
             body = response.model_dump()
             return json.dumps({"request_id": req.request_id, **body})
         except ZapVerifyError as exc:

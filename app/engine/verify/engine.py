@@ -35,7 +35,15 @@ from typing import Literal, TypeGuard, cast
 
 import numpy as np
 
-from app.engine.backends.base import Backend, CommitsOnDevice, CommittingBackend, Device, HashesLeaves, WarmsUp
+from app.engine.backends.base import (
+    Backend,
+    CommitsOnDevice,
+    CommittingBackend,
+    Device,
+    HashesLeaves,
+    VerifiesAggregates,
+    WarmsUp,
+)
 from app.engine.backends.cpu import CpuBackend
 from app.engine.commit import merkle
 from app.engine.host.pick import Pick
@@ -43,7 +51,7 @@ from app.engine.host.pick import pick as pick_transport
 from app.engine.host.probe import HostProbe, probe_host
 from app.engine.memory.pool import UmaPool
 from app.engine.verify import calibrate, faults, kat, selftest
-from app.engine.verify.batch import Batch, Item
+from app.engine.verify.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
 from app.engine.verify.grouping import batch_of, group_items
 from app.engine.verify.schemes import SCHEMES, Scheme
 from app.errors import BackendUnavailable, EmptyBatch, NotReady
@@ -59,6 +67,8 @@ class EngineConfig:
     cpu_workers: int = 0
     cpu_chunk: int = 256
     cpu_parallelism: Literal["auto", "thread", "process"] = "auto"
+    #: Verify BLS12-381 batches on the CPU by random linear combination (app/engine/verify/bls_batch.py).
+    bls_batch: bool = True
     #: Fixed crossover batch size per scheme id (items), for every accelerated backend.
     crossover: dict[str, int] = field(default_factory=dict)
     #: Measure crossovers and rates at start: None = for backends that ask (``calibrate_at_start``).
@@ -165,7 +175,8 @@ class Engine:
 
         self.config = config or EngineConfig()
         self.cpu = next((b for b in backends if b.name == "cpu"), None) or CpuBackend(
-            self.config.cpu_workers, self.config.cpu_chunk, self.config.cpu_parallelism)
+            self.config.cpu_workers, self.config.cpu_chunk, self.config.cpu_parallelism,
+            bls_batch=self.config.bls_batch)
         self.backends: list[Backend] = [b for b in backends if b.name != "cpu"] + [self.cpu]
         self._started = False
         if self.config.faults:
@@ -483,6 +494,33 @@ class Engine:
         if root is None:
             root = merkle.root(leaves)
         return ItemsResult(verdicts, leaves, root, t_verify, time.perf_counter() - t0, backends=backends)
+
+    def verify_aggregate(self, items: Sequence[AggregateItem]) -> ItemsResult:
+        """Verify BLS aggregate items (FastAggregateVerify / AggregateVerify) on the CPU.
+
+        Verdicts and aggregate leaves (docs/bls-aggregate.md) in input order, the root over
+        them; counted per mode on the dashboard and in metrics under
+        :data:`app.engine.verify.batch.AGGREGATE_LABELS`.  Raises :class:`EmptyBatch` for no
+        items, :class:`BackendUnavailable` when the CPU backend given cannot verify them.
+        """
+        if not items:
+            raise EmptyBatch("a request needs at least one item", field="items")
+        t0 = time.perf_counter()
+        if not isinstance(self.cpu, VerifiesAggregates):
+            raise BackendUnavailable(f"the {self.cpu.name} backend cannot verify BLS aggregate items")
+        verdicts, leaves = self.cpu.verify_aggregate(items)
+        t_verify = time.perf_counter() - t0
+        backends: dict[str, str] = {}
+        for mode, label in AGGREGATE_LABELS.items():
+            idx = [i for i, it in enumerate(items) if it.mode == mode]
+            if idx:
+                # Verify time is shared out by item count: the items ran interleaved.
+                self.stats.record(label, self.cpu.name, len(idx), int(np.count_nonzero(verdicts[idx])),
+                                  t_verify * len(idx) / len(items))
+                backends[label] = self.cpu.name
+        t1 = time.perf_counter()
+        root = merkle.root(leaves)
+        return ItemsResult(verdicts, leaves, root, t_verify, time.perf_counter() - t1, backends=backends)
 
     def degraded(self) -> dict[str, dict[str, str]]:
         """Schemes an accelerated backend should serve but the CPU serves instead, because
