@@ -33,8 +33,11 @@ def _serve(args: argparse.Namespace) -> int:
         workers.clear(os.environ["PROMETHEUS_MULTIPROC_DIR"])
     print(f"zapverify: dashboard at http://{args.host}:{args.port}/  (API docs at /docs)", flush=True)
     # A WebSocket message is a whole ZAP frame or JSON request: let it be as large as those limits.
+    # On SIGTERM, requests in flight get shutdown_timeout_seconds, then their connections are cut
+    # (a stalled upload must not hold the process; docs/operations.md, "Load shedding").
     uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
-                log_level=args.log_level, ws_max_size=max(settings.zap_max_frame_bytes, settings.max_body_bytes))
+                log_level=args.log_level, ws_max_size=max(settings.zap_max_frame_bytes, settings.max_body_bytes),
+                timeout_graceful_shutdown=settings.shutdown_timeout_seconds)
     return 0
 
 
@@ -48,7 +51,11 @@ def _engine(backend: str):
 
 
 def _check_vectors(args: argparse.Namespace) -> int:
-    from app.vectors import read_jsonl
+    from collections.abc import Sequence
+
+    from app.engine.verify.batch import AGGREGATE_LABELS
+    from app.engine.verify.kat import KnownAnswer
+    from app.vectors import AggregateAnswer, read_jsonl
 
     records = [ka for path in args.files for ka in read_jsonl(path)]
     if not records:
@@ -57,23 +64,36 @@ def _check_vectors(args: argparse.Namespace) -> int:
     engine = _engine(args.backend)
     try:
         tally: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-        disagreements = []
-        for lo in range(0, len(records), args.chunk):
-            part = records[lo:lo + args.chunk]
-            result = engine.verify_items([ka.item for ka in part])
-            for ka, got in zip(part, result.verdicts.tolist()):
-                row = tally[(ka.item.scheme, ka.source)]
+        disagreements: list[tuple[KnownAnswer | AggregateAnswer, bool]] = []
+
+        def name(ka: KnownAnswer | AggregateAnswer) -> str:
+            if isinstance(ka, AggregateAnswer):
+                return AGGREGATE_LABELS.get(ka.item.mode, ka.item.mode)
+            return ka.item.scheme
+
+        def count(part: Sequence[KnownAnswer | AggregateAnswer], verdicts: list[bool]) -> None:
+            for ka, got in zip(part, verdicts):
+                row = tally[(name(ka), ka.source)]
                 if got == ka.expected:
                     row[0] += 1
                 else:
                     row[1] += 1
                     disagreements.append((ka, got))
+
+        plain = [ka for ka in records if isinstance(ka, KnownAnswer)]
+        aggregate = [ka for ka in records if isinstance(ka, AggregateAnswer)]
+        for lo in range(0, len(plain), args.chunk):
+            part = plain[lo:lo + args.chunk]
+            count(part, engine.verify_items([ka.item for ka in part]).verdicts.tolist())
+        for lo in range(0, len(aggregate), args.chunk):
+            agg_part = aggregate[lo:lo + args.chunk]
+            count(agg_part, engine.verify_aggregate([ka.item for ka in agg_part]).verdicts.tolist())
         width = max(len(f"{s}  {src}") for s, src in tally)
         print(f"{'scheme  source':<{width}}  {'agree':>7}  {'disagree':>8}")
         for (scheme, source), (ok, bad) in sorted(tally.items()):
             print(f"{scheme + '  ' + source:<{width}}  {ok:>7}  {bad:>8}")
         for ka, got in disagreements[:50]:
-            print(f"DISAGREE {ka.item.scheme} {ka.source} id={ka.id}: expected {ka.expected}, got {got}")
+            print(f"DISAGREE {name(ka)} {ka.source} id={ka.id}: expected {ka.expected}, got {got}")
         total_bad = len(disagreements)
         print(f"backend={args.backend} vectors={len(records)} agree={len(records) - total_bad} disagree={total_bad}")
         return 1 if total_bad else 0
@@ -83,7 +103,9 @@ def _check_vectors(args: argparse.Namespace) -> int:
 
 def _convert_vectors(args: argparse.Namespace) -> int:
     """Convert the external vectors (and optionally freshly signed ones) to JSONL files."""
-    from app.vectors import convert_all, generated, write_jsonl
+    import itertools
+
+    from app.vectors import convert_all, generated, generated_aggregate, write_jsonl
 
     if not args.root.is_dir():
         print(f"zapverify: no vector folder at {args.root} (see --root)", file=sys.stderr)
@@ -92,7 +114,8 @@ def _convert_vectors(args: argparse.Namespace) -> int:
     n = write_jsonl(args.out / "external.jsonl", convert_all(args.root))
     print(f"{n} external vectors -> {args.out / 'external.jsonl'}")
     if args.generated:
-        m = write_jsonl(args.out / "generated.jsonl", generated(args.generated, args.generated))
+        m = write_jsonl(args.out / "generated.jsonl", itertools.chain(generated(args.generated, args.generated),
+                                                                       generated_aggregate(args.generated)))
         print(f"{m} generated vectors -> {args.out / 'generated.jsonl'}")
     return 0
 
@@ -218,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     cv.add_argument("out", type=Path, help="output folder (temporary or git-ignored: never commit external vectors)")
     cv.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the vector folder (default %(default)s)")
     cv.add_argument("--generated", type=int, default=0, metavar="N",
-                    help="also write N valid and N mutated items per scheme, signed now")
+                    help="also write N valid and N mutated items per scheme, N BLS aggregate signer sets")
     cv.set_defaults(func=_convert_vectors)
 
     bk = sub.add_parser("build-kernels", help="compile the GPU kernels ahead of time with nvcc (fatbins)")

@@ -41,11 +41,17 @@ class Settings(BaseSettings):
         "auto", description="force one backend for every scheme; auto picks per scheme")
     cpu_workers: int = Field(0, ge=0, description="CPU verify workers; 0 = every core")
     cpu_chunk: int = Field(0, ge=0, description="items per CPU work unit; 0 = sized per scheme from the measured cost")
+    bls_batch: bool = Field(True, description=(
+        "verify BLS12-381 batches on the CPU by random linear combination (same verdicts, "
+        "faster from a few items up, bench/results/bls_batch.md); false: one CoreVerify per item"))
     crossover: dict[str, int] = Field(default_factory=dict, description=(
         "fixed smallest batch per scheme id that goes to the GPU, as JSON ({\"ed25519\": 512}); "
         "measured at start where absent"))
     hybrid: bool = Field(False, description="split large batches between the GPU and the CPU by their rates")
     hybrid_min: int = Field(4096, ge=2, description="smallest batch that hybrid mode splits")
+    faults: dict[str, Literal["selftest", "raise", "garbage"]] = Field(default_factory=dict, description=(
+        "fault injection for tests and drills, as JSON {\"<backend>:<scheme>\": \"selftest\"|\"raise\"|"
+        "\"garbage\"} (app/engine/verify/faults.py); empty in production"))
     cuda_device: int = Field(0, ge=0, description="the GPU ordinal the CUDA backend uses")
     cuda_transfer: Literal["auto", "zero-copy", "copy"] = Field(
         "copy", description=("how kernels read batch columns: copy (one transfer per batch into device "
@@ -74,6 +80,29 @@ class Settings(BaseSettings):
     max_items: int = Field(65536, ge=1)
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_message_bytes: int = Field(1024 * 1024, ge=1)
+    bls_aggregate_max_keys: int = Field(2048, ge=1, description=(
+        "POST /v1/verify/bls-aggregate: most public keys in one item (an Ethereum committee has at most 2048)"))
+    bls_aggregate_max_pairings: int = Field(16384, ge=2, description=(
+        "POST /v1/verify/bls-aggregate: most work in one request, counted as the sum over items of "
+        "public keys + 1 (the pairings an aggregate item needs at most)"))
+
+    # --- load shedding and slow clients (docs/operations.md, "Load shedding"); app/api/admission.py
+    admission_max_items: int = Field(262144, ge=1, description=(
+        "items in flight per process (verify requests between admission and answer) beyond which a new "
+        "request is answered 503 OVERLOADED with Retry-After; one request alone is always admitted"))
+    admission_max_bytes: int = Field(256 * 1024 * 1024, ge=1024, description=(
+        "request body bytes in flight per process beyond which a new request is refused the same way, "
+        "before its body is read"))
+    admission_retry_after_seconds: float = Field(1.0, gt=0, description="the Retry-After of an OVERLOADED answer")
+    body_read_timeout_seconds: float = Field(30.0, gt=0, description=(
+        "a request body that sends no byte for this long is cut with 408 BODY_TIMEOUT"))
+    body_min_bytes_per_second: float = Field(65536.0, ge=0, description=(
+        "after the first body_read_timeout_seconds a body must average at least this rate; 0 = no minimum"))
+    zap_reserve_step_bytes: int = Field(1024 * 1024, ge=4096, description=(
+        "pool memory a ZAP body over HTTP gets before its bytes arrive; it grows (doubling) as they do"))
+    shutdown_timeout_seconds: int = Field(10, ge=0, description=(
+        "on SIGTERM, how long requests in flight may finish before their connections are cut "
+        "(uvicorn's timeout_graceful_shutdown)"))
 
     # --- ZAP frames (docs/wire-format.md) and the WebSocket stream
     zap_max_frame_bytes: int = Field(256 * 1024 * 1024, ge=64,

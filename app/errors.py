@@ -19,6 +19,9 @@ class ZapVerifyError(Exception):
     code: str = "INTERNAL"
     status: int = 500
     wire_code: int = 0x01FF
+    #: seconds a client should wait before trying again (the HTTP ``Retry-After`` header);
+    #: None where retrying the same request cannot help
+    retry_after: float | None = None
 
     def __init__(self, message: str, *, field: str | None = None, code: str | None = None):
         super().__init__(message)
@@ -77,6 +80,7 @@ class NotReady(ZapVerifyError):
     code = "NOT_READY"
     status = 503
     wire_code = 0x0100
+    retry_after = 1.0
 
 
 class Unauthorized(ZapVerifyError):
@@ -103,6 +107,28 @@ class RateLimited(ZapVerifyError):
     wire_code = 0x0022
 
     def __init__(self, message: str, *, retry_after: float, field: str | None = None):
+        super().__init__(message, field=field)
+        self.retry_after = retry_after
+
+
+class BodyTimeout(RequestError):
+    """The request body stalled: no bytes for ``body_read_timeout_seconds``, or arriving slower
+    than ``body_min_bytes_per_second`` (docs/operations.md, "Load shedding")."""
+
+    code = "BODY_TIMEOUT"
+    status = 408
+    wire_code = 0x0023
+
+
+class Overloaded(ZapVerifyError):
+    """Admission control: the items or bytes in flight in this process are at their bound, so
+    the request is refused before its body is read; retry after ``retry_after`` seconds."""
+
+    code = "OVERLOADED"
+    status = 503
+    wire_code = 0x0105
+
+    def __init__(self, message: str, *, retry_after: float = 1.0, field: str | None = None):
         super().__init__(message, field=field)
         self.retry_after = retry_after
 
@@ -165,6 +191,7 @@ class PoolExhausted(ZapVerifyError):
     code = "POOL_EXHAUSTED"
     status = 503
     wire_code = 0x0103
+    retry_after = 1.0
 
 
 class BufferTooLarge(LimitExceeded):

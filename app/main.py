@@ -21,11 +21,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
 from app.api import metrics, security, workers
+from app.api.admission import Admission, AdmissionControl
 from app.api.deps import zap_limits
-from app.api.routes import dashboard, ops, receipts, stats, verify, ws, zap
+from app.api.routes import bls_aggregate, dashboard, ops, receipts, stats, verify, ws, zap
 from app.api.routes import metrics as metrics_routes
 from app.api.schemas import loc_to_field
-from app.api.service import is_zap, zap_error_response
+from app.api.service import error_response, is_zap, json_error_response, zap_error_of
+from app.api.slowbody import BodyDeadline
 from app.config import Settings, get_settings
 from app.engine.backends.factory import accelerated_backends
 from app.engine.ingest import Ingest, IngestConfig
@@ -40,14 +42,15 @@ log = logging.getLogger("zapverify")
 
 def engine_config(settings: Settings) -> EngineConfig:
     return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk,
+                        bls_batch=settings.bls_batch,
                         crossover=dict(settings.crossover), hybrid=settings.hybrid,
                         hybrid_min=settings.hybrid_min,
                         pool_bytes=settings.uma_pool_bytes, transport=settings.transport,
                         pool_source=settings.pool_source, pool_wait_seconds=settings.pool_wait_seconds,
-                        pool_debug=settings.pool_debug)
+                        pool_debug=settings.pool_debug, faults=dict(settings.faults))
 
 
-def ingest_config(settings: Settings, *, reuse_port: bool = False) -> IngestConfig:
+def ingest_config(settings: Settings, *, reuse_port: bool = False, admission: Admission | None = None) -> IngestConfig:
     """The ingest listeners of ``settings`` (a port of 0 leaves its transport off).
 
     ``reuse_port``: several worker processes bind the same ports (``SO_REUSEPORT``)."""
@@ -63,7 +66,7 @@ def ingest_config(settings: Settings, *, reuse_port: bool = False) -> IngestConf
                         quic_key=str(settings.ingest_quic_key) if settings.ingest_quic_key else None,
                         shutdown_seconds=settings.ingest_shutdown_seconds,
                         pool_wait_seconds=settings.pool_wait_seconds, limits=zap_limits(settings),
-                        reuse_port=reuse_port)
+                        reuse_port=reuse_port, admission=admission)
 
 
 def build_engine(settings: Settings) -> Engine:
@@ -127,9 +130,7 @@ class BodyLimit:
 
     @staticmethod
     def _refuse(exc: LimitExceeded, zap_body: bool):
-        if zap_body:
-            return zap_error_response(exc)
-        return _error(413, exc.code, exc.message, exc.field)
+        return error_response(exc, zap_body=zap_body)
 
 
 async def open_store_waiting(settings: Settings) -> ReceiptStore:
@@ -206,7 +207,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             # answered NOT_READY.  Its frame outcomes feed the dashboard and /metrics through the
             # engine's stats.  Stopped first on the way out (the stack unwinds last in, first out),
             # so every frame taken in is answered, with its receipt, before the store closes.
-            ingest = Ingest(eng, ingest_config(settings, reuse_port=app.state.workers is not None), store=store,
+            ingest = Ingest(eng, ingest_config(settings, reuse_port=app.state.workers is not None,
+                                               admission=app.state.admission), store=store,
                             observer=eng.stats.record_frame)
             app.state.ingest = ingest
             ingest.start()
@@ -223,7 +225,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     @app.exception_handler(ZapVerifyError)
     async def _zap_error(request: Request, exc: ZapVerifyError) -> JSONResponse:
-        return _error(exc.status, exc.code, exc.message, exc.field)
+        return json_error_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException):
@@ -231,7 +233,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         # a chunked body) into a plain 400; answer the error that was really raised.
         cause = exc.__cause__
         if isinstance(cause, BaseExceptionGroup):  # the http middleware's task group wraps it
-            cause = next((e for e in cause.exceptions if isinstance(e, ZapVerifyError)), cause)
+            cause = zap_error_of(cause) or cause
         if isinstance(cause, ZapVerifyError):
             return await _zap_error(request, cause)
         if exc.status_code < 400:
@@ -258,7 +260,12 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         response.headers["X-Zapverify-Instance"] = settings.instance
         return response
 
+    app.add_middleware(BodyDeadline, timeout=settings.body_read_timeout_seconds,
+                       min_rate=settings.body_min_bytes_per_second)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
+    app.state.admission = Admission(settings.admission_max_items, settings.admission_max_bytes,
+                                    settings.admission_retry_after_seconds)
+    app.add_middleware(AdmissionControl, admission=app.state.admission)  # after the key check, before the body
     keys = security.load_keys(settings)
     security.warn_if_open(settings, keys)
     app.add_middleware(security.AccessControl, keys=security.KeyRing(keys) if keys else None,
@@ -267,6 +274,6 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
                        allowed_origins=settings.allowed_origins)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts)
     app.add_middleware(metrics.HttpMetrics)  # outermost: counts the 413s of BodyLimit too
-    for module in (verify, zap, ws, receipts, ops, metrics_routes, stats, dashboard):
+    for module in (verify, bls_aggregate, zap, ws, receipts, ops, metrics_routes, stats, dashboard):
         app.include_router(module.router)
     return app

@@ -7,6 +7,12 @@ JSONL format, one object per line::
      "signature_format": "raw"|"der"?, "expected": true, "source": "...", "id": "...",
      "rule": "..."?}
 
+A BLS aggregate record (docs/bls-aggregate.md) has ``mode`` instead of ``scheme``::
+
+    {"mode": "fast_aggregate", "public_keys": ["<hex>", ...], "message": "<hex>",
+     "signature": "<hex>", "expected": true, "source": "...", "id": "..."}
+    {"mode": "aggregate", "public_keys": [...], "messages": ["<hex>", ...], ...}
+
 ``expected`` is the verdict under zapverify's documented semantics (app/engine/verify/schemes.py).
 Where that differs from what the source file expects, ``rule`` names the rule; the rules are
 the constants ``RULE_*`` below, never lists of case ids.
@@ -21,9 +27,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from app.engine.verify.batch import Item
+from app.engine.verify.batch import AggregateItem, Item
 from app.engine.verify.kat import KnownAnswer
 from app.errors import BadVectorFile
 
@@ -54,12 +61,40 @@ def to_json(ka: KnownAnswer, signature_format: str = "raw", signature: bytes | N
     return out
 
 
-def from_json(d: dict) -> KnownAnswer:
-    """One JSONL record as a :class:`KnownAnswer` (DER signatures converted to compact).
+@dataclass(frozen=True)
+class AggregateAnswer:
+    """A BLS aggregate item with the verdict our semantics give it (see :class:`KnownAnswer`)."""
+
+    item: AggregateItem
+    expected: bool
+    id: str
+    source: str = "generated"
+    rule: str = ""
+
+
+def aggregate_record(item: AggregateItem, expected: bool, source: str, id_: str) -> dict:
+    """The JSONL record of an aggregate item."""
+    d: dict = {"mode": item.mode, "public_keys": [pk.hex() for pk in item.public_keys]}
+    if item.mode == "fast_aggregate":
+        d["message"] = item.messages[0].hex()
+    else:
+        d["messages"] = [m.hex() for m in item.messages]
+    d.update({"signature": item.signature.hex(), "expected": expected, "source": source, "id": id_})
+    return d
+
+
+def from_json(d: dict) -> KnownAnswer | AggregateAnswer:
+    """One JSONL record as a :class:`KnownAnswer` (DER signatures converted to compact), or
+    an :class:`AggregateAnswer` for a record with ``mode``.
 
     Raises ``KeyError``/``ValueError`` naming nothing more than Python does: vector files
     are trusted input of the test suite, not user requests.
     """
+    if "mode" in d:
+        msgs = [d["message"]] if d["mode"] == "fast_aggregate" else d["messages"]
+        aggregate = AggregateItem(d["mode"], tuple(bytes.fromhex(pk) for pk in d["public_keys"]),
+                                  tuple(bytes.fromhex(m) for m in msgs), bytes.fromhex(d["signature"]))
+        return AggregateAnswer(aggregate, bool(d["expected"]), str(d["id"]), d.get("source", ""), d.get("rule", ""))
     sig = bytes.fromhex(d["signature"])
     fmt = d.get("signature_format", "raw")
     if d["scheme"] == "secp256k1" and fmt != "raw":
@@ -72,7 +107,7 @@ def from_json(d: dict) -> KnownAnswer:
     return KnownAnswer(item, bool(d["expected"]), str(d["id"]), d.get("source", ""), d.get("rule", ""))
 
 
-def read_jsonl(path: str | Path) -> Iterator[KnownAnswer]:
+def read_jsonl(path: str | Path) -> Iterator[KnownAnswer | AggregateAnswer]:
     """The records of a JSONL vector file.  Raises :class:`app.errors.BadVectorFile` naming
     ``<path>:<line>`` for a file that cannot be opened or a line that is not a record."""
     try:
@@ -179,17 +214,26 @@ def _wycheproof(root: Path) -> Iterator[dict]:
                               str(t["tcId"]))
 
 
+def _h(s: str) -> bytes:
+    return bytes.fromhex(s[2:] if s.startswith("0x") else s)
+
+
 def _ethereum_bls(root: Path) -> Iterator[dict]:
-    folder = root / "ethereum-bls12-381-tests" / "bls_tests_json" / "verify"
-    for path in sorted(folder.glob("*.json")):
+    base = root / "ethereum-bls12-381-tests" / "bls_tests_json"
+    for path in sorted((base / "verify").glob("*.json")):
         d = json.loads(path.read_text())
         i = d["input"]
-
-        def h(s: str) -> bytes:
-            return bytes.fromhex(s[2:] if s.startswith("0x") else s)
-
-        yield _record("bls12-381", h(i["pubkey"]), h(i["message"]), h(i["signature"]), bool(d["output"]),
+        yield _record("bls12-381", _h(i["pubkey"]), _h(i["message"]), _h(i["signature"]), bool(d["output"]),
                       "ethereum-bls12-381-tests/verify", path.stem)
+    # fast_aggregate_verify / aggregate_verify (formats/*.md): read where present.
+    for mode, handler in (("fast_aggregate", "fast_aggregate_verify"), ("aggregate", "aggregate_verify")):
+        for path in sorted((base / handler).glob("*.json")):
+            d = json.loads(path.read_text())
+            i = d["input"]
+            msgs = [i["message"]] if mode == "fast_aggregate" else i["messages"]
+            item = AggregateItem(mode, tuple(_h(pk) for pk in i["pubkeys"]), tuple(_h(m) for m in msgs),
+                                 _h(i["signature"]))
+            yield aggregate_record(item, bool(d["output"]), f"ethereum-bls12-381-tests/{handler}", path.stem)
 
 
 def _acvp_slh_dsa(root: Path) -> Iterator[dict]:
@@ -230,3 +274,42 @@ def generated(valid: int, mutated: int, seed: int = 0, schemes: Iterable[str] | 
     for s in schemes or SCHEMES:
         for ka in generate(s, valid, mutated, seed=seed):
             yield to_json(ka)
+
+
+def generated_aggregate(count: int, seed: int = 0) -> Iterator[dict]:
+    """``count`` signer sets as aggregate records: for each, a valid FastAggregateVerify and
+    AggregateVerify item and one of each made invalid (wrong message, identity key added,
+    a key missing, infinity signature, a message short), signed now with arkworks."""
+    import random
+
+    import py_arkworks_bls12381 as ark
+
+    from app.engine.verify.reference import BLS_POP_DST
+
+    rng = random.Random(f"aggregate/{seed}")
+    r = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001  # group order (RFC 9380 §8.8.1)
+    identity, infinity = b"\xc0" + bytes(47), b"\xc0" + bytes(95)
+
+    def sign(sk, m: bytes):
+        return ark.G2Point.hash_to_curve(m, BLS_POP_DST) * sk
+
+    for k in range(count):
+        sks = [ark.Scalar.from_be_bytes(rng.randrange(1, r).to_bytes(32, "big")) for _ in range(rng.randrange(1, 6))]
+        pks = tuple(bytes((ark.G1Point() * sk).to_compressed_bytes()) for sk in sks)
+        msg = rng.randbytes(32)
+        msgs = tuple(rng.randbytes(32) for _ in sks)
+        fast_sig = bytes(sum((sign(sk, msg) for sk in sks[1:]), sign(sks[0], msg)).to_compressed_bytes())
+        agg_sig = bytes(sum((sign(sk, m) for sk, m in zip(sks[1:], msgs[1:])), sign(sks[0], msgs[0]))
+                        .to_compressed_bytes())
+        fast = AggregateItem("fast_aggregate", pks, (msg,), fast_sig)
+        agg = AggregateItem("aggregate", pks, msgs, agg_sig)
+        bad = [("fast_aggregate", "wrong-message", AggregateItem("fast_aggregate", pks, (msg + b"!",), fast_sig)),
+               ("fast_aggregate", "identity-key", AggregateItem("fast_aggregate", pks + (identity,), (msg,), fast_sig)),
+               ("fast_aggregate", "infinity-signature", AggregateItem("fast_aggregate", pks, (msg,), infinity)),
+               ("aggregate", "wrong-message", AggregateItem("aggregate", pks, msgs[:-1] + (b"!",), agg_sig)),
+               ("aggregate", "messages-short", AggregateItem("aggregate", pks, msgs[:-1], agg_sig)),
+               ("aggregate", "no-keys", AggregateItem("aggregate", (), (), agg_sig))]
+        yield aggregate_record(fast, True, "generated", f"fast_aggregate/gen/{seed}/{k}/valid")
+        yield aggregate_record(agg, True, "generated", f"aggregate/gen/{seed}/{k}/valid")
+        for mode, kind, item in bad:
+            yield aggregate_record(item, False, "generated", f"{mode}/gen/{seed}/{k}/{kind}")

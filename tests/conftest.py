@@ -4,6 +4,7 @@ and a live uvicorn server on loopback around the shared engine."""
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from pathlib import Path
 from typing import NoReturn
@@ -28,6 +29,16 @@ os.environ.setdefault("ZAPVERIFY_ALLOWED_HOSTS", '["*"]')
 #: A PostgreSQL server for the store tests (``scripts/pg_test_cluster start`` prints one).
 PG_URL = os.environ.get("ZAPVERIFY_TEST_POSTGRES_URL")
 
+
+
+# py_ecc (the BLS oracle of some test modules) raises the recursion limit to 100000 when it
+# is imported, at collection; past Python's own limit, the tests of deeply nested JSON
+# overflow the C stack (a crash) instead of raising RecursionError.  py_ecc works with it.
+_RECURSION_LIMIT = sys.getrecursionlimit()
+
+
+def pytest_collection_finish(session):
+    sys.setrecursionlimit(_RECURSION_LIMIT)
 
 
 def vectors_missing(what: str) -> NoReturn:

@@ -7,7 +7,7 @@ import pytest
 from app.cli import main
 from app.config import get_settings
 from app.engine.verify.schemes import SCHEMES
-from app.vectors import generated, write_jsonl
+from app.vectors import generated, generated_aggregate, write_jsonl
 from tests import fakehost as fh
 
 
@@ -29,6 +29,21 @@ def test_check_vectors_exits_1_on_a_disagreement(tmp_path, capsys):
     write_jsonl(path, recs)
     assert main(["check-vectors", str(path)]) == 1
     assert "DISAGREE ed25519" in capsys.readouterr().out
+
+
+def test_check_vectors_runs_aggregate_records_per_mode(tmp_path, capsys):
+    path = tmp_path / "aggregate.jsonl"
+    recs = list(generated_aggregate(2, seed=7))
+    assert len(recs) == 2 * 8 and sum(r["expected"] for r in recs) == 4
+    write_jsonl(path, recs + list(generated(1, 1, seed=2, schemes=["bls12-381"])))
+    assert main(["check-vectors", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "bls12-381-fast-aggregate  generated" in out and "bls12-381-aggregate  generated" in out
+    assert f"vectors={len(recs) + 2} agree={len(recs) + 2} disagree=0" in out
+    recs[1]["expected"] = False  # a valid AggregateVerify item said to be invalid
+    write_jsonl(path, recs)
+    assert main(["check-vectors", str(path)]) == 1
+    assert "DISAGREE bls12-381-aggregate generated id=aggregate/gen/7/0/valid" in capsys.readouterr().out
 
 
 def test_selftest_command(capsys):

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
-from app.engine.memory.heap import land
+from app.engine.memory.heap import HeapBuffer, land
+from app.engine.memory.pool import PoolBuffer
 from app.engine.verify.engine import Engine
 
 
@@ -31,3 +33,52 @@ async def landing(engine: Engine, nbytes: int) -> AsyncIterator[np.ndarray]:
         yield buf.array
     finally:
         buf.release()
+
+
+class GrowingLanding:
+    """Pool memory for a body of ``size`` bytes that grows as its bytes arrive.
+
+    A header alone must not reserve what its ``size`` declares (a 16-byte header could hold
+    256 MiB while its client trickles the rest): the first buffer is at most ``step`` bytes,
+    and each time the bytes received outgrow it, a buffer twice as large (at most ``size``)
+    replaces it, the bytes so far copied over.  What one connection holds is so at most
+    ``max(step, 2 × received)``; the copies add up to less than ``2 × size``.
+    """
+
+    def __init__(self, engine: Engine, size: int, step: int):
+        self.engine, self.size, self.step = engine, size, step
+        self._buf: PoolBuffer | HeapBuffer | None = None
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self._buf is None else self._buf.nbytes
+
+    async def room_for(self, nbytes: int, filled: int) -> np.ndarray | None:
+        """Make the buffer hold at least ``nbytes`` (≤ ``size``), its first ``filled`` bytes
+        kept; returns the new ``uint8`` array when the buffer was replaced, else None.
+        Raises what :func:`landing` does (:class:`app.errors.PoolExhausted`, ...)."""
+        if nbytes <= self.capacity:
+            return None
+        want = min(self.size, max(nbytes, self.step, 2 * self.capacity))
+        pool = getattr(self.engine, "pool", None)
+        new = land(None, want) if pool is None else await run_in_threadpool(land, pool, want)
+        array = new.array[:want]
+        if self._buf is not None:
+            array[:filled] = self._buf.array[:filled]
+        self._retire()
+        self._buf = new
+        return array
+
+    def _retire(self) -> None:
+        if self._buf is not None:
+            self._buf.release()
+            self._buf = None
+
+    def close(self) -> None:
+        self._retire()
+
+    async def __aenter__(self) -> GrowingLanding:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()

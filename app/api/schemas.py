@@ -53,7 +53,8 @@ class VerifyRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "encoding": "hex", "items": [_EXAMPLE_ITEM]}]})
 
-    items: list[VerifyItem]
+    # minItems in the schema only: an empty list stays the engine's EMPTY_BATCH (422, field items).
+    items: list[VerifyItem] = Field(json_schema_extra={"minItems": 1})
     encoding: Literal["hex", "base64"] = "hex"
     prehashed: StrictBool = Field(False, description="secp256k1: messages are 32-byte digests")
     allow_high_s: StrictBool = Field(False, description="secp256k1: accept s > n/2 (normalised first)")
@@ -93,10 +94,12 @@ class ErrorResponse(BaseModel):
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    408: {"model": ErrorResponse, "description": "BODY_TIMEOUT: the body stalled or came too slowly"},
     413: {"model": ErrorResponse, "description": "a limit (items, body or message bytes) was exceeded"},
     415: {"model": ErrorResponse, "description": "Content-Type is not application/json"},
     422: {"model": ErrorResponse, "description": "the request cannot be read; `field` names where"},
-    503: {"model": ErrorResponse, "description": "not ready, or the service failed"},
+    503: {"model": ErrorResponse, "description": "over the admission bound (OVERLOADED), not ready, or the "
+                                                 "service failed; Retry-After where a retry can help"},
 }
 
 
@@ -109,7 +112,9 @@ def loc_to_field(loc: tuple) -> str:
     return out or "body"
 
 
-def _decode(text: str, encoding: str, field: str) -> bytes:
+def decode_text(text: str, encoding: str, field: str) -> bytes:
+    """``text`` in ``encoding`` (hex, optionally 0x-prefixed, or base64) as bytes; raises
+    :class:`RequestError` (422 ``BAD_ENCODING``) naming ``field``."""
     try:
         if encoding == "hex":
             return bytes.fromhex(text[2:] if text[:2] in ("0x", "0X") else text)
@@ -134,7 +139,7 @@ def to_items(req: VerifyRequest, *, max_items: int, max_message_bytes: int) -> l
             scheme = schemes.get(it.scheme)
         except UnknownScheme as exc:
             raise UnknownScheme(exc.message, field=f"{where}.scheme") from None
-        msg = _decode(it.message, req.encoding, f"{where}.message")
+        msg = decode_text(it.message, req.encoding, f"{where}.message")
         if len(msg) > max_message_bytes:
             raise LimitExceeded(f"message of {len(msg)} bytes, the limit is {max_message_bytes}",
                                 field=f"{where}.message")
@@ -142,11 +147,11 @@ def to_items(req: VerifyRequest, *, max_items: int, max_message_bytes: int) -> l
         if it.context is not None:
             if not scheme.has_context:
                 raise RequestError(f"{scheme.id} takes no context", field=f"{where}.context")
-            ctx = _decode(it.context, req.encoding, f"{where}.context")
-        sig = _decode(it.signature, req.encoding, f"{where}.signature")
+            ctx = decode_text(it.context, req.encoding, f"{where}.context")
+        sig = decode_text(it.signature, req.encoding, f"{where}.signature")
         if scheme.family == "secp256k1":
             sig = compact_signature(sig, req.signature_format)
-        out.append(Item(scheme.id, _decode(it.public_key, req.encoding, f"{where}.public_key"), msg, sig,
+        out.append(Item(scheme.id, decode_text(it.public_key, req.encoding, f"{where}.public_key"), msg, sig,
                         ctx, req.prehashed and scheme.family == "secp256k1",
                         req.allow_high_s and scheme.family == "secp256k1"))
     return out
@@ -205,7 +210,7 @@ def _one_batch(req: VerifyRequest, max_message_bytes: int) -> Batch | None:
         if got is None or len(got[0]) > schemes.MAX_CONTEXT_BYTES:
             return None
         ctx = got[0]
-    pk_len = len(_decode(items[0].public_key, req.encoding, "items[0].public_key"))
+    pk_len = len(decode_text(items[0].public_key, req.encoding, "items[0].public_key"))
     if pk_len not in scheme.pk_lens:
         return None
     pks = _column([it.public_key for it in items], req.encoding, pk_len)

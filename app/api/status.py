@@ -18,6 +18,7 @@ from app.engine.verify.status import engine_status, host_status
 def status_body(state: State) -> dict[str, Any]:
     """Host (class and probe), transport pick, UMA pool use, backends and self-test per
     scheme, counters and throughput per scheme, limits, WebSocket and NIC ingest counters,
+    admission control (items and bytes in flight, refusals),
     from an app's ``state`` (its ``engine``, ``settings``, ``ws_stats`` and ``ingest``).
     ``pick`` and ``pool`` are null for an engine built without a pool."""
     engine: Engine = state.engine
@@ -42,4 +43,5 @@ def status_body(state: State) -> dict[str, Any]:
         "stats": engine.stats.snapshot(),
         "websocket": state.ws_stats.snapshot(),
         "ingest": ingest.status() if ingest is not None else {"enabled": False, "transports": {}},
+        "admission": state.admission.snapshot() if hasattr(state, "admission") else None,
     }

@@ -3,6 +3,8 @@
 :class:`Client` (blocking) and :class:`AsyncClient` (asyncio) speak three transports:
 
 - ``verify(items)``: JSON ``POST /v1/verify``, items of mixed schemes;
+- ``verify_bls_aggregate(items)``: JSON ``POST /v1/verify/bls-aggregate``, BLS12-381
+  FastAggregateVerify / AggregateVerify items (:class:`AggregateItem`, docs/bls-aggregate.md);
 - ``verify_batch(scheme, pks, msgs, sigs)``: one ZAP frame ``POST /v1/verify/zap``
   (docs/wire-format.md), one scheme, no text encoding on either side;
 - streaming over ``WebSocket /v1/ws/verify``: many ZAP (or JSON) requests in flight on one
@@ -31,6 +33,8 @@ verdict::
     leaf = leaf_hash(0x01, True, pk, msg, sig)          # must equal the proof's leaf_hash
     verify_inclusion(bytes.fromhex(p["merkle_root"]), leaf, p["index"], p["count"],
                      [bytes.fromhex(h) for h in p["audit_path"]])   # -> True
+
+An aggregate item's leaf is :func:`aggregate_leaf` (``item``, verdict), checked the same way.
 """
 
 from __future__ import annotations
@@ -48,13 +52,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from app.engine.commit.merkle import leaf_hash, verify_inclusion
-from app.engine.verify.batch import Item
+from app.engine.commit.merkle import aggregate_leaf_hash, leaf_hash, verify_inclusion
+from app.engine.verify.batch import AggregateItem, Item
 from app.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
 from app.wire import zap
 
-__all__ = ["AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream", "leaf_hash",
-           "verify_inclusion"]
+__all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream",
+           "aggregate_body", "aggregate_leaf", "aggregate_leaf_hash", "leaf_hash", "verify_inclusion"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 WS_PATH = "/v1/ws/verify"
@@ -195,6 +199,29 @@ def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | No
     return body
 
 
+def aggregate_leaf(item: AggregateItem, verdict: bool) -> bytes:
+    """The Merkle leaf of an aggregate item with ``verdict``, to compare with a proof's
+    ``leaf_hash`` and pass to :func:`verify_inclusion` (docs/bls-aggregate.md)."""
+    return item.leaf(verdict)
+
+
+def aggregate_body(items: Sequence[AggregateItem]) -> dict:
+    """The JSON body of ``POST /v1/verify/bls-aggregate`` for ``items`` (base64 fields)."""
+    def b64(b: bytes) -> str:
+        return base64.b64encode(b).decode()
+
+    rows = []
+    for it in items:
+        row: dict[str, Any] = {"mode": it.mode, "public_keys": [b64(pk) for pk in it.public_keys],
+                               "signature": b64(it.signature)}
+        if it.mode == "fast_aggregate":
+            row["message"] = b64(it.messages[0]) if it.messages else ""
+        else:
+            row["messages"] = [b64(m) for m in it.messages]
+        rows.append(row)
+    return {"encoding": "base64", "items": rows}
+
+
 def _remote_from_error_frame(frame: zap.ErrorFrame) -> RemoteError:
     cls = by_wire_code(frame.code)
     return RemoteError(frame.message, code=frame.name, status=cls.status if cls else 400, wire_code=frame.code)
@@ -303,6 +330,10 @@ class Client:
         """Verify items of any schemes over JSON ``POST /v1/verify`` (see :func:`json_body`)."""
         body = json_body(items, prehashed=prehashed, allow_high_s=allow_high_s, signature_format=signature_format)
         return _json_result(self._post("/v1/verify", json=body))
+
+    def verify_bls_aggregate(self, items: Sequence[AggregateItem]) -> VerifyResult:
+        """Verify BLS aggregate items over ``POST /v1/verify/bls-aggregate``; verdicts in input order."""
+        return _json_result(self._post("/v1/verify/bls-aggregate", json=aggregate_body(items)))
 
     def verify_json_body(self, body: bytes) -> VerifyResult:
         """Post an already serialised JSON verify request (see :func:`json_body`)."""
@@ -452,6 +483,10 @@ class AsyncClient:
         """See :meth:`Client.verify`."""
         body = json_body(items, prehashed=prehashed, allow_high_s=allow_high_s, signature_format=signature_format)
         return _json_result(await self._post("/v1/verify", json=body))
+
+    async def verify_bls_aggregate(self, items: Sequence[AggregateItem]) -> VerifyResult:
+        """See :meth:`Client.verify_bls_aggregate`."""
+        return _json_result(await self._post("/v1/verify/bls-aggregate", json=aggregate_body(items)))
 
     async def verify_json_body(self, body: bytes) -> VerifyResult:
         """Post an already serialised JSON verify request."""

@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard, cast
 
 import numpy as np
 
@@ -25,11 +26,12 @@ from app.engine.commit import merkle
 from app.engine.receipts.ids import new_batch_id
 from app.engine.receipts.store import Receipt, ReceiptStore
 from app.engine.stats import RecentRequest
-from app.engine.verify.batch import Batch, Item
+from app.engine.verify.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
 from app.engine.verify.engine import Committed, Engine
 
-#: What can be verified: one columnar batch (ZAP, ingest) or a mixed list of items (JSON).
-Work = Batch | Sequence[Item]
+#: What can be verified: one columnar batch (ZAP, ingest), a mixed list of items (JSON), or
+#: a list of BLS aggregate items (docs/bls-aggregate.md).
+Work = Batch | Sequence[Item] | Sequence[AggregateItem]
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,11 @@ class Recorded:
         return int(np.count_nonzero(self.verdicts))
 
 
+def _is_aggregate(work: Work) -> TypeGuard[Sequence[AggregateItem]]:
+    # A list is all of one kind: the aggregate route builds only AggregateItem lists.
+    return not isinstance(work, Batch) and bool(work) and isinstance(work[0], AggregateItem)
+
+
 def verify_and_record(engine: Engine, store: ReceiptStore | None, work: Work, *, source: str,
                       started: float) -> Recorded:
     """Verify ``work``, commit it, write its receipt (when ``store`` is not None), list it in
@@ -103,9 +110,13 @@ def verify_and_record_parts(engine: Engine, store: ReceiptStore | None, work: Wo
     if isinstance(work, Batch):
         one = engine.verify(work)
         result, backends, schemes = one, {work.scheme.id: one.backend}, [work.scheme.id]
+    elif _is_aggregate(work):
+        aggregate = engine.verify_aggregate(work)
+        result, backends, schemes = aggregate, aggregate.backends, [AGGREGATE_LABELS[it.mode] for it in work]
     else:
-        mixed = engine.verify_items(work)
-        result, backends, schemes = mixed, mixed.backends, [it.scheme for it in work]
+        items = cast(Sequence[Item], work)
+        mixed = engine.verify_items(items)
+        result, backends, schemes = mixed, mixed.backends, [it.scheme for it in items]
     if verified is not None:
         verified()
     done = []

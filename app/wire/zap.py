@@ -559,15 +559,26 @@ class FrameReader:
         addressed to (docs/wire-format.md, section 5)."""
         return self.header.request_id if self.header is not None else peek_request_id(self._head)
 
-    def attach(self, buffer: Buffer) -> None:
-        """Use ``buffer`` (at least ``header.size`` bytes, writable) for the frame."""
+    def attach(self, buffer: Buffer, *, partial: bool = False) -> None:
+        """Use ``buffer`` (at least ``header.size`` bytes, writable) for the frame.
+
+        ``partial``: the buffer may be shorter (at least the header); the caller
+        :meth:`rebind`-s a larger one, holding the bytes so far, before they outgrow it."""
         if self.header is None or self.buffer is not None:
             raise RuntimeError("attach() belongs after the header and before the body")
         self.buffer = _u8(buffer)[:self.header.size]
-        if self.buffer.shape[0] < self.header.size:
+        if self.buffer.shape[0] < (HEADER_SIZE if partial else self.header.size):
             raise ValueError(f"buffer of {self.buffer.shape[0]} bytes for a {self.header.size}-byte frame")
         self.buffer[:HEADER_SIZE] = np.frombuffer(self._head, dtype=np.uint8)
         self.filled = HEADER_SIZE
+
+    def rebind(self, buffer: Buffer) -> None:
+        """Go on in ``buffer``, which already holds the :attr:`filled` bytes received so far
+        (a buffer that grows as the body arrives, app/api/landing.py)."""
+        array = _u8(buffer)[:self.header.size if self.header else 0]
+        if array.shape[0] < self.filled:
+            raise ValueError(f"buffer of {array.shape[0]} bytes for {self.filled} bytes received")
+        self.buffer = array
 
     def feed(self, chunk: bytes | memoryview) -> None:
         view = self.take_header(chunk) if self.header is None else memoryview(chunk)
@@ -580,8 +591,8 @@ class FrameReader:
             return
         if self.filled + n > self.header.size:
             raise BadSize(f"more than the {self.header.size} bytes the size field declares", field="size")
-        if self.buffer is None:
-            raise RuntimeError("attach() a buffer before feeding the body")
+        if self.buffer is None or self.filled + n > self.buffer.shape[0]:
+            raise RuntimeError("attach() (or rebind()) a buffer large enough before feeding the body")
         self.buffer[self.filled:self.filled + n] = np.frombuffer(view, dtype=np.uint8)
         self.filled += n
 
@@ -593,7 +604,7 @@ class FrameReader:
         if self.buffer is None:
             self.attach(self.alloc(self.header.size))
         assert self.buffer is not None  # attach() set it
-        if self.filled != self.header.size:
+        if self.filled != self.header.size or self.buffer.shape[0] < self.filled:
             raise BadSize(f"size field says {self.header.size} bytes, {self.filled} were received",
                           field="size")
         return self.header, self.buffer

@@ -16,14 +16,28 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from app.api.deps import get_store
+from app.api.schemas import ErrorResponse
 from app.engine.receipts.store import MAX_PAGE, ReceiptStore, canonical_id
 from app.errors import ReceiptNotFound, ReceiptsDisabled
 
-router = APIRouter(prefix="/v1/receipts", tags=["receipts"])
+#: What a UUID looks like (RFC 9562 §4, any version, either case): the ids are typed in the
+#: schema, so a client (or a schema-driven tester) knows what the server accepts.
+UUID_PATTERN = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
+_UUID_SCHEMA = {"format": "uuid"}
+
+router = APIRouter(prefix="/v1/receipts", tags=["receipts"], responses={
+    404: {"model": ErrorResponse, "description": "RECEIPT_NOT_FOUND, LEAF_INDEX_OUT_OF_RANGE, or "
+                                                 "RECEIPTS_DISABLED (receipts are off on this server)"},
+    422: {"model": ErrorResponse, "description": "a parameter is not of its type; `field` names it"},
+    503: {"model": ErrorResponse, "description": "STORE_UNAVAILABLE: the receipt store cannot be read"},
+})
+
+ReceiptId = Annotated[str, Path(pattern=UUID_PATTERN, json_schema_extra=_UUID_SCHEMA,
+                                 description="the batch id (a UUID)")]
 
 
 class ReceiptOut(BaseModel):
@@ -64,7 +78,8 @@ def store_of(request: Request) -> ReceiptStore:
 
 @router.get("", response_model=ReceiptPage, summary="Page through receipts, oldest first")
 def list_receipts(request: Request,
-                  after: Annotated[str | None, Query(description="id of the last receipt of the previous page")] = None,
+                  after: Annotated[str | None, Query(pattern=UUID_PATTERN, json_schema_extra=_UUID_SCHEMA,
+                                                     description="id of the last receipt of the previous page")] = None,
                   limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> dict:
     store = store_of(request)
     cursor = None if after is None else canonical_id(after, "after")
@@ -74,7 +89,7 @@ def list_receipts(request: Request,
 
 
 @router.get("/{receipt_id}", response_model=ReceiptOut, summary="One receipt")
-def get_receipt(request: Request, receipt_id: str) -> dict:
+def get_receipt(request: Request, receipt_id: ReceiptId) -> dict:
     store = store_of(request)
     rid = canonical_id(receipt_id, "receipt_id")
     receipt = store.get(rid, leaves=False)
@@ -85,7 +100,9 @@ def get_receipt(request: Request, receipt_id: str) -> dict:
 
 @router.get("/{receipt_id}/proof/{index}", response_model=ProofOut,
             summary="Inclusion proof of one item (RFC 6962 §2.1.1)")
-def get_proof(request: Request, receipt_id: str, index: int) -> dict:
+def get_proof(request: Request, receipt_id: ReceiptId,
+              index: Annotated[int, Path(description="the item's position in the batch; outside [0, count) "
+                                                     "is a 404 LEAF_INDEX_OUT_OF_RANGE")]) -> dict:
     store = store_of(request)
     rid = canonical_id(receipt_id, "receipt_id")
     receipt = store.get(rid)

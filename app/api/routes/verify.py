@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body, Depends, Request
 
+from app.api.admission import ticket_of
 from app.api.deps import get_engine, get_settings, get_store, require_json
 from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, VerifyResponse
 from app.api.service import verify_json
@@ -18,7 +19,8 @@ router = APIRouter(prefix="/v1", tags=["verify"])
 
 @router.post("/verify", response_model=VerifyResponse, responses=ERROR_RESPONSES,
              dependencies=[Depends(require_json)])
-async def verify(req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES), engine: Engine = Depends(get_engine),
+async def verify(request: Request, req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES),
+                 engine: Engine = Depends(get_engine),
                  settings: Settings = Depends(get_settings),
                  store: ReceiptStore | None = Depends(get_store)) -> VerifyResponse:
     """Verify every item; verdicts come back in input order.
@@ -28,6 +30,9 @@ async def verify(req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES), en
     inside well-formed text is a `false` verdict; text that cannot be decoded, an unknown
     scheme or a limit exceeded is a 4xx naming `items[i].<field>`.  When receipts are on,
     the receipt (GET /v1/receipts/{batch_id}) is durably written before this answers; if it
-    cannot be, the answer is 503 `STORE_UNAVAILABLE` and no verdicts.
+    cannot be, the answer is 503 `STORE_UNAVAILABLE` and no verdicts.  Beyond the process's
+    admission bound (items or bytes in flight) the answer is 503 `OVERLOADED` with
+    `Retry-After`, sent before the body is read; a body that stalls is cut with 408.
     """
-    return await verify_json(engine, store, settings, req, source="http", started=time.perf_counter())
+    return await verify_json(engine, store, settings, req, source="http", started=time.perf_counter(),
+                             ticket=ticket_of(request.scope))

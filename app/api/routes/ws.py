@@ -1,9 +1,10 @@
 """WebSocket /v1/ws/verify: pipelined verify requests on one connection.
 
 A binary message is one ZAP request frame and gets a ZAP frame back (response or error)
-carrying the frame's ``request_id``.  A text message is the JSON of ``POST /v1/verify``
-plus a ``request_id`` (integer or string), and gets the JSON answer of that route plus the
-same ``request_id``, or ``{"request_id": ..., "error": {code, message, field}}``.
+carrying the frame's ``request_id``.  A text message is the JSON of ``POST /v1/verify`` —
+or of ``POST /v1/verify/bls-aggregate``, recognised by items that carry a ``mode`` — plus a
+``request_id`` (integer or string), and gets the JSON answer of that route plus the same
+``request_id``, or ``{"request_id": ..., "error": {code, message, field}}``.
 
 Requests are verified concurrently and replies go out as each finishes, so they may come
 back in another order than sent: match them by ``request_id``.  At most
@@ -13,7 +14,9 @@ never reads its replies, which blocks the server's sends — is held back by TCP
 instead of growing the server's memory.  A bad message gets an error reply and the
 connection stays open.
 
-A binary message is copied once into the engine's UMA pool and verified there.  When
+A binary message is copied once into the engine's UMA pool and verified there.  Each
+request is charged to the process's admission bound (app/api/admission.py); beyond it the
+reply is an ``OVERLOADED`` error (wire code 0x0105) and the connection stays open.  When
 receipts are on, each request's receipt (source ``ws``) is written before its reply.
 """
 
@@ -31,10 +34,11 @@ import numpy as np
 from fastapi import APIRouter, WebSocket
 from pydantic import Field, ValidationError
 
+from app.api.bls_aggregate import BlsAggregateRequest
 from app.api.deps import zap_limits
 from app.api.landing import landing
 from app.api.schemas import VerifyRequest, loc_to_field
-from app.api.service import verify_frame, verify_json
+from app.api.service import verify_bls_aggregate, verify_frame, verify_json
 from app.errors import BadSize, RequestError, ZapVerifyError
 from app.wire import zap
 
@@ -49,6 +53,19 @@ class WsVerifyRequest(VerifyRequest):
 
     request_id: Annotated[int, Field(ge=0)] | Annotated[str, Field(max_length=128)] = Field(
         description="echoed in the reply; an integer ≥ 0 or a string of at most 128 characters")
+
+
+class WsBlsAggregateRequest(BlsAggregateRequest):
+    """A text message: the body of ``POST /v1/verify/bls-aggregate`` with its ``request_id``."""
+
+    request_id: Annotated[int, Field(ge=0)] | Annotated[str, Field(max_length=128)] = Field(
+        description="echoed in the reply; an integer ≥ 0 or a string of at most 128 characters")
+
+
+def _is_aggregate(data: object) -> bool:
+    """A JSON request whose items carry a ``mode`` is a BLS aggregate request."""
+    items = data.get("items") if isinstance(data, dict) else None
+    return isinstance(items, list) and any(isinstance(it, dict) and "mode" in it for it in items)
 
 
 @dataclass
@@ -90,6 +107,7 @@ class Connection:
         self.store = getattr(app.state, "store", None)
         self.stats: WsStats = app.state.ws_stats
         self.limits = zap_limits(self.settings)
+        self.admission = app.state.admission
         self.bound = self.settings.ws_max_in_flight
         self.slots = asyncio.Semaphore(self.bound)
         self.send_lock = asyncio.Lock()
@@ -156,10 +174,11 @@ class Connection:
             if header.size != len(data):
                 raise BadSize(f"size field says {header.size} bytes, the message has {len(data)}", field="size")
             # The message is copied once, into pool memory the engine (and a GPU) reads in place.
-            async with landing(self.engine, len(data)) as buf:
-                buf[:len(data)] = np.frombuffer(data, dtype=np.uint8)
-                _, reply = await verify_frame(self.engine, self.store, buf[:len(data)], self.limits, source="ws",
-                                              started=t0)
+            with self.admission.admit(nbytes=len(data)) as ticket:
+                async with landing(self.engine, len(data)) as buf:
+                    buf[:len(data)] = np.frombuffer(data, dtype=np.uint8)
+                    _, reply = await verify_frame(self.engine, self.store, buf[:len(data)], self.limits,
+                                                  source="ws", started=t0, ticket=ticket)
             self.engine.stats.record_frame("ws", "accepted")
             return reply
         except ZapVerifyError as exc:
@@ -176,12 +195,19 @@ class Connection:
             except ValueError:
                 raise RequestError("text message is not JSON", field="body", code="BAD_JSON") from None
             request_id = _json_request_id(data)
+            aggregate = _is_aggregate(data)
             try:
-                req = WsVerifyRequest.model_validate(data)
+                req = (WsBlsAggregateRequest if aggregate else WsVerifyRequest).model_validate(data)
             except ValidationError as exc:
                 first = exc.errors()[0]
                 raise RequestError(str(first.get("msg")), field=loc_to_field(tuple(first.get("loc", ())))) from None
-            response = await verify_json(self.engine, self.store, self.settings, req, source="ws", started=t0)
+            with self.admission.admit(nbytes=len(text)) as ticket:
+                if isinstance(req, WsBlsAggregateRequest):
+                    response = await verify_bls_aggregate(self.engine, self.store, self.settings, req, source="ws",
+                                                          started=t0)
+                else:
+                    response = await verify_json(self.engine, self.store, self.settings, req, source="ws",
+                                                 started=t0, ticket=ticket)
             body = response.model_dump()
             return json.dumps({"request_id": req.request_id, **body})
         except ZapVerifyError as exc:

@@ -10,11 +10,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
+from app.api.admission import ticket_of
 from app.api.deps import get_store, zap_limits
-from app.api.landing import landing
-from app.api.service import is_zap, verify_frame, zap_error_response
+from app.api.landing import GrowingLanding
+from app.api.service import is_zap, verify_frame, zap_error_of, zap_error_response
 from app.errors import BadContentType, ZapVerifyError
 from app.wire import zap
+from app.wire.zap import HEADER_SIZE
 
 router = APIRouter(prefix="/v1", tags=["verify"])
 
@@ -24,7 +26,9 @@ ZAP_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"content": _FRAME, "description": "an error frame (type 0x7F): the frame breaks ZAP v1"},
     413: {"content": _FRAME, "description": "an error frame: frame, item or message limit exceeded"},
     415: {"content": _FRAME, "description": "an error frame: Content-Type is not application/x-zap"},
-    503: {"content": _FRAME, "description": "an error frame: engine not ready, pool exhausted or receipt store down"},
+    408: {"content": _FRAME, "description": "an error frame (BODY_TIMEOUT): the body stalled or came too slowly"},
+    503: {"content": _FRAME, "description": "an error frame: over the admission bound (OVERLOADED), engine not ready, "
+                                            "pool exhausted or receipt store down; Retry-After where a retry can help"},
 }
 
 
@@ -33,8 +37,10 @@ ZAP_RESPONSES: dict[int | str, dict[str, Any]] = {
 async def verify_zap(request: Request) -> Response:
     """Verify one ZAP request frame (`Content-Type: application/x-zap`).
 
-    The body is read once, into one buffer of the frame's declared `size` taken from the
-    UMA pool; the engine verifies the frame's columns where they lie.  Every reply is a ZAP
+    The body lands in a buffer of the UMA pool that grows with the bytes received (not
+    with the `size` the header declares); the engine verifies the frame's columns where
+    they lie.  Beyond the process's admission bound the answer is 503 `OVERLOADED` with
+    `Retry-After`, sent before the body is read.  Every reply is a ZAP
     frame: a verify response (200) echoing `request_id`, with the verdicts and the Merkle
     root, or an error frame whose u16 code names what was wrong (4xx for a bad frame, 503
     while the engine is not ready or the pool or receipt store cannot serve).  When
@@ -51,20 +57,33 @@ async def verify_zap(request: Request) -> Response:
         length = request.headers.get("content-length")
         reader = zap.FrameReader(zap_limits(settings), expected=int(length) if length and length.isdigit() else None)
         async with AsyncExitStack() as stack:
+            grow: GrowingLanding | None = None
             async for received in request.stream():
                 chunk: bytes | memoryview = received
-                if reader.header is None:
+                if grow is None:
                     chunk = reader.take_header(chunk)
                     if reader.header is None:
                         continue
-                    reader.attach(await stack.enter_async_context(landing(engine, reader.header.size)))
+                    # Pool memory follows the bytes that arrived, not the size the header declares.
+                    grow = await stack.enter_async_context(
+                        GrowingLanding(engine, reader.header.size, settings.zap_reserve_step_bytes))
+                    first = await grow.room_for(HEADER_SIZE + len(chunk), 0)
+                    assert first is not None  # the first call always lands a buffer
+                    reader.attach(first, partial=True)
+                elif (bigger := await grow.room_for(reader.filled + len(chunk), reader.filled)) is not None:
+                    reader.rebind(bigger)
                 reader.feed(chunk)
             _, buf = reader.finish()
             batch_id, body = await verify_frame(engine, get_store(request), buf, reader.limits, source="http",
-                                                started=t0)
+                                                started=t0, ticket=ticket_of(request.scope))
         engine.stats.record_frame("http", "accepted")
         return Response(body, media_type=zap.CONTENT_TYPE, headers={"X-Zapverify-Batch-Id": batch_id})
-    except ZapVerifyError as exc:
+    except (ZapVerifyError, BaseExceptionGroup) as caught:
+        # A middleware reading the body in a task group (BaseHTTPMiddleware) groups what its
+        # receive raised (BodyDeadline's BodyTimeout, AdmissionControl's Overloaded).
+        exc = zap_error_of(caught)
+        if exc is None:
+            raise
         engine.stats.record_frame("http", exc.code.lower())  # the dashboard's and /metrics' ingest counters
         # Once the header's bytes are in the reply is addressed to its request_id, even when
         # the header itself is what was wrong.

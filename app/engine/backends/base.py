@@ -8,11 +8,12 @@ shapes, instead of being probed for by name.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from app.engine.verify.batch import Batch
+from app.engine.verify.batch import AggregateItem, Batch
 
 
 @runtime_checkable
@@ -49,6 +50,15 @@ class HashesLeaves(Protocol):
 
     def verify_with_leaves(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         """(``bool[N]`` verdicts, ``uint8[N, 32]`` leaf hashes), in item order."""
+        ...
+
+
+@runtime_checkable
+class VerifiesAggregates(Protocol):
+    """A backend that verifies BLS aggregate items (docs/bls-aggregate.md); the CPU's."""
+
+    def verify_aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
+        """(``bool[N]`` verdicts, ``uint8[N, 32]`` aggregate leaf hashes), in item order."""
         ...
 
 

@@ -26,6 +26,35 @@ def leaf_hash(code: int, verdict: bool, pk: BytesLike, msg: BytesLike, sig: Byte
                    + _sha256(msg).digest() + _sha256(sig).digest()).digest()
 
 
+#: First byte of an aggregate item's leaf data, a value no scheme's wire code takes
+#: (app/engine/verify/schemes.py), so aggregate and single leaves never share a preimage.
+AGGREGATE_LEAF_TAG = 0xA9
+
+
+def _list_digest(parts: Sequence[bytes]) -> bytes:
+    """SHA-256 of the count and each part, all length-prefixed (4-byte big-endian)."""
+    h = _sha256(len(parts).to_bytes(4, "big"))
+    for part in parts:
+        h.update(len(part).to_bytes(4, "big"))
+        h.update(part)
+    return h.digest()
+
+
+def aggregate_leaf_hash(mode: int, verdict: bool, pks: Sequence[bytes], msgs: Sequence[bytes],
+                        sig: bytes) -> bytes:
+    """The 32-byte leaf hash of one BLS aggregate item (docs/bls-aggregate.md).
+
+    Leaf data is ``0xA9 ‖ mode ‖ verdict ‖ L(pks) ‖ L(msgs) ‖ SHA-256(sig)`` (99 bytes),
+    with ``mode`` 1 for ``fast_aggregate`` (``msgs`` is its one message) and 2 for
+    ``aggregate``, and L(list) = SHA-256(u32(len(list)) ‖ u32(len(e)) ‖ e ‖ …) with u32
+    big-endian; the leaf hash is RFC 6962's ``SHA-256(0x00 ‖ data)``.  A single item's data
+    is 98 bytes starting with a scheme code, so no aggregate leaf equals a single one.
+    """
+    data = (bytes((AGGREGATE_LEAF_TAG, mode, 1 if verdict else 0)) + _list_digest([bytes(p) for p in pks])
+            + _list_digest([bytes(m) for m in msgs]) + _sha256(bytes(sig)).digest())
+    return _sha256(b"\x00" + data).digest()
+
+
 def batch_leaves(batch, verdicts: np.ndarray) -> np.ndarray:
     """Leaf hashes of every item of ``batch`` (an :class:`app.engine.verify.batch.Batch`).
 

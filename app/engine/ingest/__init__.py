@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.engine.admission import Admission
 from app.engine.backends.base import SizesBatches
 from app.engine.ingest.base import Listener, ListenerContext
 from app.engine.ingest.counters import DROP_REASONS, OUTCOMES, TransportCounters
@@ -88,6 +89,8 @@ class IngestConfig:
     pool_wait_seconds: float = 1.0
     reuse_port: bool = False
     limits: zap.Limits = field(default_factory=zap.Limits)
+    #: The process's admission bound, shared with the HTTP routes (app/engine/admission.py).
+    admission: Admission | None = None
 
     def port(self, transport: str) -> int | None:
         return getattr(self, f"{transport}_port")
@@ -139,7 +142,7 @@ class Ingest:
                 if port is None:
                     continue
                 ctx = ListenerContext(self.ring, self.engine.pool, cfg.limits, self.counters[t],
-                                      cfg.pool_wait_seconds)
+                                      cfg.pool_wait_seconds, cfg.admission)
                 try:
                     self.listeners[t] = self._listener(t, port, ctx)
                 except OSError as exc:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from app.engine.admission import Admission, AdmittedBuffer
 from app.engine.ingest.counters import TransportCounters
 from app.engine.ingest.ring import Ring
-from app.engine.memory.pool import UmaPool
+from app.engine.memory.heap import HeapBuffer, land
+from app.engine.memory.pool import PoolBuffer, UmaPool
 from app.wire import zap
 
 
@@ -22,6 +24,7 @@ class ListenerContext:
         limits: the ZAP bounds; ``max_frame_bytes`` is checked on the header, before a buffer is taken.
         counters: this transport's counters.
         pool_wait_seconds: how long TCP waits for a pool buffer before answering ``POOL_EXHAUSTED``.
+        admission: the process's admission bound (app/engine/admission.py); None = none.
     """
 
     ring: Ring
@@ -29,6 +32,21 @@ class ListenerContext:
     limits: zap.Limits
     counters: TransportCounters
     pool_wait_seconds: float = 1.0
+    admission: Admission | None = None
+
+    def land(self, nbytes: int) -> PoolBuffer | HeapBuffer:
+        """A buffer for a frame of ``nbytes`` (not waiting for room), charged to the admission
+        bound first; releasing it ends the charge.  Raises :class:`app.errors.Overloaded`
+        beyond the bound, else what :func:`app.engine.memory.heap.land` raises."""
+        if self.admission is None:
+            return land(self.pool, nbytes, "ingest", timeout=0)
+        ticket = self.admission.admit(nbytes=nbytes)
+        try:
+            # An AdmittedBuffer is used wherever the buffer it wraps is (same interface).
+            return cast("PoolBuffer | HeapBuffer", AdmittedBuffer(land(self.pool, nbytes, "ingest", timeout=0), ticket))
+        except BaseException:
+            ticket.release()
+            raise
 
 
 def datagram_socket(host: str, port: int, *, reuse_port: bool = False, rcvbuf: int = 4 << 20) -> socket.socket:

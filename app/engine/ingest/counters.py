@@ -23,6 +23,7 @@ DROP_REASONS = (
     "truncated",       # fewer bytes than size before EOF / end of datagram / end of stream
     "malformed",       # the body breaks ZAP v1 (answered with an error frame)
     "pool_exhausted",  # no pool buffer (UDP, QUIC: at once; TCP: after pool_wait_seconds)
+    "overloaded",      # over the process's admission bound (TCP, QUIC: answered with OVERLOADED; UDP: dropped)
     "ring_full",       # UDP only: TCP and QUIC stop reading instead
     "not_ready",       # the engine's self-test has not passed yet (answered with NOT_READY)
     "store_unavailable",  # the receipt could not be written, so no verdicts (STORE_UNAVAILABLE)

@@ -43,7 +43,7 @@ from aioquic.quic.configuration import QuicConfiguration
 from app.engine.ingest import tls
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
 from app.engine.ingest.ring import Entry
-from app.engine.memory.heap import HeapBuffer, land
+from app.engine.memory.heap import HeapBuffer
 from app.engine.memory.pool import PoolBuffer
 from app.errors import (
     BadMagic,
@@ -51,6 +51,7 @@ from app.errors import (
     BufferTooLarge,
     FrameTooLarge,
     NotReady,
+    Overloaded,
     PoolExhausted,
     WireError,
     ZapVerifyError,
@@ -354,8 +355,8 @@ class QuicListener(Listener):
             except WireError as exc:
                 return self._drop(proto, sid, st, "bad_header", exc.wire_code)
             try:
-                buf = land(self.ctx.pool, st.header.size, "ingest", timeout=0)
-            except PoolExhausted as exc:
+                buf = self.ctx.land(st.header.size)
+            except (PoolExhausted, Overloaded) as exc:
                 return self._refuse(proto, sid, st, exc)
             except BufferTooLarge:
                 return self._drop(proto, sid, st, "too_large", FrameTooLarge.wire_code)
@@ -393,11 +394,12 @@ class QuicListener(Listener):
         quic.reset_stream(sid, code)
         proto.transmit()
 
-    def _refuse(self, proto: _Protocol, sid: int, st: _Stream, exc: PoolExhausted) -> None:
-        """Answer a frame that found no room ``POOL_EXHAUSTED`` on its stream at once."""
+    def _refuse(self, proto: _Protocol, sid: int, st: _Stream, exc: PoolExhausted | Overloaded) -> None:
+        """Answer a frame that found no room (``POOL_EXHAUSTED``) or is over the admission bound
+        (``OVERLOADED``) with that error frame on its stream at once."""
         assert st.header is not None
         st.dropped = True
-        self.ctx.counters.rejected("pool_exhausted")
+        self.ctx.counters.rejected(exc.code.lower())
         quic = proto._quic
         try:
             quic.stop_stream(sid, exc.wire_code)

@@ -45,9 +45,9 @@ import numpy as np
 
 from app.engine.ingest.base import Listener, ListenerContext
 from app.engine.ingest.ring import Entry
-from app.engine.memory.heap import HeapBuffer, land
+from app.engine.memory.heap import HeapBuffer
 from app.engine.memory.pool import PoolBuffer
-from app.errors import BadMagic, BufferTooLarge, FrameTooLarge, PoolExhausted, WireError, ZapVerifyError
+from app.errors import BadMagic, BufferTooLarge, FrameTooLarge, Overloaded, PoolExhausted, WireError, ZapVerifyError
 from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest.tcp")
@@ -444,7 +444,10 @@ class TcpListener(Listener):
         assert c.header is not None
         size = c.header.size
         try:
-            buf = land(self.ctx.pool, size, "ingest", timeout=0)
+            buf = self.ctx.land(size)
+        except Overloaded as exc:  # over the process's admission bound: answered at once
+            self._skip_frame(c, exc, "overloaded")
+            return False
         except PoolExhausted:
             if c.pool_deadline is None:
                 c.pool_deadline = time.monotonic() + self.ctx.pool_wait_seconds

@@ -26,8 +26,7 @@ from dataclasses import replace
 
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
 from app.engine.ingest.ring import Entry
-from app.engine.memory.heap import land
-from app.errors import BufferTooLarge, FrameTooLarge, PoolExhausted, WireError, ZapVerifyError
+from app.errors import BufferTooLarge, FrameTooLarge, Overloaded, PoolExhausted, WireError, ZapVerifyError
 from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest.udp")
@@ -163,7 +162,9 @@ class UdpListener(Listener):
         if self.ctx.ring.full():
             return self._drop("ring_full")
         try:
-            buf = land(self.ctx.pool, header.size if known else header.size + 8, "ingest", timeout=0)
+            buf = self.ctx.land(header.size if known else header.size + 8)
+        except Overloaded:
+            return self._drop("overloaded")
         except PoolExhausted:
             return self._drop("pool_exhausted")
         except BufferTooLarge:

@@ -60,6 +60,9 @@ VERIFY_KERNELS: dict[str, VerifyKernel] = {
     # SLH-DSA: one entry per parameter set (slh_dsa.cu), one 32-thread block per signature.
     **{f"slh-dsa-{h}-{lvl}": VerifyKernel(KernelSource("slh_dsa"), f"zv_verify_slh_dsa_{h}_{lvl}", 32, 32)
        for h in ("sha2", "shake") for lvl in ("128s", "128f", "192s", "192f", "256s", "256f")},
+    # One thread per verify at 255 registers (bls12_381.cuh): 8 warps fill an SM, so blocks
+    # of 64 let 4 resident blocks share it and a batch's last wave is finer-grained.
+    "bls12-381": _family("bls12_381", block=64),
 }
 
 HASH = KernelSource("hash")

@@ -15,7 +15,8 @@
 
 /* Register cap for the GPU build.  With the group operations inlined ptxas takes 172
  * registers, which fits two 128-thread blocks (8 warps) per SM; at 168 three fit (12 warps),
- * which hides more of the carry chains' latency (bench/results/gpu_model.md). */
+ * which hides more of the carry chains' latency (bench/results/gpu_model.md), for a few
+ * dozen bytes of spill outside the field arithmetic (bench/results/kernels_ptxas.txt). */
 #ifndef ZV_SECP256K1_MAX_REGISTERS
 #define ZV_SECP256K1_MAX_REGISTERS 168
 #endif

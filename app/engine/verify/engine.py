@@ -31,19 +31,27 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal, TypeGuard
+from typing import Literal, TypeGuard, cast
 
 import numpy as np
 
-from app.engine.backends.base import Backend, CommitsOnDevice, CommittingBackend, Device, HashesLeaves, WarmsUp
+from app.engine.backends.base import (
+    Backend,
+    CommitsOnDevice,
+    CommittingBackend,
+    Device,
+    HashesLeaves,
+    VerifiesAggregates,
+    WarmsUp,
+)
 from app.engine.backends.cpu import CpuBackend
 from app.engine.commit import merkle
 from app.engine.host.pick import Pick
 from app.engine.host.pick import pick as pick_transport
 from app.engine.host.probe import HostProbe, probe_host
 from app.engine.memory.pool import UmaPool
-from app.engine.verify import calibrate, kat, selftest
-from app.engine.verify.batch import Batch, Item
+from app.engine.verify import calibrate, faults, kat, selftest
+from app.engine.verify.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
 from app.engine.verify.grouping import batch_of, group_items
 from app.engine.verify.schemes import SCHEMES, Scheme
 from app.errors import BackendUnavailable, EmptyBatch, NotReady
@@ -59,6 +67,8 @@ class EngineConfig:
     cpu_workers: int = 0
     cpu_chunk: int = 0
     cpu_parallelism: Literal["auto", "thread", "process"] = "auto"
+    #: Verify BLS12-381 batches on the CPU by random linear combination (app/engine/verify/bls_batch.py).
+    bls_batch: bool = True
     #: Fixed crossover batch size per scheme id (items), for every accelerated backend.
     crossover: dict[str, int] = field(default_factory=dict)
     #: Measure crossovers and rates at start: None = for backends that ask (``calibrate_at_start``).
@@ -79,6 +89,8 @@ class EngineConfig:
     pool_debug: bool = False
     #: Directory the host probe reads as ``/``.
     probe_root: str = "/"
+    #: Injected faults, ``{"<backend>:<scheme>": "selftest" | "raise" | "garbage"}`` (app/engine/verify/faults.py).
+    faults: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -163,8 +175,20 @@ class Engine:
 
         self.config = config or EngineConfig()
         self.cpu = next((b for b in backends if b.name == "cpu"), None) or CpuBackend(
-            self.config.cpu_workers, self.config.cpu_chunk, self.config.cpu_parallelism)
+            self.config.cpu_workers, self.config.cpu_chunk, self.config.cpu_parallelism,
+            bls_batch=self.config.bls_batch)
         self.backends: list[Backend] = [b for b in backends if b.name != "cpu"] + [self.cpu]
+        self._started = False
+        if self.config.faults:
+            injected = faults.parse(self.config.faults)
+
+            def inject(b: Backend) -> Backend:
+                if b.name not in injected:
+                    return b
+                return cast(Backend, faults.FaultyBackend(b, injected[b.name], lambda: self._started))
+
+            self.cpu = inject(self.cpu)
+            self.backends = [inject(b) for b in self.backends[:-1]] + [self.cpu]
         self.routes: dict[str, SchemeRoute] = {s: SchemeRoute() for s in SCHEMES}
         #: Per accelerated backend: "ready" when its Merkle kernels matched the CPU at start.
         self.merkle: dict[str, str] = {}
@@ -207,6 +231,7 @@ class Engine:
             self.cpu.warm_up()
         answers = kat.known_answers()
         for backend in self.backends:
+            self._unbuilt(backend)
             for scheme_id, kas in answers.items():
                 if scheme_id not in backend.schemes():
                     continue
@@ -216,6 +241,7 @@ class Engine:
                     self.routes[scheme_id].failures[backend.name] = why
                     log.warning("self-test of %s on %s failed (%s): routed elsewhere", scheme_id,
                                 backend.name, why)
+        self._started = True  # injected runtime faults act from here on
         for backend in self.accelerated:
             self.merkle[backend.name] = selftest.check_merkle(backend, answers)
         cpu_bad = [s for s, r in self.routes.items() if not r.selftest.get("cpu")]
@@ -225,6 +251,19 @@ class Engine:
             self.calibrate(answers)
         self.ready = not cpu_bad
         log.info("engine ready=%s backends=%s", self.ready, [b.name for b in self.backends])
+
+    def _unbuilt(self, backend: Backend) -> None:
+        """Record the schemes whose kernel exists but did not build (or whose device is
+        unavailable) as failed self-tests of ``backend``: they are served by the CPU and must
+        show as degraded (/readyz, /v1/status, ``zapverify_backend_available``), not vanish."""
+        availability = getattr(backend, "availability", None)
+        if availability is None:
+            return
+        for scheme_id, state in availability().items():
+            if state.startswith(("build failed", "unavailable")) and scheme_id in self.routes:
+                self.routes[scheme_id].selftest[backend.name] = False
+                self.routes[scheme_id].failures[backend.name] = state
+                log.warning("%s kernel of %s not usable (%s): routed to the CPU", backend.name, scheme_id, state)
 
     def _merkle_on(self, backend: Backend) -> TypeGuard[CommittingBackend]:
         """Whether ``backend`` commits on its device: its Merkle kernels passed the start-up check."""
@@ -455,6 +494,33 @@ class Engine:
         if root is None:
             root = merkle.root(leaves)
         return ItemsResult(verdicts, leaves, root, t_verify, time.perf_counter() - t0, backends=backends)
+
+    def verify_aggregate(self, items: Sequence[AggregateItem]) -> ItemsResult:
+        """Verify BLS aggregate items (FastAggregateVerify / AggregateVerify) on the CPU.
+
+        Verdicts and aggregate leaves (docs/bls-aggregate.md) in input order, the root over
+        them; counted per mode on the dashboard and in metrics under
+        :data:`app.engine.verify.batch.AGGREGATE_LABELS`.  Raises :class:`EmptyBatch` for no
+        items, :class:`BackendUnavailable` when the CPU backend given cannot verify them.
+        """
+        if not items:
+            raise EmptyBatch("a request needs at least one item", field="items")
+        t0 = time.perf_counter()
+        if not isinstance(self.cpu, VerifiesAggregates):
+            raise BackendUnavailable(f"the {self.cpu.name} backend cannot verify BLS aggregate items")
+        verdicts, leaves = self.cpu.verify_aggregate(items)
+        t_verify = time.perf_counter() - t0
+        backends: dict[str, str] = {}
+        for mode, label in AGGREGATE_LABELS.items():
+            idx = [i for i, it in enumerate(items) if it.mode == mode]
+            if idx:
+                # Verify time is shared out by item count: the items ran interleaved.
+                self.stats.record(label, self.cpu.name, len(idx), int(np.count_nonzero(verdicts[idx])),
+                                  t_verify * len(idx) / len(items))
+                backends[label] = self.cpu.name
+        t1 = time.perf_counter()
+        root = merkle.root(leaves)
+        return ItemsResult(verdicts, leaves, root, t_verify, time.perf_counter() - t1, backends=backends)
 
     def degraded(self) -> dict[str, dict[str, str]]:
         """Schemes an accelerated backend should serve but the CPU serves instead, because

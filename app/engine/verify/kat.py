@@ -136,6 +136,56 @@ def mutate(item: Item, rng: random.Random) -> Item:
     return replace(item, **changes)
 
 
+#: Ways a BLS12-381 item is made invalid by :func:`bls_invalid`: each fails a different check
+#: of CoreVerify (draft-irtf-cfrg-bls-signature-04 §2.7, KeyValidate §2.5).
+BLS_INVALID_KINDS = ("message", "signature-negated", "key-other", "key-identity", "signature-infinity",
+                     "key-not-in-subgroup", "signature-not-in-subgroup", "key-bad-infinity-flag", "bit-flip")
+
+
+def off_subgroup_point(cls, size: int, rng: random.Random) -> bytes:
+    """A compressed point on the curve but outside the prime-order subgroup (a random x
+    that decodes almost never lands in the subgroup: the cofactors are large)."""
+    while True:
+        data = bytearray(rng.randbytes(size))
+        data[0] = 0x80 | (data[0] & 0x1F)  # compressed, finite; an x >= p or off the curve is refused
+        try:
+            point = cls.from_compressed_bytes_unchecked(bytes(data))
+        except ValueError:
+            continue
+        if not point.is_in_subgroup():
+            return bytes(data)
+
+
+def bls_invalid(item: Item, kind: str, rng: random.Random) -> Item:
+    """``item`` (a valid BLS12-381 item) made invalid in the way ``kind`` names
+    (:data:`BLS_INVALID_KINDS`); deterministic for a seeded ``rng``."""
+    import py_arkworks_bls12381 as ark
+
+    if kind == "message":
+        msg = bytearray(item.message or b"\x00")
+        msg[rng.randrange(len(msg))] ^= 1 << rng.randrange(8)
+        return replace(item, message=bytes(msg))
+    if kind == "signature-negated":
+        sig = -ark.G2Point.from_compressed_bytes(item.signature)
+        return replace(item, signature=bytes(sig.to_compressed_bytes()))
+    if kind == "key-other":
+        other = ark.G1Point() * ark.Scalar(rng.randrange(2, 2**128))
+        return replace(item, public_key=bytes(other.to_compressed_bytes()))
+    if kind == "key-identity":
+        return replace(item, public_key=b"\xc0" + bytes(47))
+    if kind == "signature-infinity":
+        return replace(item, signature=b"\xc0" + bytes(95))
+    if kind == "key-not-in-subgroup":
+        return replace(item, public_key=off_subgroup_point(ark.G1Point, 48, rng))
+    if kind == "signature-not-in-subgroup":
+        return replace(item, signature=off_subgroup_point(ark.G2Point, 96, rng))
+    if kind == "key-bad-infinity-flag":
+        return replace(item, public_key=b"\xe0" + bytes(47))
+    if kind == "bit-flip":
+        return mutate(item, rng)
+    raise ValueError(f"unknown invalid kind {kind!r}")
+
+
 def generate(scheme_id: str, valid: int, mutated: int, *, seed: int = 0) -> list[KnownAnswer]:
     """``valid`` signed items and ``mutated`` one-bit mutations of them, for one scheme."""
     scheme = SCHEMES[scheme_id]
