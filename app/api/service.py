@@ -23,7 +23,7 @@ from app.engine.verify.engine import Engine
 from app.errors import ZapVerifyError
 
 if TYPE_CHECKING:
-    from app.api.admission import Ticket
+    from app.engine.admission import Ticket
 from app.wire import zap
 
 
