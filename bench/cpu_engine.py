@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """CPU engine benchmark: raw single-thread library rate vs the engine on every core.
 
-For every scheme, side by side in one run:
+For every scheme, side by side and interleaved (``--runs`` rounds of: raw, 2-thread raw,
+engine on threads, engine on processes), so a noisy neighbour hits every configuration alike:
   raw      the reference library called in a plain loop on one thread (verifies/s);
   engine   Engine.verify on a 4096-item batch with the CPU backend on all cores, with the
-           pool kind the registry picks (threads where the library releases the GIL,
-           processes elsewhere), and with the other kind for comparison;
-  ratio    engine / (cores × raw): 1.0 means every core runs the library at full speed.
+           pool kind the backend picks (threads for the native loops and where the library
+           releases the GIL, processes elsewhere), and with the other kind for comparison;
+  ratio    engine / (cores × raw) per round: 1.0 means every core runs the library at full
+           speed.  Reported as the median over rounds with the min–max spread.
 
 Writes bench/results/cpu_engine.json and bench/results/cpu_engine.md.
-Usage: bench/cpu_engine.py [--batch 4096] [--schemes ed25519,secp256k1,...] [--min-seconds 1.0]
+Usage: bench/cpu_engine.py [--batch 4096] [--schemes ed25519,secp256k1,...] [--runs 3] [--min-seconds 0.5]
 """
 
 from __future__ import annotations
@@ -75,15 +77,37 @@ def engine_rate(engine: Engine, batch: Batch, repeats: int) -> float:
     return len(batch) / statistics.median(times)
 
 
+def _spread(xs: list[float]) -> dict:
+    return {"median": round(statistics.median(xs), 3), "min": round(min(xs), 3), "max": round(max(xs), 3),
+            "runs": [round(x, 3) for x in xs]}
+
+
+def _as_rounds(row: dict, meta: dict) -> dict:
+    """A row of an older result file (one round, plain numbers) in this file's form, stamped
+    with that file's time and load, so ``--update`` keeps it for what it is."""
+    if "time" in row:
+        return row
+    out = {k: ({"median": v, "min": v, "max": v, "runs": [v]} if isinstance(v, float) else v)
+           for k, v in row.items()}
+    load = meta.get("load_average", [0.0])
+    return {**out, "native_loop": False, "runs": 1, "time": meta["time"], "load_average": load[0]}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--schemes", default=",".join(SCHEMES))
-    p.add_argument("--min-seconds", type=float, default=1.0)
+    p.add_argument("--runs", type=int, default=3, help="interleaved rounds per scheme (median reported)")
+    p.add_argument("--min-seconds", type=float, default=0.5)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    p.add_argument("--update", action="store_true",
+                   help="replace only the measured schemes' rows of an existing cpu_engine.json, keep the rest")
     args = p.parse_args()
     cores = os.cpu_count() or 1
     engines = {kind: Engine(EngineConfig(backend="cpu", cpu_parallelism=kind)) for kind in ("thread", "process")}
+    load_start = os.getloadavg()
+    auto = CpuBackend(parallelism="auto")
+    auto.measure_gil()  # what a server's warm-up measures, which decides its pool kinds
     rows = []
     try:
         for scheme_id in args.schemes.split(","):
@@ -91,46 +115,76 @@ def main() -> int:
             items = items_for(scheme_id, args.batch)
             batch = Batch.from_items(scheme, [i.public_key for i in items], [i.message for i in items],
                                      [i.signature for i in items])
-            raw = raw_rate(scheme_id, items, args.min_seconds)
-            gil = gil_speedup(scheme_id, items, args.min_seconds)
-            repeats = 3 if raw * cores > args.batch else 1
-            rates = {kind: engine_rate(eng, batch, repeats) for kind, eng in engines.items()}
-            picked = "process" if CpuBackend(parallelism="auto").uses_processes(scheme) else "thread"
-            row = {"scheme": scheme_id, "raw_per_second": round(raw, 1), "two_thread_speedup": round(gil, 2),
-                   "releases_gil": reference.RELEASES_GIL[scheme.family],
-                   "engine_per_second": round(rates[picked], 1), "pool": picked,
-                   "thread_per_second": round(rates["thread"], 1), "process_per_second": round(rates["process"], 1),
-                   "ratio": round(rates[picked] / (cores * raw), 3),
-                   "best_ratio": round(max(rates.values()) / (cores * raw), 3)}
+            picked = "process" if auto.uses_processes(scheme) else "thread"
+            repeats = 3 if raw_rate(scheme_id, items, 0.05) * cores > args.batch else 1
+            for eng in engines.values():
+                engine_rate(eng, batch, 1)  # pools started, chunk size measured
+            raws, gils, rates = [], [], {"thread": [], "process": []}
+            for _ in range(args.runs):
+                raws.append(raw_rate(scheme_id, items, args.min_seconds))
+                gils.append(gil_speedup(scheme_id, items, args.min_seconds / 2))
+                for kind, eng in engines.items():
+                    rates[kind].append(engine_rate(eng, batch, repeats))
+            load_row = os.getloadavg()
+            ratios = {kind: [r / (cores * raw) for r, raw in zip(rs, raws)] for kind, rs in rates.items()}
+            best = "thread" if statistics.median(rates["thread"]) >= statistics.median(rates["process"]) else "process"
+            row = {"scheme": scheme_id, "raw_per_second": _spread(raws), "two_thread_speedup": _spread(gils),
+                   "native_loop": engines["thread"].cpu.native_family(scheme),
+                   "releases_gil": reference.RELEASES_GIL[scheme.family], "pool": picked,
+                   "engine_per_second": _spread(rates[picked]),
+                   "thread_per_second": _spread(rates["thread"]), "process_per_second": _spread(rates["process"]),
+                   "ratio": _spread(ratios[picked]), "best_ratio": _spread(ratios[best]), "runs": args.runs,
+                   "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": load_row[0]}
             rows.append(row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps({k: (v["median"] if isinstance(v, dict) else v) for k, v in row.items()}), flush=True)
     finally:
         for eng in engines.values():
             eng.close()
-    meta = {"cores": cores, "batch": args.batch, "machine": platform.machine(), "python": platform.python_version(),
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": os.getloadavg()}
+    meta = {"cores": cores, "batch": args.batch, "runs": args.runs, "machine": platform.machine(),
+            "python": platform.python_version(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_average_start": load_start, "load_average": os.getloadavg()}
     args.out.mkdir(parents=True, exist_ok=True)
+    old = args.out / "cpu_engine.json"
+    if args.update and old.is_file():
+        prior = json.loads(old.read_text())
+        kept = {r["scheme"]: _as_rounds(r, prior["meta"]) for r in prior["rows"]}
+        kept.update({r["scheme"]: r for r in rows})
+        rows = [kept[s] for s in SCHEMES if s in kept]
     (args.out / "cpu_engine.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    below = [r["scheme"] for r in rows if r["ratio"]["median"] < 0.9]
     lines = [
         "# CPU engine vs raw library loop",
         "",
         f"Written by `bench/cpu_engine.py` at {meta['time']} on {cores} cores ({meta['machine']}, Python "
-        f"{meta['python']}), batch {args.batch}, load average at the end {meta['load_average'][0]:.2f}.",
-        "ratio = engine / (cores × raw); target ≥ 0.9. `pool` is what the registry picks "
-        "(threads where the library releases the GIL).",
+        f"{meta['python']}), batch {args.batch}, interleaved rounds per scheme (`runs`); `load` is the "
+        "1-minute load average when the scheme's row was measured (rows may come from separate runs, "
+        "`--update`; each row's rounds are interleaved among themselves).",
+        "ratio = engine / (cores × raw) per round, median [min–max]; target ≥ 0.9. Rates are medians. "
+        "`pool` is what the backend picks (threads for the native loops and where the library releases the GIL).",
+        "`native` marks schemes verified in the native chunk loop (app/engine/backends/native_loops.cpp); "
+        "raw is always the Python loop over the reference library.",
         "",
         "`2-thread speedup` runs the raw loop on two threads against one: near 2 where the",
         "library releases the GIL, near 1 where it holds it (reference.RELEASES_GIL follows it).",
         "",
-        "| scheme | raw 1-thread /s | 2-thread speedup | engine /s | pool | threads /s | processes /s | ratio "
-        "| best ratio |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|",
+        f"Below target: {', '.join(below) if below else 'none'}.",
+        "",
+        "| scheme | native | raw 1-thread /s | 2-thread speedup | engine /s | pool | threads /s | processes /s "
+        "| ratio [min–max] | best ratio | runs | measured (UTC) | load |",
+        "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['scheme']} | {r['raw_per_second']:,.0f} | {r['two_thread_speedup']:.2f} | "
-                     f"{r['engine_per_second']:,.0f} | {r['pool']} | "
-                     f"{r['thread_per_second']:,.0f} | {r['process_per_second']:,.0f} | {r['ratio']:.2f} | "
-                     f"{r['best_ratio']:.2f} |")
+        q = r["ratio"]
+        lines.append(f"| {r['scheme']} | {'yes' if r['native_loop'] else 'no'} | "
+                     f"{r['raw_per_second']['median']:,.0f} | "
+                     f"{r['two_thread_speedup']['median']:.2f} | {r['engine_per_second']['median']:,.0f} | "
+                     f"{r['pool']} | {r['thread_per_second']['median']:,.0f} | "
+                     f"{r['process_per_second']['median']:,.0f} | {q['median']:.2f} [{q['min']:.2f}–{q['max']:.2f}] | "
+                     f"{r['best_ratio']['median']:.2f} | {r['runs']} | {r['time'][:16].replace('T', ' ')} | "
+                     f"{r['load_average']:.1f} |")
+    if any(r["runs"] < 3 for r in rows):
+        lines += ["", "Rows with 1 run come from an earlier result file (one round per configuration, before "
+                  "this script interleaved rounds), kept by `--update` because there was no time to re-measure them."]
     (args.out / "cpu_engine.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out / 'cpu_engine.md'}")
     return 0

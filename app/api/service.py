@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.api.bls_aggregate import BlsAggregateRequest, to_aggregate_items
 from app.api.deps import media_type
-from app.api.schemas import VerifyRequest, VerifyResponse, to_items
+from app.api.schemas import VerifyRequest, VerifyResponse, to_work
 from app.config import Settings
 from app.engine.pipeline import Recorded, verify_and_record
 from app.engine.receipts.store import ReceiptStore
@@ -98,8 +98,8 @@ async def verify_json(engine: Engine, store: ReceiptStore | None, settings: Sett
     engine.require_ready()
     if ticket is not None:
         ticket.add(items=len(req.items))
-    items = to_items(req, max_items=settings.max_items, max_message_bytes=settings.max_message_bytes)
-    rec = await run_in_threadpool(verify_and_record, engine, store, items, source=source, started=started)
+    work = to_work(req, max_items=settings.max_items, max_message_bytes=settings.max_message_bytes)
+    rec = await run_in_threadpool(verify_and_record, engine, store, work, source=source, started=started)
     return _answer(rec, started)
 
 

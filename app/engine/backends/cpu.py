@@ -1,22 +1,34 @@
 """The CPU backend: the reference libraries, spread over every core.
 
-A batch is cut into chunks of ``chunk`` items.  Libraries that release the GIL
-(:data:`app.engine.verify.reference.RELEASES_GIL`) run their chunks on a thread pool; the others
-on a pool of worker processes (started with ``spawn``, so a threaded server is never
+A batch is cut into chunks.  Ed25519 and secp256k1 chunks run in the native loops of
+:mod:`app.engine.backends.native` (the libraries' own C entry points over whole columns,
+leaf hashes in the same pass, GIL released), so they run on a thread pool and the columns
+are passed without a copy.  Other libraries run the Python loop over
+:mod:`app.engine.verify.reference`: on threads where the library releases the GIL (measured
+at warm-up by :func:`releases_gil`; :data:`app.engine.verify.reference.RELEASES_GIL` before),
+else on a pool of worker processes (started with ``spawn``, so a threaded server is never
 forked), to which a chunk travels as a few byte strings rather than Python objects.
+
+Chunk size per scheme is measured, not fixed: every batch the backend runs (the start-up
+self-test first) updates the scheme's per-item cost, and a chunk is sized to about
+``CHUNK_SECONDS`` of work (by pool kind) — large enough that the per-chunk dispatch is noise, small
+enough that a core slowed by a neighbour does not hold up the batch.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Literal
 
 import numpy as np
 
+from app.engine.backends import native
 from app.engine.commit import merkle
 from app.engine.verify import bls_aggregate, reference
 from app.engine.verify.batch import AggregateItem, Batch
@@ -25,14 +37,20 @@ from app.engine.verify.schemes import SCHEMES, Scheme
 
 Parallelism = Literal["auto", "thread", "process"]
 
+#: Seconds of single-core work per chunk, once the scheme's per-item cost is measured: a
+#: thread chunk costs tens of µs to dispatch, a process chunk a pickle each way, so more.
+CHUNK_SECONDS = {False: 0.004, True: 0.02}
+#: Items per chunk before a scheme has been measured.
+DEFAULT_CHUNK = 64
+
 #: One per process: its running invalid-fraction estimate sizes the groups of every chunk.
 _BLS_BATCH = BlsBatchVerifier()
 
 
 def _verify_range(scheme_id: str, pk_len: int, pks: bytes, sigs: bytes, msgs: bytes,
                   offsets: list[int], ctx: bytes, prehashed: bool, allow_high_s: bool,
-                  bls_batch: bool = False) -> tuple[bytes, bytes]:
-    """Verify a chunk given as flat bytes.
+                  use_native: bool = False, bls_batch: bool = False) -> tuple[bytes, bytes]:
+    """Verify a chunk given as flat bytes (in the native loop where ``use_native`` and it builds).
 
     BLS12-381 chunks go through :class:`BlsBatchVerifier` when ``bls_batch`` is set (same
     verdicts as the one-by-one loop, see app/engine/verify/bls_batch.py).
@@ -42,6 +60,12 @@ def _verify_range(scheme_id: str, pk_len: int, pks: bytes, sigs: bytes, msgs: by
     process or thread; ``offsets`` are relative to ``msgs``.
     """
     scheme = SCHEMES[scheme_id]
+    loops = native.loops() if use_native and scheme.family in native.FAMILIES else None
+    if loops is not None:
+        u8 = np.uint8
+        return loops.run(scheme.family, scheme.code, np.frombuffer(pks, u8).reshape(-1, pk_len),
+                         np.frombuffer(sigs, u8).reshape(-1, scheme.sig_len), np.frombuffer(msgs, u8),
+                         np.asarray(offsets, np.uint64), prehashed, allow_high_s)
     fn = reference.verifier(scheme)
     sig_len, code = scheme.sig_len, scheme.code
     n = len(offsets) - 1
@@ -69,12 +93,68 @@ def _verify_range(scheme_id: str, pk_len: int, pks: bytes, sigs: bytes, msgs: by
     return bytes(out), b"".join(leaves)
 
 
-def _chunk_args(batch: Batch, lo: int, hi: int, bls_batch: bool) -> tuple:
+def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool) -> tuple:
     off = batch.offsets[lo:hi + 1].astype(np.int64)
     base = int(off[0])
     return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
             batch.msgs[base:int(off[-1])].tobytes(), (off - base).tolist(), batch.ctx, batch.prehashed,
-            batch.allow_high_s, bls_batch)
+            batch.allow_high_s, use_native, bls_batch)
+
+
+def _native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
+    """Verify items [lo, hi) of ``batch`` in the native loop, on the batch's own columns."""
+    loops = native.loops()
+    assert loops is not None  # callers check native_family first
+    off = batch.offsets[lo:hi + 1].astype(np.uint64)
+    base = int(off[0])
+    return loops.run(batch.scheme.family, batch.scheme.code, batch.pks[lo:hi], batch.sigs[lo:hi],
+                     batch.msgs[base:int(off[-1])], off - base, batch.prehashed, batch.allow_high_s)
+
+
+#: Helper counts that mean "released": a GIL-holding call can still let the helper in
+#: once per hand-off forced by some other thread; a releasing call lets it count hundreds
+#: to thousands of times in the measurement.
+MIN_COUNTS = 10
+
+
+def releases_gil(fn, args: tuple, seconds: float = 0.02, switch_seconds: float = 0.1) -> bool:
+    """Whether ``fn(*args)`` releases the GIL while it runs, measured, not assumed.
+
+    A helper thread counts, yielding the GIL after each count, while this thread calls ``fn``
+    for ``seconds`` (at least once) under a switch interval longer than that: this thread
+    then gives up the GIL only where the library releases it, so the helper counts only
+    then.  The answer does not depend on how busy the machine is (a neighbour slows both
+    threads alike), unlike timing one thread against two.  The interpreter's switch interval
+    is ``switch_seconds`` during the measurement, so another thread may wait up to that long.
+    """
+    state = {"count": 0, "measuring": False, "stop": False}
+    started = threading.Event()
+
+    def spin() -> None:
+        started.set()
+        while not state["stop"]:
+            if state["measuring"]:
+                state["count"] += 1
+            time.sleep(0)  # hand the GIL back at once when the caller wants it
+
+    old = sys.getswitchinterval()
+    # Before the helper starts: its every wait for the GIL must use the long interval.
+    sys.setswitchinterval(switch_seconds)
+    helper = threading.Thread(target=spin, name="zv-gil-probe", daemon=True)
+    try:
+        helper.start()
+        started.wait()
+        state["measuring"] = True
+        t0 = time.perf_counter()
+        fn(*args)
+        while time.perf_counter() - t0 < seconds:
+            fn(*args)
+        state["measuring"] = False
+    finally:
+        state["stop"] = True
+        sys.setswitchinterval(old)
+        helper.join()
+    return state["count"] >= MIN_COUNTS
 
 
 def _warm(_: int) -> int:
@@ -89,9 +169,13 @@ class CpuBackend:
 
     Args:
         workers: cores to use; 0 means ``os.cpu_count()``.
-        chunk: items per work unit (smaller spreads better, larger costs less overhead).
-        parallelism: ``auto`` follows :data:`reference.RELEASES_GIL`; ``thread`` or
-            ``process`` forces one kind of pool for every scheme (used by the benchmark).
+        chunk: items per work unit; 0 (the default) sizes chunks per scheme from the
+            measured per-item cost (see the module docstring).
+        parallelism: ``auto`` uses threads for the native loops and follows
+            :data:`reference.RELEASES_GIL` for the rest; ``thread`` or ``process`` forces one
+            kind of pool for every scheme (used by the benchmark).
+        use_native: run Ed25519 and secp256k1 in the native loops where they build (False:
+            the Python loop everywhere, which the benchmark and tests compare against).
         bls_batch: verify BLS12-381 chunks by random linear combination
             (app/engine/verify/bls_batch.py); off, one CoreVerify per item.  Same verdicts either
             way; on is faster from a few items up (bench/results/bls_batch.md).
@@ -99,12 +183,18 @@ class CpuBackend:
 
     name = "cpu"
 
-    def __init__(self, workers: int = 0, chunk: int = 256, parallelism: Parallelism = "auto",
-                 bls_batch: bool = True):
+    def __init__(self, workers: int = 0, chunk: int = 0, parallelism: Parallelism = "auto",
+                 use_native: bool = True, bls_batch: bool = True):
         self.workers = workers or os.cpu_count() or 1
         self.bls_batch = bls_batch
-        self.chunk = max(1, chunk)
+        self.chunk = max(0, chunk)
         self.parallelism = parallelism
+        self.use_native = use_native
+        #: Measured single-core seconds per item, per scheme id (moving average).
+        self.item_seconds: dict[str, float] = {}
+        #: Per scheme family: whether its library call releases the GIL, measured by
+        #: :meth:`warm_up` (:func:`releases_gil`); :data:`reference.RELEASES_GIL` until then.
+        self.gil_released: dict[str, bool] = {}
         self._threads: ThreadPoolExecutor | None = None
         self._procs: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -115,10 +205,49 @@ class CpuBackend:
     def schemes(self) -> frozenset[str]:
         return frozenset(SCHEMES)
 
+    def native_family(self, scheme: Scheme) -> bool:
+        """Whether ``scheme`` runs in a native loop here (built, and not turned off)."""
+        return self.use_native and scheme.family in native.FAMILIES and native.loops() is not None
+
     def uses_processes(self, scheme: Scheme) -> bool:
         if self.parallelism != "auto":
             return self.parallelism == "process"
-        return not reference.RELEASES_GIL[scheme.family]
+        if self.native_family(scheme):
+            return False  # the ctypes call releases the GIL for the whole chunk
+        return not self.gil_released.get(scheme.family, reference.RELEASES_GIL[scheme.family])
+
+    def measure_gil(self) -> dict[str, bool]:
+        """Measure, per scheme family, whether its library releases the GIL (one known answer
+        of the family's first scheme, a few calls: milliseconds); fills :attr:`gil_released`."""
+        from app.engine.verify import kat
+
+        answers = kat.known_answers()
+        for scheme in SCHEMES.values():
+            if scheme.family in self.gil_released or not answers.get(scheme.id):
+                continue
+            it = answers[scheme.id][0].item
+            fn = reference.verifier(scheme)
+            args = (it.public_key, it.message, it.signature, it.context, it.prehashed, it.allow_high_s)
+            # A "no" can come from a helper thread the OS did not run in time, a "yes" only
+            # from a released GIL: ask up to three times.
+            self.gil_released[scheme.family] = any(releases_gil(fn, args) for _ in range(3))
+        return dict(self.gil_released)
+
+    def chunk_items(self, scheme: Scheme) -> int:
+        """Items per chunk for ``scheme``: fixed when configured, else ``CHUNK_SECONDS`` of the
+        measured per-item cost (``DEFAULT_CHUNK`` before the first measurement)."""
+        if self.chunk:
+            return self.chunk
+        cost = self.item_seconds.get(scheme.id)
+        if cost is None:
+            return DEFAULT_CHUNK
+        return max(1, min(4096, int(CHUNK_SECONDS[self.uses_processes(scheme)] / max(cost, 1e-9))))
+
+    def _measured(self, scheme: Scheme, n: int, seconds: float, parallel: int) -> None:
+        # Wall time over items, times the cores that shared the work: single-core cost.
+        cost = seconds * parallel / n
+        old = self.item_seconds.get(scheme.id)
+        self.item_seconds[scheme.id] = cost if old is None else 0.7 * old + 0.3 * cost
 
     def _executor(self, processes: bool) -> Executor:
         with self._lock:
@@ -133,7 +262,11 @@ class CpuBackend:
             return self._threads
 
     def warm_up(self) -> None:
-        """Start the pools the registry will need, so the first batch pays no start-up."""
+        """Build the native loops and start the pools the registry will need, so the first
+        batch pays no start-up."""
+        native.loops()
+        if self.parallelism == "auto":
+            self.measure_gil()
         for procs in {self.uses_processes(s) for s in SCHEMES.values()}:
             self._executor(procs)
 
@@ -150,15 +283,26 @@ class CpuBackend:
         n = len(batch)
         if n == 0:
             return np.zeros(0, dtype=bool), np.zeros((0, 32), dtype=np.uint8)
-        # Enough chunks to keep every worker busy, none larger than self.chunk.
-        size = max(1, min(self.chunk, -(-n // self.workers)))
+        # Enough chunks to keep every worker busy, none larger than the measured chunk.
+        size = max(1, min(self.chunk_items(batch.scheme), -(-n // self.workers)))
         bounds = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
+        use_native = self.native_family(batch.scheme)
+        t0 = time.perf_counter()
         if len(bounds) == 1 or self.workers == 1:
-            parts = [_verify_range(*_chunk_args(batch, lo, hi, self.bls_batch)) for lo, hi in bounds]
+            parallel = 1
+            parts = [_native_range(batch, lo, hi) if use_native
+                     else _verify_range(*_chunk_args(batch, lo, hi, False, self.bls_batch)) for lo, hi in bounds]
         else:
-            ex = self._executor(self.uses_processes(batch.scheme))
-            futures = [ex.submit(_verify_range, *_chunk_args(batch, lo, hi, self.bls_batch)) for lo, hi in bounds]
+            parallel = min(self.workers, len(bounds))
+            processes = self.uses_processes(batch.scheme)
+            ex = self._executor(processes)
+            if use_native and not processes:
+                futures = [ex.submit(_native_range, batch, lo, hi) for lo, hi in bounds]
+            else:
+                futures = [ex.submit(_verify_range, *_chunk_args(batch, lo, hi, use_native, self.bls_batch))
+                           for lo, hi in bounds]
             parts = [f.result() for f in futures]
+        self._measured(batch.scheme, n, time.perf_counter() - t0, parallel)
         verdicts = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.uint8).astype(bool)
         leaves = np.frombuffer(b"".join(p[1] for p in parts), dtype=np.uint8).reshape(n, 32)
         return verdicts, leaves

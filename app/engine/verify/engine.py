@@ -65,7 +65,7 @@ class EngineConfig:
 
     backend: str = "auto"
     cpu_workers: int = 0
-    cpu_chunk: int = 256
+    cpu_chunk: int = 0
     cpu_parallelism: Literal["auto", "thread", "process"] = "auto"
     #: Verify BLS12-381 batches on the CPU by random linear combination (app/engine/verify/bls_batch.py).
     bls_batch: bool = True

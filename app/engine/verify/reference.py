@@ -4,10 +4,11 @@ Each ``verify_<family>`` takes bytes-like arguments and returns a plain ``bool``
 raises for bad input (a wrong length, a point off the curve, a bad encoding is ``False``).
 These functions *define* the verdicts every other backend must reproduce.
 
-Whether a library releases the GIL decides how the CPU backend spreads work over cores
-(``RELEASES_GIL``); the values are measured by ``bench/cpu_engine.py`` (the raw loop on two
-threads against one: libsodium, libsecp256k1 through cffi, arkworks' BLS and OpenSSL's
-ML-DSA scale, pqcrypto's SLH-DSA does not).
+Whether a library releases the GIL decides how the CPU backend spreads work over cores; the
+backend measures it at warm-up (:func:`app.engine.backends.cpu.releases_gil`) and uses
+``RELEASES_GIL`` only before that.  Its values are what ``bench/cpu_engine.py`` shows (the
+raw loop on two threads against one: libsodium, libsecp256k1 through cffi, arkworks' BLS and
+OpenSSL's ML-DSA scale, pqcrypto's SLH-DSA does not).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import nacl.exceptions
 from app.engine.verify.schemes import MAX_CONTEXT_BYTES, Scheme
 from app.wire.encoding import secp256k1_lib
 
-#: True where the library call releases the GIL, so threads use every core.
+#: True where the library call releases the GIL, so threads use every core (the CPU
+#: backend's assumption until its warm-up has measured it).
 RELEASES_GIL: dict[str, bool] = {
     "ed25519": True,
     "secp256k1": True,

@@ -1,0 +1,153 @@
+"""Native chunk loops for the CPU backend (``native_loops.cpp``), driving the libraries' own C
+entry points.
+
+:func:`loops` builds ``native_loops.cpp`` with the kernels' host build
+(:mod:`app.engine.kernels.hostbuild`, cached by source hash) and hands it the addresses of
+libsodium's ``crypto_sign_ed25519_verify_detached`` and ``crypto_hash_sha256`` (PyNaCl's
+bundled copy) and of libsecp256k1's parse / normalize / verify functions (coincurve's
+bundled copy, with its global context).  A ctypes call releases the GIL, so one call
+verifies and leaf-hashes a whole chunk on one core while other threads run theirs.
+
+Verdicts are, item for item, those of :mod:`app.engine.verify.reference` (the same library
+functions under the same length and prehash rules); tests check it on every vector.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from app.errors import KernelBuildError
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("native_loops.cpp")
+#: Scheme families with a native loop.
+FAMILIES = frozenset({"ed25519", "secp256k1"})
+
+_P = ctypes.c_void_p
+_SZ = ctypes.c_size_t
+_U8 = ctypes.c_ubyte
+
+
+class NativeLoops:
+    """The built library plus the library entry points it calls.
+
+    :meth:`run` verifies one chunk of columns; it never raises for bad items (a bad length,
+    key or signature is a ``0`` verdict).
+    """
+
+    def __init__(self, lib: ctypes.CDLL):
+        import nacl._sodium
+        from coincurve._libsecp256k1 import ffi as k1_ffi
+
+        from app.wire.encoding import secp256k1_lib
+
+        sodium = ctypes.CDLL(nacl._sodium.__file__)  # the copy PyNaCl loaded and initialised
+        k1 = ctypes.CDLL(_k1_path())  # coincurve's bundled libsecp256k1
+        addr = lambda so, name: ctypes.cast(getattr(so, name), _P).value  # noqa: E731
+        self._ed = (addr(sodium, "crypto_sign_ed25519_verify_detached"),)
+        self._sha = addr(sodium, "crypto_hash_sha256")
+        _, _, ctx = secp256k1_lib()
+        self._k1 = tuple(addr(k1, n) for n in ("secp256k1_ec_pubkey_parse", "secp256k1_ecdsa_signature_parse_compact",
+                                                "secp256k1_ecdsa_signature_normalize", "secp256k1_ecdsa_verify"))
+        self._k1_ctx = int(k1_ffi.cast("uintptr_t", ctx))
+        lib.zv_cpu_ed25519.argtypes = [_P, _P, _U8, _P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P, _P]
+        lib.zv_cpu_ed25519.restype = None
+        lib.zv_cpu_secp256k1.argtypes = [_P, _P, _P, _P, _P, _P, _U8, ctypes.c_int, ctypes.c_int,
+                                         _P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P, _P]
+        lib.zv_cpu_secp256k1.restype = None
+        self._lib = lib
+
+    def run(self, family: str, code: int, pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray,
+            offsets: np.ndarray, prehashed: bool = False, allow_high_s: bool = False) -> tuple[bytes, bytes]:
+        """Verify and leaf-hash one chunk.
+
+        Args:
+            family: ``"ed25519"`` or ``"secp256k1"``.
+            code: the scheme's one-byte code (the leaf's first data byte).
+            pks: ``uint8[n, pk_len]``; sigs: ``uint8[n, sig_len]``; msgs: ``uint8[M]``.
+            offsets: ``[n + 1]`` message offsets relative to ``msgs`` (any integer dtype).
+        Returns:
+            (``n`` verdict bytes 0/1, ``32·n`` bytes of leaf hashes), as the Python loop returns.
+        """
+        pks = np.ascontiguousarray(pks, dtype=np.uint8)
+        sigs = np.ascontiguousarray(sigs, dtype=np.uint8)
+        msgs = np.ascontiguousarray(msgs, dtype=np.uint8)
+        off = np.ascontiguousarray(offsets, dtype=np.uint64)
+        n = len(off) - 1
+        verdicts = np.zeros(n, dtype=np.uint8)
+        leaves = np.empty((n, 32), dtype=np.uint8)
+        if pks.shape[0] < n or sigs.shape[0] < n:
+            raise ValueError(f"{n} offsets' items but {pks.shape[0]} keys, {sigs.shape[0]} signatures")
+        cols = (pks.ctypes.data, pks.shape[1], sigs.ctypes.data, sigs.shape[1], msgs.ctypes.data, msgs.shape[0],
+                off.ctypes.data, n, verdicts.ctypes.data, leaves.ctypes.data)
+        if family == "ed25519":
+            self._lib.zv_cpu_ed25519(*self._ed, self._sha, code, *cols)
+        elif family == "secp256k1":
+            self._lib.zv_cpu_secp256k1(*self._k1, self._k1_ctx, self._sha, code, int(prehashed),
+                                       int(allow_high_s), *cols)
+        else:
+            raise ValueError(f"no native loop for {family!r}")
+        return verdicts.tobytes(), leaves.tobytes()
+
+
+def prebuilt_path(directory: str | Path) -> Path:
+    """Where a library prebuilt from this exact ``native_loops.cpp`` lies in ``directory``."""
+    return Path(directory) / f"native_loops-{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]}.so"
+
+
+def prebuild(directory: str | Path) -> Path:
+    """Build the native loops into ``directory`` for a host without a compiler (the CPU
+    image builds them in its build stage); returns the library's path.  Raises
+    :class:`app.errors.KernelBuildError` when the build fails."""
+    from app.engine.kernels import hostbuild
+
+    out = prebuilt_path(directory)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(hostbuild.build_code(SOURCE.read_text(), "native_loops"), out)
+    return out
+
+
+def _library() -> Path:
+    from app.engine.kernels import hostbuild
+
+    if hostbuild.compiler() is None:
+        # No compiler here: a library prebuilt from this source, under $ZAPVERIFY_NATIVE_DIR.
+        prebuilt = prebuilt_path(os.environ.get("ZAPVERIFY_NATIVE_DIR", "."))
+        if prebuilt.is_file():
+            return prebuilt
+    return hostbuild.build_code(SOURCE.read_text(), "native_loops")
+
+
+def _k1_path() -> str:
+    import coincurve
+
+    return str(next(Path(coincurve.__file__).parent.glob("_libsecp256k1*.so")))
+
+
+_lock = threading.Lock()
+_loops: NativeLoops | None = None
+_failed = False
+
+
+def loops() -> NativeLoops | None:
+    """The native loops, built (or found prebuilt, :func:`prebuild`) and loaded once per
+    process; None where neither works (no C++ compiler and no prebuilt library, a library
+    without the exported symbols), and the Python loop is used."""
+    global _loops, _failed
+    with _lock:
+        if _loops is None and not _failed:
+            try:
+                _loops = NativeLoops(ctypes.CDLL(str(_library())))
+            except (KernelBuildError, OSError, AttributeError, ImportError) as exc:
+                log.warning("native CPU loops unavailable, using the Python loop: %s", exc)
+                _failed = True
+        return _loops
