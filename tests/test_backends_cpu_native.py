@@ -100,15 +100,6 @@ def test_a_host_without_a_compiler_loads_the_prebuilt_library(tmp_path, monkeypa
         native._library()
 
 
-def test_the_cpu_image_ships_the_prebuilt_loops():
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[1] / "Dockerfile").read_text()
-    build, final = text.split("\nFROM ${PYTHON_IMAGE}\n")
-    assert "native.prebuild('/opt/zapverify/native')" in build
-    assert "ZAPVERIFY_NATIVE_DIR=/opt/zapverify/native" in final and "COPY --from=build /opt/zapverify" in final
-
-
 def test_offsets_outside_the_messages_are_clamped_like_a_python_slice():
     """Columns overwritten under the backend (a caller's bug) give verdicts, never a crash."""
     scheme = SCHEMES["ed25519"]
