@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.client import Client
 from tests.containers.stack import wait_ready
 from tests.system.conftest import ARTIFACTS
-from tests.system.requests_util import SCHEMES, items
+from tests.system.requests_util import SCHEMES, items, load_while
 from tests.system.test_dashboard_browser import number
 from tests.system.test_loadbalancer import INSTANCE, post_verify
 
@@ -155,33 +154,10 @@ def test_cuda_image_without_a_gpu_serves_from_the_cpu_and_says_why(stack):
 def test_killing_a_replica_keeps_the_service_answering(stack):
     reps = replicas(stack)
     victim, survivor = sorted(reps)
-    stop = threading.Event()
-    results: list[tuple[str, float, float, int, str]] = []  # kind, start, end, status, replica
-    lock = threading.Lock()
-
-    def run(kind: str):
-        with httpx.Client() as c:
-            while not stop.is_set():
-                t0 = time.monotonic()
-                try:
-                    r = post_verify(stack.url, client=c) if kind == "POST" else \
-                        c.get(stack.url + "/v1/status", timeout=30)
-                    status, who = r.status_code, stack.replica_of(r.headers.get(INSTANCE, "-"))
-                except httpx.TransportError as exc:
-                    status, who = 0, type(exc).__name__
-                with lock:
-                    results.append((kind, t0, time.monotonic(), status, who))
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in ("GET", "GET", "POST", "POST")]
-    for t in threads:
-        t.start()
-    time.sleep(2.0)
-    killed_at = time.monotonic()
-    stack.docker_run("kill", reps[victim])  # SIGKILL: the container dies as in a crash
-    time.sleep(6.0)
-    stop.set()
-    for t in threads:
-        t.join(60)
+    # SIGKILL: the container dies as in a crash
+    results, killed_at = load_while(lambda: stack.docker_run("kill", reps[victim]), base=stack.url,
+                                    post=post_verify, kinds=("GET", "GET", "POST", "POST"), before=2.0, after=6.0,
+                                    who=lambda instance: stack.replica_of(instance or "-"))
     gets = [r for r in results if r[0] == "GET"]
     posts = [r for r in results if r[0] == "POST"]
     assert len(gets) > 10 and len(posts) > 5, Counter(r[0] for r in results)

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.system.cluster import DEPLOY, load_env_file
 from tests.system.conftest import ARTIFACTS
-from tests.system.requests_util import verify_body
+from tests.system.requests_util import load_while, verify_body
 
 INSTANCE = "X-Zapverify-Instance"
 
@@ -136,33 +136,8 @@ def test_body_limit_of_nginx_matches_the_app(cluster):
 
 def test_killing_a_replica_keeps_requests_succeeding(cluster):
     a, b = cluster.replicas["a"], cluster.replicas["b"]
-    stop = threading.Event()
-    results: list[tuple[str, float, float, int, str]] = []  # kind, start, end, status, instance
-    lock = threading.Lock()
-
-    def run(kind: str):
-        with httpx.Client() as c:
-            while not stop.is_set():
-                t0 = time.monotonic()
-                try:
-                    r = post_verify(cluster.url, client=c) if kind == "POST" else \
-                        c.get(cluster.url + "/v1/status", timeout=30)
-                    status, inst = r.status_code, r.headers.get(INSTANCE, "")
-                except httpx.TransportError as exc:
-                    status, inst = 0, type(exc).__name__
-                with lock:
-                    results.append((kind, t0, time.monotonic(), status, inst))
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in ("GET", "GET", "GET", "POST", "POST")]
-    for t in threads:
-        t.start()
-    time.sleep(1.5)
-    killed_at = time.monotonic()
-    b.kill()
-    time.sleep(3.0)
-    stop.set()
-    for t in threads:
-        t.join(60)
+    results, killed_at = load_while(b.kill, base=cluster.url, post=post_verify,
+                                    kinds=("GET", "GET", "GET", "POST", "POST"), before=1.5, after=3.0)
     gets = [r for r in results if r[0] == "GET"]
     posts = [r for r in results if r[0] == "POST"]
     assert len(gets) > 30 and len(posts) > 10
