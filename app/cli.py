@@ -121,21 +121,22 @@ def _convert_vectors(args: argparse.Namespace) -> int:
 
 
 def _build_kernels(args: argparse.Namespace) -> int:
-    """Compile every kernel source to a fatbin with nvcc (the CUDA image runs this at build time)."""
-    import time
+    """Compile the service's kernels ahead of time: nvcc fatbins, or NVRTC cubins and PTX
+    where there is no nvcc (the CUDA image does the same at build time)."""
+    from app.engine.kernels import nvrtc, prebuilt
 
-    from app.engine.kernels import prebuilt, registry
-
-    compiler = prebuilt.nvcc()
-    if compiler is None:
-        print("zapverify: no nvcc on the PATH: kernels will be compiled by NVRTC at first use", file=sys.stderr)
+    compiler = prebuilt.nvcc() if args.compiler in ("auto", "nvcc") else None
+    if compiler is None and args.compiler == "nvcc":
+        print("zapverify: no nvcc on the PATH (set NVCC)", file=sys.stderr)
+        return 2
+    if compiler is None and not nvrtc.available():
+        print("zapverify: neither nvcc nor NVRTC (libnvrtc) found: kernels will be compiled by CuPy's NVRTC "
+              "at first use", file=sys.stderr)
         return 2
     archs = tuple(a.strip() for a in args.arch.split(",") if a.strip())
     out = args.out or prebuilt.shipped_dir() or prebuilt.cache_dir()
-    for path in registry.sources():
-        t0 = time.perf_counter()
-        fatbin = prebuilt.build(registry.KernelSource(path.stem), compiler=compiler, archs=archs, out_dir=out)
-        print(f"{path.name} -> {fatbin} ({time.perf_counter() - t0:.1f} s)")
+    prebuilt.build_all(out, compiler=compiler, archs=archs, jobs=args.jobs)
+    print(f"kernels in {out}")
     return 0
 
 
@@ -244,10 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also write N valid and N mutated items per scheme, N BLS aggregate signer sets")
     cv.set_defaults(func=_convert_vectors)
 
-    bk = sub.add_parser("build-kernels", help="compile the GPU kernels ahead of time with nvcc (fatbins)")
+    bk = sub.add_parser("build-kernels", help="compile the GPU kernels ahead of time (nvcc fatbins, else NVRTC "
+                                              "cubins and PTX)")
     bk.add_argument("--out", type=Path, default=None,
                     help="folder (default $ZAPVERIFY_KERNEL_PREBUILT, else the kernel cache)")
     bk.add_argument("--arch", default=",".join(_KERNEL_ARCHS), help="SM versions (default %(default)s)")
+    bk.add_argument("--compiler", default="auto", choices=["auto", "nvcc", "nvrtc"],
+                    help="auto: nvcc where it is on the PATH, else NVRTC (default %(default)s)")
+    bk.add_argument("--jobs", type=int, default=0, help="compiles at once (default: one per core)")
     bk.set_defaults(func=_build_kernels)
 
     t = sub.add_parser("selftest", help="run the known-answer self-test of every backend")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from app import cli
-from app.engine.kernels import prebuilt
+from app.engine.kernels import nvrtc, prebuilt, registry
 from app.engine.kernels.registry import KernelSource
 
 TOY = KernelSource("toy", Path(__file__).resolve().parent / "kernels")
@@ -82,10 +83,60 @@ def test_nvcc_builds_once_then_every_start_loads_the_fatbin(cache, monkeypatch):
     assert second.loads == first.loads
 
 
-def test_build_kernels_without_nvcc_says_so(monkeypatch, capsys):
+def test_build_kernels_without_nvcc_or_nvrtc_says_so(monkeypatch, capsys):
     monkeypatch.setattr(prebuilt, "nvcc", lambda: None)
+    monkeypatch.setattr(nvrtc, "available", lambda: False)
     assert cli.main(["build-kernels"]) == 2
     assert "NVRTC" in capsys.readouterr().err
+
+
+def _elf_arch(cubin: bytes) -> int:
+    """The SM version a CUDA ELF was built for (e_machine EM_CUDA, arch in e_flags bits 8-15)."""
+    assert cubin[:4] == b"\x7fELF" and struct.unpack_from("<H", cubin, 18)[0] == 190
+    return (struct.unpack_from("<I", cubin, 48)[0] >> 8) & 0xFF
+
+
+@pytest.mark.skipif(not nvrtc.available(), reason="no libnvrtc (the test extra installs NVIDIA's wheel)")
+def test_build_kernels_with_nvrtc_ships_cubins_and_ptx_that_later_starts_load(cache, monkeypatch, capsys):
+    """The CUDA image's path: no nvcc, NVRTC compiles SASS for sm_80 and sm_90 and PTX for
+    newer GPUs; a start on each GPU generation then loads the right file and compiles nothing."""
+    shipped = cache / "shipped"
+    monkeypatch.setattr(prebuilt, "nvcc", lambda: None)
+    monkeypatch.setattr(registry, "service_sources", lambda: [TOY])
+    assert cli.main(["build-kernels", "--out", str(shipped)]) == 0
+    assert "toy.cu -> " in capsys.readouterr().out
+    major = nvrtc.version()[0]
+    stem = prebuilt.key(TOY, major)
+    assert sorted(p.name for p in shipped.iterdir()) == sorted(
+        [f"{stem}.sm_80.cubin", f"{stem}.sm_90.cubin", f"{stem}.compute_90.ptx"])
+    assert _elf_arch((shipped / f"{stem}.sm_80.cubin").read_bytes()) == 80
+    assert _elf_arch((shipped / f"{stem}.sm_90.cubin").read_bytes()) == 90
+    ptx = (shipped / f"{stem}.compute_90.ptx").read_text()
+    assert ".target sm_90" in ptx and ".entry zv_verify_toy" in ptx
+
+    monkeypatch.setenv("ZAPVERIFY_KERNEL_PREBUILT", str(shipped))
+    monkeypatch.setattr(nvrtc, "compile_program", lambda *a, **k: pytest.fail("compiled at start"))
+    for cc, name in [((9, 0), f"{stem}.sm_90.cubin"), ((8, 0), f"{stem}.sm_80.cubin"),
+                     ((8, 9), f"{stem}.sm_80.cubin"), ((10, 0), f"{stem}.compute_90.ptx"),
+                     ((12, 0), f"{stem}.compute_90.ptx")]:
+        cp = RecordingCupy(major * 1000)
+        prebuilt.load_module(cp, TOY, "code", ("-std=c++17",), cc)
+        assert cp.loads == [{"path": str(shipped / name)}], cc
+    # Older than every shipped arch: CuPy's NVRTC compiles for it (and caches it).
+    cp = RecordingCupy(major * 1000)
+    prebuilt.load_module(cp, TOY, "code", ("-std=c++17",), (7, 5))
+    assert cp.loads == [{"code": "code", "options": ("-std=c++17",)}]
+    # Another CUDA major never loads these.
+    cp = RecordingCupy((major + 1) * 1000)
+    prebuilt.load_module(cp, TOY, "code", ("-std=c++17",), (9, 0))
+    assert "code" in cp.loads[0]
+
+
+def test_a_nvrtc_error_names_the_source_and_target(tmp_path):
+    if not nvrtc.available():
+        pytest.skip("no libnvrtc")
+    with pytest.raises(nvrtc.NvrtcError, match=r"bad\.cu for sm_90"):
+        nvrtc.compile_program("this is not C++", "bad.cu", ("-std=c++17",), "sm_90")
 
 
 def test_a_second_process_start_runs_no_compiler(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -122,6 +123,75 @@ def test_concurrent_writers_all_land(store):
     assert not errors
     assert store.count() == 60
     assert all(store.get(r.id) == r for r in receipts)
+
+
+def test_concurrent_writers_share_transactions_group_commit(store):
+    """Receipts put while a commit is running wait and go together in the next transaction
+    (one fsync for all), each caller returning only once its own receipts are committed."""
+    rng = random.Random(6)
+    receipts = [make_receipt(rng, 3) for _ in range(40)]
+    gc = store.group_commit
+    real, seen = gc.insert, []
+
+    def slow_insert(rows):
+        seen.append(len(rows))
+        time.sleep(0.02)  # a commit long enough for the other writers to queue behind it
+        real(rows)
+
+    gc.insert = slow_insert
+    start = threading.Barrier(8)
+
+    def write(part):
+        start.wait()
+        for r in part:
+            store.put(r)
+            assert store.get(r.id, leaves=False) is not None  # committed when put returns
+
+    threads = [threading.Thread(target=write, args=(receipts[k::8],)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.count() == 40 and sum(seen) == 40
+    assert len(seen) < 40 and max(seen) > 1  # joined: fewer transactions than writes
+    assert gc.callers == 40 and gc.groups == len(seen)
+
+
+def test_a_failed_group_commit_fails_every_caller_in_it(store):
+    gc = store.group_commit
+    gate, entered = threading.Event(), threading.Event()
+    real = gc.insert
+
+    def insert(rows):
+        if len(rows) == 1 and not gate.is_set():  # the first writer's own commit: hold it
+            entered.set()
+            gate.wait(5)
+            return real(rows)
+        raise StoreUnavailable("disk full")
+
+    gc.insert = insert
+    rng = random.Random(7)
+    outcomes: dict[int, str] = {}
+
+    def write(k):
+        try:
+            store.put(make_receipt(rng, 2))
+            outcomes[k] = "ok"
+        except StoreUnavailable as exc:
+            outcomes[k] = str(exc)
+
+    first = threading.Thread(target=write, args=(0,))
+    first.start()
+    entered.wait(5)
+    rest = [threading.Thread(target=write, args=(k,)) for k in (1, 2, 3)]
+    for t in rest:
+        t.start()
+    time.sleep(0.1)  # all three queued behind the first commit
+    gate.set()
+    for t in [first, *rest]:
+        t.join()
+    assert outcomes == {0: "ok", 1: "disk full", 2: "disk full", 3: "disk full"}
+    assert store.count() == 1
 
 
 # ------------------------------------------------------------------ paging
@@ -246,6 +316,7 @@ def test_sqlite_is_wal_with_full_sync(tmp_path):
         assert s.kind == "sqlite"
         assert s.pragma("journal_mode") == "wal"
         assert s.pragma("synchronous") == 2  # FULL
+        assert s.pragma("page_size") == 65536  # a batch's leaf hashes in few pages
 
 
 def test_sqlite_unwritable_path_is_store_unavailable(tmp_path):

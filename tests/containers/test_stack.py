@@ -151,6 +151,36 @@ def test_cuda_image_without_a_gpu_serves_from_the_cpu_and_says_why(stack):
     assert r.status_code == 200
 
 
+
+#: Run inside zapverify:cuda: for each kernel the service loads and each GPU generation, the
+#: file a start would load (prebuilt.find, as CupyDevice does), its size and kind.
+_SHIPPED_KERNELS = """
+import json
+from cupy.cuda import runtime
+from app.engine.kernels import prebuilt, registry
+major = runtime.runtimeGetVersion() // 1000
+out = {}
+for source in registry.service_sources():
+    for cc in ((8, 0), (8, 6), (9, 0), (10, 0)):
+        p = prebuilt.find(source, major, cc=cc)
+        out[f"{source.name} {cc[0]}.{cc[1]}"] = [str(p), p.stat().st_size, p.read_bytes()[:4].hex()] if p else None
+print(json.dumps(out))
+"""
+
+
+def test_cuda_image_ships_compiled_kernels_for_every_gpu_generation(stack):
+    """A GPU start compiles nothing: SASS for A100-class (8.x) and H100/H200 (9.0), PTX for
+    newer, under the key of the sources the image carries (issue 14)."""
+    found = json.loads(stack.docker_run("exec", "zv-cuda-nogpu", "python", "-c", _SHIPPED_KERNELS))
+    (ARTIFACTS / "cuda-shipped-kernels.json").write_text(json.dumps(found, indent=1))
+    for what, hit in found.items():
+        assert hit is not None, f"{what}: no shipped kernel"
+        path, size, magic = hit
+        assert path.startswith("/opt/zapverify/kernels/") and size > 1000, hit
+        cc = what.split()[1]
+        want = {"8.0": ".sm_80.cubin", "8.6": ".sm_80.cubin", "9.0": ".sm_90.cubin", "10.0": ".compute_90.ptx"}[cc]
+        assert path.endswith(want) and (magic == "7f454c46") == want.endswith(".cubin"), hit
+
 def test_killing_a_replica_keeps_the_service_answering(stack):
     reps = replicas(stack)
     victim, survivor = sorted(reps)

@@ -164,6 +164,26 @@ def _warm(_: int) -> int:
     return os.getpid()
 
 
+def gil_release_by_family(skip: tuple[str, ...] = ()) -> dict[str, bool]:
+    """Per scheme family not in ``skip``: whether its library releases the GIL while it
+    verifies (:func:`releases_gil` on the family's first known answer).  Runs in a pool
+    worker (:meth:`CpuBackend.measure_gil`)."""
+    from app.engine.verify import kat
+
+    answers = kat.known_answers()
+    out: dict[str, bool] = {}
+    for scheme in SCHEMES.values():
+        if scheme.family in skip or scheme.family in out or not answers.get(scheme.id):
+            continue
+        it = answers[scheme.id][0].item
+        fn = reference.verifier(scheme)
+        args = (it.public_key, it.message, it.signature, it.context, it.prehashed, it.allow_high_s)
+        # A "no" can come from a helper thread the OS did not run in time, a "yes" only
+        # from a released GIL: ask up to three times.
+        out[scheme.family] = any(releases_gil(fn, args) for _ in range(3))
+    return out
+
+
 class CpuBackend:
     """Verifies every scheme with the reference libraries on ``workers`` cores.
 
@@ -218,19 +238,14 @@ class CpuBackend:
 
     def measure_gil(self) -> dict[str, bool]:
         """Measure, per scheme family, whether its library releases the GIL (one known answer
-        of the family's first scheme, a few calls: milliseconds); fills :attr:`gil_released`."""
-        from app.engine.verify import kat
+        of the family's first scheme, a few calls: milliseconds); fills :attr:`gil_released`.
 
-        answers = kat.known_answers()
-        for scheme in SCHEMES.values():
-            if scheme.family in self.gil_released or not answers.get(scheme.id):
-                continue
-            it = answers[scheme.id][0].item
-            fn = reference.verifier(scheme)
-            args = (it.public_key, it.message, it.signature, it.context, it.prehashed, it.allow_high_s)
-            # A "no" can come from a helper thread the OS did not run in time, a "yes" only
-            # from a released GIL: ask up to three times.
-            self.gil_released[scheme.family] = any(releases_gil(fn, args) for _ in range(3))
+        Measured in a worker of the process pool (started here if need be): the measurement
+        lengthens the interpreter's switch interval to 100 ms, which in the server's own
+        process would stall its event loop (``/healthz``) for as long.
+        """
+        procs = self._executor(True)
+        self.gil_released.update(procs.submit(gil_release_by_family, tuple(self.gil_released)).result())
         return dict(self.gil_released)
 
     def chunk_items(self, scheme: Scheme) -> int:
@@ -267,8 +282,14 @@ class CpuBackend:
         native.loops()
         if self.parallelism == "auto":
             self.measure_gil()
-        for procs in {self.uses_processes(s) for s in SCHEMES.values()}:
+        kinds = {self.uses_processes(s) for s in SCHEMES.values()}
+        for procs in kinds:
             self._executor(procs)
+        if True not in kinds:
+            with self._lock:  # started only to measure in: no scheme runs there
+                if self._procs is not None:
+                    self._procs.shutdown(wait=True)
+                    self._procs = None
 
     def verify(self, batch: Batch) -> np.ndarray:
         """Verify ``batch``; returns ``bool[N]`` in item order.  Never raises for bad items."""

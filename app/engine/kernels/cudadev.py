@@ -45,7 +45,6 @@ from typing import Any, Literal
 import numpy as np
 
 from app.engine.kernels import prebuilt
-from app.engine.kernels.hostbuild import KERNEL_DIR, sources_digest
 from app.engine.kernels.registry import KernelSource
 from app.errors import BackendUnavailable, KernelBuildError, KernelLaunchError
 
@@ -53,8 +52,6 @@ Transfer = Literal["auto", "zero-copy", "copy"]
 
 #: cudaMemoryType values (CUDA runtime API) of memory a kernel may read in place.
 _DEVICE_READABLE = {1, 2, 3}  # host (page-locked), device, managed
-#: NVRTC options; the include paths are added per source.
-NVRTC_OPTIONS = ("-std=c++17",)
 #: Blocks per multiprocessor a grid-stride launch asks for at most.
 BLOCKS_PER_SM = 32
 #: Alignment of each column in a staging buffer and on the device: keeps every column
@@ -121,7 +118,6 @@ class CupyDevice:
         self._modules: dict[KernelSource, Any] = {}
         self._functions: dict[tuple[KernelSource, str], Any] = {}
         self._pending: list[Any] = []   # host buffers queued copies still read
-        self._digest: str | None = None
         # ring of page-locked staging buffers, each with the event of the last copy out of it
         self._staging: list[tuple[np.ndarray, Any]] = []
         self._staging_next = 0
@@ -129,15 +125,11 @@ class CupyDevice:
 
     # ------------------------------------------------------------------ compilation
     def code(self, source: KernelSource) -> str:
-        """The text NVRTC compiles for ``source`` (its .cu, led by the sources digest)."""
-        if self._digest is None:
-            self._digest = sources_digest(KERNEL_DIR)
-        extra = sources_digest(source.directory) if source.directory != KERNEL_DIR else ""
-        return f"// zapverify kernel sources {self._digest}{extra}\n" + source.path.read_text()
+        """The text NVRTC compiles for ``source`` (:func:`prebuilt.source_text`)."""
+        return prebuilt.source_text(source)
 
     def options(self, source: KernelSource) -> tuple[str, ...]:
-        dirs = dict.fromkeys([str(source.directory), str(KERNEL_DIR)])
-        return (*NVRTC_OPTIONS, *(f"--include-path={d}" for d in dirs))
+        return prebuilt.nvrtc_options(source)
 
     def function(self, source: KernelSource, entry: str) -> Any:
         """The compiled entry point (a ``cupy.RawKernel``); compiles its module on first use.
@@ -154,7 +146,8 @@ class CupyDevice:
                 with self._device:
                     mod = self._modules.get(source)
                     if mod is None:
-                        mod = prebuilt.load_module(self.cp, source, self.code(source), self.options(source))
+                        mod = prebuilt.load_module(self.cp, source, self.code(source), self.options(source),
+                                                  self.compute_capability)
                     fn = mod.get_function(entry)
                     self._modules[source] = mod
             except Exception as exc:

@@ -1,19 +1,23 @@
 """Kernels compiled ahead of time, so a GPU start compiles nothing (docs/kernels.md, "Compiled kernels").
 
-NVRTC builds the four verify modules in about two minutes on two cores; a service must not
-wait for that at every start, nor every new container.  So a module is looked up, in order:
+NVRTC builds the verify modules in minutes on two cores; a service must not wait for that
+at every start, nor every new container.  So a module is looked up, in order:
 
-1. a **fatbin** for this source digest and CUDA major version in the shipped folder
+1. a compiled module for this source digest and CUDA major version in the shipped folder
    (``$ZAPVERIFY_KERNEL_PREBUILT``; the CUDA image fills it at build time with
-   ``zapverify build-kernels``) or in the cache folder (``$ZAPVERIFY_KERNEL_CACHE/fatbin``);
-2. else, where ``nvcc`` is on the PATH, one is built into the cache folder (SASS for
-   :data:`ARCHS` plus PTX of the newest, which the driver compiles once for newer GPUs);
+   ``zapverify build-kernels``) or in the cache folder (``$ZAPVERIFY_KERNEL_CACHE/fatbin``):
+   an nvcc **fatbin** (SASS for :data:`ARCHS` plus PTX of the newest), else the NVRTC
+   **cubin** of the device's architecture family, else the NVRTC **PTX** of the newest
+   architecture, which the driver compiles once for a newer GPU;
+2. else, where ``nvcc`` is on the PATH, a fatbin is built into the cache folder;
 3. else NVRTC compiles the text, with CuPy's on-disk cache pointed at the cache folder so
    the second start finds it.
 
-The key of a fatbin is ``<name>-<sources digest>-cuda<major>-<archs>``: any change to a
-``.cu``/``.cuh`` file makes a new key, and a fatbin from one CUDA major version is never
+The key of a module is ``<name>-<sources digest>-cuda<major>-<archs>``: any change to a
+``.cu``/``.cuh`` file makes a new key, and a module from one CUDA major version is never
 loaded under another (a newer minor version runs an older minor's SASS, so minors share).
+SASS for ``sm_XY`` runs on any GPU of compute capability X.Z with Z >= Y; PTX for
+``compute_XY`` on any of X.Y or newer.
 """
 
 from __future__ import annotations
@@ -24,9 +28,13 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from app.engine.kernels import nvrtc, registry
 from app.engine.kernels.hostbuild import KERNEL_DIR, sources_digest
 from app.engine.kernels.registry import KernelSource
 from app.errors import KernelBuildError
@@ -34,6 +42,9 @@ from app.errors import KernelBuildError
 #: Real architectures a fatbin carries SASS for (A100, H100/H200); PTX of the last one is
 #: added so Blackwell and later GPUs JIT it once (the driver caches the result).
 ARCHS = ("80", "90")
+#: Options every NVRTC compile gets (our kernels include only their own headers and
+#: NVRTC's built-in ones).
+NVRTC_OPTIONS = ("-std=c++17",)
 
 
 class NvccError(KernelBuildError):
@@ -75,13 +86,81 @@ def key(source: KernelSource, cuda_major: int, archs: tuple[str, ...] = ARCHS) -
     return f"{source.name}-{digest[:20]}-cuda{cuda_major}-sm{'_'.join(archs)}"
 
 
-def find(source: KernelSource, cuda_major: int, archs: tuple[str, ...] = ARCHS) -> Path | None:
-    """An existing fatbin of ``source`` (shipped first, then cached), or None."""
-    name = key(source, cuda_major, archs) + ".fatbin"
+def targets(archs: tuple[str, ...] = ARCHS) -> list[str]:
+    """NVRTC targets of a shipped module: SASS per arch, then PTX of the newest."""
+    return [f"sm_{a}" for a in archs] + [f"compute_{archs[-1]}"]
+
+
+def target_file(stem: str, target: str) -> str:
+    """The file name of one NVRTC target's output (``.cubin`` for SASS, ``.ptx``)."""
+    return f"{stem}.{target}.{'cubin' if target.startswith('sm_') else 'ptx'}"
+
+
+def candidates(source: KernelSource, cuda_major: int, archs: tuple[str, ...] = ARCHS,
+               cc: tuple[int, int] | None = None) -> list[str]:
+    """File names that can serve a GPU of compute capability ``cc``, best first (any
+    fatbin when ``cc`` is unknown); see the module doc."""
+    stem = key(source, cuda_major, archs)
+    if cc is None:
+        return [stem + ".fatbin"]
+    dev = 10 * cc[0] + cc[1]
+    if dev < int(archs[0]):
+        return []  # older than every arch shipped: NVRTC compiles for it
+    sass = sorted((a for a in archs if int(a) // 10 == cc[0] and int(a) <= dev), key=int, reverse=True)
+    names = [stem + ".fatbin", *(target_file(stem, f"sm_{a}") for a in sass)]
+    if int(archs[-1]) <= dev:
+        names.append(target_file(stem, f"compute_{archs[-1]}"))
+    return names
+
+
+def find(source: KernelSource, cuda_major: int, archs: tuple[str, ...] = ARCHS,
+         cc: tuple[int, int] | None = None) -> Path | None:
+    """An existing compiled module of ``source`` for a GPU of compute capability ``cc``
+    (shipped folder first, then the cache; best kind first within each), or None."""
     for folder in (shipped_dir(), cache_dir()):
-        if folder is not None and (folder / name).is_file():
-            return folder / name
+        if folder is None:
+            continue
+        for name in candidates(source, cuda_major, archs, cc):
+            if (folder / name).is_file():
+                return folder / name
     return None
+
+
+def _write_atomic(out: Path, data: bytes) -> None:
+    # Written beside the target and renamed, so a concurrent start never loads half a file.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=out.suffix, dir=out.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, out)
+
+
+def source_text(source: KernelSource) -> str:
+    """The text NVRTC compiles for ``source``: its .cu, led by the sources digest (CuPy keys
+    its NVRTC cache on text and options only, so a header edit must change the text)."""
+    extra = sources_digest(source.directory) if source.directory != KERNEL_DIR else ""
+    return f"// zapverify kernel sources {sources_digest(KERNEL_DIR)}{extra}\n" + source.path.read_text()
+
+
+def nvrtc_options(source: KernelSource) -> tuple[str, ...]:
+    """NVRTC options for ``source``: :data:`NVRTC_OPTIONS` and its include folders."""
+    dirs = dict.fromkeys([str(source.directory), str(KERNEL_DIR)])
+    return (*NVRTC_OPTIONS, *(f"--include-path={d}" for d in dirs))
+
+
+def build_nvrtc(source: KernelSource, target: str, *, archs: tuple[str, ...] = ARCHS,
+                out_dir: Path | None = None) -> Path:
+    """Compile ``source`` with NVRTC (no nvcc, no host compiler, no GPU) for one of
+    :func:`targets` into ``out_dir`` (default :func:`cache_dir`); return the file.
+
+    A target already built is kept.  Raises :class:`app.engine.kernels.nvrtc.NvrtcError`
+    when no libnvrtc loads or it rejects the source.
+    """
+    path = (out_dir or cache_dir()) / target_file(key(source, nvrtc.version()[0], archs), target)
+    if not path.is_file():
+        _write_atomic(path, nvrtc.compile_program(source_text(source), source.path.name, nvrtc_options(source),
+                                                  target))
+    return path
 
 
 def build(source: KernelSource, *, compiler: str | None = None, archs: tuple[str, ...] = ARCHS,
@@ -97,31 +176,58 @@ def build(source: KernelSource, *, compiler: str | None = None, archs: tuple[str
     out = (out_dir or cache_dir()) / (key(source, nvcc_major(compiler), archs) + ".fatbin")
     if out.is_file():
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
     gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
     gencode.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
     includes = [f"-I{d}" for d in dict.fromkeys([source.directory, KERNEL_DIR])]
-    # Written beside the target and renamed, so a concurrent start never loads half a file.
-    fd, tmp = tempfile.mkstemp(suffix=".fatbin", dir=out.parent)
-    os.close(fd)
-    proc = subprocess.run([compiler, "--fatbin", "-std=c++17", *includes, *gencode, "-o", tmp, str(source.path)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        raise NvccError(f"nvcc failed on {source.name}.cu:\n{proc.stderr[-4000:]}")
-    os.replace(tmp, out)
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run([compiler, "--fatbin", *NVRTC_OPTIONS, *includes, *gencode, "-o", f"{tmp}/out",
+                               str(source.path)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise NvccError(f"nvcc failed on {source.name}.cu:\n{proc.stderr[-4000:]}")
+        _write_atomic(out, Path(f"{tmp}/out").read_bytes())
     return out
 
 
-def load_module(cp: Any, source: KernelSource, code: str, options: tuple[str, ...]) -> Any:
-    """A ``cupy.RawModule`` of ``source``: a prebuilt or freshly nvcc-built fatbin when it can
-    be had, else NVRTC on ``code``/``options`` with a persistent cache (see the module doc).
+def build_all(out_dir: Path, *, compiler: str | None = None, archs: tuple[str, ...] = ARCHS, jobs: int = 0,
+              log: Callable[[str], None] = print) -> None:
+    """Compile every source the service loads (:func:`registry.service_sources`) into
+    ``out_dir``: a fatbin each with nvcc when ``compiler`` is given, else every NVRTC
+    target each.  ``jobs`` compiles run at once (default: the cores; each is single-threaded
+    and runs outside the GIL); ``log`` gets a line per file.  Raises :class:`NvccError` or
+    :class:`app.engine.kernels.nvrtc.NvrtcError` on a failed compile.
+
+    Needs only the standard library and libnvrtc (or nvcc): the CUDA image's kernel stage
+    runs it with nothing else installed.
+    """
+    if compiler is not None:
+        work: list[tuple[KernelSource, str | None]] = [(s, None) for s in registry.service_sources()]
+    else:  # a job per target, the largest sources first, so the long compiles overlap
+        work = [(s, t) for s in sorted(registry.service_sources(), key=lambda s: -s.path.stat().st_size)
+                for t in targets(archs)]
+
+    def one(job: tuple[KernelSource, str | None]) -> str:
+        source, target = job
+        t0 = time.perf_counter()
+        built = (build(source, compiler=compiler, archs=archs, out_dir=out_dir) if target is None
+                 else build_nvrtc(source, target, archs=archs, out_dir=out_dir))
+        return f"{source.path.name} -> {built.name} ({time.perf_counter() - t0:.1f} s)"
+
+    with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
+        for line in pool.map(one, work):
+            log(line)
+
+
+def load_module(cp: Any, source: KernelSource, code: str, options: tuple[str, ...],
+                cc: tuple[int, int] | None = None) -> Any:
+    """A ``cupy.RawModule`` of ``source`` for a GPU of compute capability ``cc``: a prebuilt
+    or freshly nvcc-built module when one can be had, else NVRTC on ``code``/``options``
+    with a persistent cache (see the module doc).
 
     ``cp`` is the CuPy module (tests pass a stand-in).  Raises what CuPy raises for a bad
     module, and :class:`NvccError` when nvcc is present but rejects the source.
     """
     major = int(cp.cuda.runtime.runtimeGetVersion()) // 1000
-    path = find(source, major)
+    path = find(source, major, cc=cc)
     if path is None and nvcc() is not None and nvcc_major(nvcc() or "nvcc") == major:
         path = build(source)
     if path is not None:

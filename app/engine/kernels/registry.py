@@ -86,6 +86,12 @@ def verify_kernel(scheme: Scheme, table: dict[str, VerifyKernel] | None = None) 
     return row if row is not None and row.source.exists() else None
 
 
+def service_sources() -> list[KernelSource]:
+    """The compilation units the service loads (every verify kernel's, the hash and Merkle
+    kernels'), not test harnesses such as bls12_381_parts.cu; what build-kernels ships."""
+    return [s for s in dict.fromkeys([*(row.source for row in VERIFY_KERNELS.values()), HASH, MERKLE]) if s.exists()]
+
+
 def sources(directory: Path = KERNEL_DIR) -> list[Path]:
     """Every compilation unit (``*.cu``) in ``directory``, sorted by name."""
     return sorted(directory.glob("*.cu"))

@@ -84,6 +84,7 @@ class PostgresStore(ReceiptStore):
 
     def __init__(self, url: str, *, pool_size: int = 8, connect_timeout: float = 10.0,
                  migrations: tuple[tuple[str, ...], ...] = MIGRATIONS):
+        super().__init__()
         try:
             import psycopg
             from psycopg_pool import ConnectionPool

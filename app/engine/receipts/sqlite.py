@@ -64,6 +64,7 @@ class SqliteStore(ReceiptStore):
 
     def __init__(self, path: str | Path, *, migrations: tuple[tuple[str, ...], ...] = MIGRATIONS,
                  busy_timeout_seconds: float = 10.0):
+        super().__init__()
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
         self._migrations = migrations
@@ -74,6 +75,11 @@ class SqliteStore(ReceiptStore):
             # isolation_level=None: transactions are begun and ended explicitly below.
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                        timeout=busy_timeout_seconds)
+            # 64 KiB pages (takes effect only while the file is new): a receipt carries 32 bytes
+            # of leaf hash per item, 2 MiB for a 65536-item batch, which 4 KiB pages chain
+            # over 512 overflow pages; 64 KiB pages wrote such batches 1.8x faster here
+            # (bench/results/host_path.md).
+            self._db.execute("PRAGMA page_size=65536")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._migrate()

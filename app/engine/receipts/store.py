@@ -36,6 +36,7 @@ import numpy as np
 
 from app.engine.commit import merkle
 from app.engine.commit.proofs import InclusionProof
+from app.engine.receipts.group_commit import GroupCommit
 from app.engine.receipts.ids import new_batch_id
 from app.errors import LeafIndexOutOfRange, RequestError, StoreSchemaTooNew, StoreUnavailable
 
@@ -231,6 +232,10 @@ class ReceiptStore(ABC):
     #: Rows deleted per statement while pruning (see :data:`PRUNE_CHUNK`).
     prune_chunk: int = PRUNE_CHUNK
 
+    def __init__(self) -> None:
+        #: Joins concurrent writers' receipts into one transaction (group_commit.py).
+        self.group_commit = GroupCommit(self._insert)
+
     def put(self, receipt: Receipt) -> None:
         """Write ``receipt`` durably: when this returns, the commit is on stable storage.
 
@@ -240,13 +245,15 @@ class ReceiptStore(ABC):
 
     def put_many(self, receipts: Sequence[Receipt]) -> None:
         """Write ``receipts`` durably, all or none, in one transaction (one fsync for a whole
-        coalesced batch of frames).
+        coalesced batch of frames), joined with those of other threads writing at the same
+        time (group commit: :class:`GroupCommit`); returns once they are committed.
 
-        Raises :class:`StoreUnavailable` on any failure, a repeated id included.
+        Raises :class:`StoreUnavailable` on any failure, a repeated id included (a joined
+        group is written or failed as one).
         """
         if any(r.leaves is None for r in receipts):
             raise StoreUnavailable("a receipt is written with its leaf hashes")
-        self._insert([receipt_row(r) for r in receipts])
+        self.group_commit.write([receipt_row(r) for r in receipts])
 
     @abstractmethod
     def _insert(self, rows: list[tuple]) -> None:
