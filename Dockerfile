@@ -1,17 +1,21 @@
 # syntax=docker/dockerfile:1
 # zapverify, CPU image: verifies on every core through the reference libraries.
 #   docker build -t zapverify:cpu .
-# The CUDA image is Dockerfile.cuda.  Every dependency ships as a wheel, so no compiler is
-# needed, and none is in the final stage.
+# The CUDA image is Dockerfile.cuda.  Every dependency ships as a wheel; the build stage
+# has g++ only to prebuild the CPU backend's native loops (docs/architecture.md, "CPU
+# backend"), and no compiler is in the final stage.
 ARG PYTHON_IMAGE=python:3.12-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN apt-get update && apt-get install -y --no-install-recommends g++ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY app ./app
 RUN python -m venv /opt/zapverify \
- && /opt/zapverify/bin/pip install --only-binary=:all: ".[postgres]"
+ && /opt/zapverify/bin/pip install --only-binary=:all: ".[postgres]" \
+ && ZAPVERIFY_KERNEL_CACHE=/tmp/kernels /opt/zapverify/bin/python -c \
+    "from app.engine.backends import native; print(native.prebuild('/opt/zapverify/native'))"
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="zapverify" \
@@ -22,6 +26,7 @@ COPY --from=build /opt/zapverify /opt/zapverify
 ENV PATH=/opt/zapverify/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     ZAPVERIFY_DATA_DIR=/var/lib/zapverify/data \
+    ZAPVERIFY_NATIVE_DIR=/opt/zapverify/native \
     ZAPVERIFY_BACKEND=cpu
 USER zapverify
 WORKDIR /var/lib/zapverify
