@@ -563,3 +563,49 @@ def test_the_wire_doc_names_every_drop_reason():
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "wire-format.md").read_text()
     assert [r for r in DROP_REASONS if f"`{r}`" not in doc] == []
+
+
+def test_the_next_batch_verifies_while_the_last_one_commits(engine_p, catalogue, tmp_path):
+    """Receipts are off the verify path: with the store's commit held, the worker goes on
+    verifying later frames; none of them is answered before its own receipt is written."""
+    store = open_store(f"sqlite:///{tmp_path / 'r.sqlite3'}")
+    gate = threading.Event()
+    held = threading.Event()
+    real = store.group_commit.insert
+
+    def slow_insert(rows):
+        held.set()
+        gate.wait(10)
+        real(rows)
+
+    store.group_commit.insert = slow_insert
+    verified = []
+    real_verify = engine_p.verify
+
+    def counting_verify(batch):
+        verified.append(len(batch))
+        return real_verify(batch)
+
+    engine_p.verify = counting_verify
+    try:
+        with running(engine_p, store=store, udp_port=None, quic_port=None, coalesce_items=1) as ing:
+            async def go():
+                async with connect("tcp", LOCAL, ing.ports["tcp"], max_in_flight=8) as s:
+                    futures = [await s.submit(catalogue[i].frame) for i in range(4)]
+                    assert await asyncio.to_thread(held.wait, 10)
+                    deadline = time.monotonic() + 10
+                    while len(verified) < 4 and time.monotonic() < deadline:  # the worker is not waiting
+                        await asyncio.sleep(0.01)
+                    assert len(verified) == 4 and store.count() == 0
+                    assert not any(f.done() for f in futures)  # nothing answered before its receipt
+                    gate.set()
+                    return [await f for f in futures]
+
+            results = run(go())
+        for i, r in enumerate(results):
+            catalogue[i].check(r)
+        assert store.count() == 4
+    finally:
+        gate.set()
+        del engine_p.verify
+        store.close()

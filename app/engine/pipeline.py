@@ -101,8 +101,25 @@ def verify_and_record_parts(engine: Engine, store: ReceiptStore | None, work: Wo
 
     ``verified`` is called between verification and the receipt write (the ingest worker
     passes its buffers to their next owner there).  Errors as :func:`verify_and_record`;
-    a failed receipt write fails every part.
+    a failed receipt write fails every part.  The two halves are :func:`verify_parts` and
+    :func:`record`, for a caller that records in another thread (the ingest worker).
     """
+    pending = verify_parts(engine, work, parts)
+    if verified is not None:
+        verified()
+    return record(engine, store, pending)
+
+
+@dataclass
+class Verified:
+    """Parts verified and committed, not yet recorded (:func:`verify_parts` → :func:`record`)."""
+
+    parts: list[tuple[Part, Recorded, list[str]]]
+
+
+def verify_parts(engine: Engine, work: Work, parts: Sequence[Part]) -> Verified:
+    """The first half of :func:`verify_and_record_parts`: verify and commit ``work``, split
+    per part.  Raises as :func:`verify_and_record` does, except for the receipt."""
     if sum(p.count for p in parts) != len(work):
         raise ValueError(f"parts cover {sum(p.count for p in parts)} items, the work has {len(work)}")
     engine.require_ready()
@@ -117,8 +134,6 @@ def verify_and_record_parts(engine: Engine, store: ReceiptStore | None, work: Wo
         items = cast(Sequence[Item], work)
         mixed = engine.verify_items(items)
         result, backends, schemes = mixed, mixed.backends, [it.scheme for it in items]
-    if verified is not None:
-        verified()
     done = []
     lo = 0
     for part in parts:
@@ -129,6 +144,15 @@ def verify_and_record_parts(engine: Engine, store: ReceiptStore | None, work: Wo
         done.append((part, Recorded(new_batch_id(), v, lv, root, dict(backends), result.verify_seconds,
                                     result.merkle_seconds), part_schemes))
         lo = hi
+    return Verified(done)
+
+
+def record(engine: Engine, store: ReceiptStore | None, verified: Verified) -> list[Recorded]:
+    """The second half of :func:`verify_and_record_parts`: the receipts of every part in one
+    transaction (joined with other threads' by the store's group commit), then the
+    dashboard entries.  Raises :class:`app.errors.StoreUnavailable` when the receipts cannot
+    be written; nothing of ``verified`` may be answered then."""
+    done = verified.parts
     if store is not None:
         now = time.perf_counter()
         store.put_many([Receipt.build(id=r.batch_id, verdicts=r.verdicts, leaves=r.leaves, merkle_root=r.root,

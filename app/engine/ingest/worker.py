@@ -10,13 +10,19 @@ that small frames can share a batch.  For those frames it:
 2. groups the frames by batch key and joins consecutive frames of one group into batches
    of at most ``max_items`` items (:func:`app.engine.ingest.coalesce.join`, into a pool buffer);
    a frame of ``max_items`` or more goes alone and is verified where it lies;
-3. hands each batch to :func:`app.engine.pipeline.verify_and_record_parts`, the path every
-   transport shares: it verifies the batch (owner ``backend``), splits the verdicts and
-   leaves per frame with each frame's own Merkle root, writes one receipt per frame (owner
-   ``store``; one transaction per batch) before any of them is answered, and lists each
-   frame in the dashboard's recent batches with its transport as ``source`` — a frame whose
-   receipt cannot be written is answered ``STORE_UNAVAILABLE``, never with verdicts;
-5. hands each reply to the frame's route; the route calls back once the reply is written,
+3. verifies each batch on the path every transport shares
+   (:func:`app.engine.pipeline.verify_parts`, owner ``backend``): verdicts and leaves split
+   per frame, each with its own Merkle root;
+4. hands the batch to its recorder thread (:func:`app.engine.pipeline.record`, owner
+   ``store``) and goes on with the next batch: the recorder writes one receipt per frame
+   (one transaction per batch, joined with other writers' by the store's group commit)
+   before any of them is answered, lists each frame in the dashboard's recent batches with
+   its transport as ``source``, and answers — a frame whose receipt cannot be written is
+   answered ``STORE_UNAVAILABLE``, never with verdicts.  So the receipt write is off the
+   verify path: batch k+1 verifies while batch k commits.  One recorder thread answers in
+   the order the batches were verified; at most ``record_depth`` batches wait for it
+   (then the worker waits: back-pressure, not an unbounded queue);
+5. each reply goes to the frame's route; the route calls back once the reply is written,
    and only then is the frame's buffer released.
 
 Every frame therefore ends in exactly one outcome of
@@ -29,6 +35,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
@@ -36,7 +43,7 @@ from app.engine.ingest.coalesce import batch_key, join, joined_bytes
 from app.engine.ingest.counters import TransportCounters
 from app.engine.ingest.ring import Entry, Ring
 from app.engine.memory.heap import land
-from app.engine.pipeline import Part, verify_and_record_parts
+from app.engine.pipeline import Part, Verified, record, verify_parts
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
 from app.errors import NotReady, PoolExhausted, StoreUnavailable, ZapVerifyError
@@ -64,16 +71,20 @@ class VerifyWorker:
         max_items: largest joined batch, items.
         max_frames: most frames taken from the ring at once.
         linger: how long to wait for more frames to join a batch, seconds.
+        record_depth: most verified batches waiting for the recorder thread.
     """
 
     def __init__(self, ring: Ring, engine: Engine, counters: Mapping[str, TransportCounters], *,
                  store: ReceiptStore | None = None, limits: zap.Limits = zap.DEFAULT_LIMITS,
-                 max_items: int = 1024, max_frames: int = 256, linger: float = 0.0005, name: str = "zv-verify"):
+                 max_items: int = 1024, max_frames: int = 256, linger: float = 0.0005, name: str = "zv-verify",
+                 record_depth: int = 4):
         self.ring, self.engine, self.counters, self.store, self.limits = ring, engine, counters, store, limits
         self.max_items, self.max_frames, self.linger = max_items, max_frames, linger
         self.batches_total = 0
         self.joined_frames_total = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._recorder = ThreadPoolExecutor(1, thread_name_prefix=f"{name}-record")
+        self._waiting = threading.BoundedSemaphore(record_depth)
 
     def start(self) -> None:
         self._thread.start()
@@ -84,16 +95,19 @@ class VerifyWorker:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
-        while True:
-            entries = self.ring.take(self.max_frames, timeout=0.2, linger=self.linger)
-            if not entries:
-                if self.ring.closed and not len(self.ring):
-                    return
-                continue
-            try:
-                self.process(entries)
-            except Exception:  # a bug here must not stop ingest; every frame was answered below
-                log.exception("verify worker failed on %d frames", len(entries))
+        try:
+            while True:
+                entries = self.ring.take(self.max_frames, timeout=0.2, linger=self.linger)
+                if not entries:
+                    if self.ring.closed and not len(self.ring):
+                        return
+                    continue
+                try:
+                    self.process(entries)
+                except Exception:  # a bug here must not stop ingest; every frame was answered below
+                    log.exception("verify worker failed on %d frames", len(entries))
+        finally:
+            self._recorder.shutdown(wait=True)  # every verified batch recorded and answered
 
     # ------------------------------------------------------------------ one take of frames
     def process(self, entries: list[Entry]) -> None:
@@ -157,32 +171,47 @@ class VerifyWorker:
         if joined is not None:
             joined.hand_off("backend", expected="dispatch")
 
-        def verified() -> None:
-            # The receipts need only the leaves: the joined copy is done with, the frames pass to the store.
-            nonlocal joined
-            self.batches_total += 1
-            if joined is not None:
-                joined.release()
-                joined = None
-            for job in chunk:
-                job.entry.buffer.hand_off("store", expected="backend")
-
         parts = [Part(len(job.request.batch), job.entry.received, job.entry.transport) for job in chunk]
         try:
-            recorded = verify_and_record_parts(self.engine, self.store, batch, parts, verified=verified)
+            pending = verify_parts(self.engine, batch, parts)
         except ZapVerifyError as exc:
-            reason = {StoreUnavailable: "store_unavailable", NotReady: "not_ready"}.get(type(exc), "malformed")
+            reason = {NotReady: "not_ready"}.get(type(exc), "malformed")
             for job in chunk:
                 self._answer_error(job, exc, reason)
             return
         finally:
-            if joined is not None:
+            if joined is not None:  # the receipts need only the leaves: the joined copy is done with
                 joined.release()
-        for job, rec in zip(chunk, recorded):
-            job.answered = True
-            batch_id = uuid.UUID(rec.batch_id).bytes if job.request.want_batch_id else None
-            job.entry.route.send(bytes(zap.encode_response(job.request.request_id, rec.verdicts, rec.root, batch_id)),
-                                 partial(self._finish, job.entry, "accepted"))
+        self.batches_total += 1
+        for job in chunk:
+            job.entry.buffer.hand_off("store", expected="backend")
+        self._waiting.acquire()
+        try:
+            self._recorder.submit(self._record, chunk, pending)
+        except BaseException:
+            self._waiting.release()
+            raise
+
+    def _record(self, chunk: list[_Job], pending: Verified) -> None:
+        """In the recorder thread: receipts, dashboard entries and replies of one batch."""
+        try:
+            recorded = record(self.engine, self.store, pending)
+            for job, rec in zip(chunk, recorded):
+                job.answered = True
+                batch_id = uuid.UUID(rec.batch_id).bytes if job.request.want_batch_id else None
+                job.entry.route.send(bytes(zap.encode_response(job.request.request_id, rec.verdicts, rec.root,
+                                                               batch_id)),
+                                     partial(self._finish, job.entry, "accepted"))
+        except StoreUnavailable as exc:
+            for job in chunk:
+                self._answer_error(job, exc, "store_unavailable")
+        except Exception as exc:  # answered, so that no frame waits forever or leaks its buffer
+            log.exception("recording %d frames failed", len(chunk))
+            for job in chunk:
+                if not job.answered:
+                    self._answer_error(job, ZapVerifyError(f"recording failed: {type(exc).__name__}"), "internal")
+        finally:
+            self._waiting.release()
 
     # ------------------------------------------------------------------ answers
     def _answer_error(self, job: _Job, exc: ZapVerifyError, reason: str) -> None:
