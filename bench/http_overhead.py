@@ -121,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     engine.start()
     port = _free_port()
     log = tempfile.TemporaryFile()
-    proc = start_server(port, workers, log)
+    # A fresh data directory: the receipts go to a new SQLite file, as on a fresh install
+    # (an old file keeps the page size it was created with).
+    data_dir = tempfile.TemporaryDirectory(prefix="zv-http-overhead-")
+    proc = start_server(port, workers, log, {"ZAPVERIFY_DATA_DIR": data_dir.name})
     load_before = os.getloadavg()
     try:
         with Client(f"http://127.0.0.1:{port}", timeout=300) as client:
@@ -147,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop_server(proc)
         engine.close()
+        data_dir.cleanup()
     load_after = os.getloadavg()
 
     median = {m: statistics.median(v) for m, v in rates.items()}

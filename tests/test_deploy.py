@@ -112,15 +112,35 @@ def test_cuda_image_is_the_python_base_with_cupy_and_the_cuda_wheels():
     text = (ROOT / "Dockerfile.cuda").read_text()
     base = re.findall(r"^ARG PYTHON_IMAGE=(\S+)", (ROOT / "Dockerfile").read_text(), re.M)
     assert re.findall(r"^ARG PYTHON_IMAGE=(\S+)", text, re.M) == base
-    assert re.findall(r"^FROM\s+(\S+)", text, re.M) == ["${PYTHON_IMAGE}"] * 2
+    assert re.findall(r"^FROM\s+(\S+)", text, re.M) == ["${PYTHON_IMAGE}"] * 3
     assert not [line for line in text.splitlines() if "nvidia/cuda" in line and not line.startswith("#")]
-    first, final = stages(ROOT / "Dockerfile.cuda")
+    kernels, first, final = stages(ROOT / "Dockerfile.cuda")
     assert ".[postgres,cuda]" in first and "${CUDA_WHEELS}" in first
     wheels = re.search(r'^ARG CUDA_WHEELS="([^"]+)"', first, re.M).group(1)
     assert re.fullmatch(r"cuda-toolkit\[[a-z,]+\]==13\.\*", wheels)
     assert {"cudart", "nvrtc"} <= set(wheels.split("[")[1].split("]")[0].split(","))
     assert re.search(r'cuda = \["cupy-cuda13x', (ROOT / "pyproject.toml").read_text())
     assert "CUPY_CACHE_DIR=" in final and "nvrtc.getVersion()" in final
+
+
+def test_cuda_image_ships_the_kernels_its_kernel_stage_compiles():
+    """The kernels stage builds every service kernel with NVRTC alone (prebuilt.build_all)
+    from the kernel sources and the standard-library modules that drive it; the final stage
+    ships them where prebuilt.shipped_dir() looks (tests/containers checks the files)."""
+    kernels, _, final = stages(ROOT / "Dockerfile.cuda")
+    assert kernels.startswith("${PYTHON_IMAGE} AS kernels") and "prebuilt.build_all(Path('/kernels'))" in kernels
+    assert re.search(r'^ARG NVRTC_WHEEL="nvidia-cuda-nvrtc==13\.\*"', kernels, re.M)
+    copied = [c.split()[:-1] for c in re.findall(r"^COPY (.+)$", kernels, re.M)]
+    assert "app/engine/kernels" in sum(copied, []) and "app/cli.py" not in sum(copied, [])
+    assert "COPY --from=kernels /kernels /opt/zapverify/kernels" in final
+    assert "ZAPVERIFY_KERNEL_PREBUILT=/opt/zapverify/kernels" in final
+
+
+@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.cuda"])
+def test_images_prebuild_the_native_loops_in_the_build_stage(name):
+    *_, build, final = stages(ROOT / name)
+    assert "native.prebuild('/opt/zapverify/native')" in build and "g++" in build
+    assert "ZAPVERIFY_NATIVE_DIR=/opt/zapverify/native" in final and "COPY --from=build /opt/zapverify" in final
 
 
 OVERRIDE = ROOT / "tests" / "containers" / "compose.standins.yaml"

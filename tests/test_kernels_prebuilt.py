@@ -109,6 +109,8 @@ def test_build_kernels_with_nvrtc_ships_cubins_and_ptx_that_later_starts_load(ca
     stem = prebuilt.key(TOY, major)
     assert sorted(p.name for p in shipped.iterdir()) == sorted(
         [f"{stem}.sm_80.cubin", f"{stem}.sm_90.cubin", f"{stem}.compute_90.ptx"])
+    # built by root in an image, loaded by the service's own user
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in shipped.iterdir())
     assert _elf_arch((shipped / f"{stem}.sm_80.cubin").read_bytes()) == 80
     assert _elf_arch((shipped / f"{stem}.sm_90.cubin").read_bytes()) == 90
     ptx = (shipped / f"{stem}.compute_90.ptx").read_text()

@@ -173,6 +173,21 @@ print(json.dumps(out))
 """
 
 
+_NATIVE_LOOPS = """
+from app.engine.backends import native
+from app.engine.kernels import hostbuild
+print(hostbuild.compiler(), native.loops() is not None)
+"""
+
+
+def test_both_images_run_the_prebuilt_native_loops_without_a_compiler(stack):
+    """Ed25519 and secp256k1 run in the native chunk loops (docs/architecture.md, "CPU
+    backend") from the library the build stage prebuilt: no compiler in the final stage."""
+    for container in [*replicas(stack).values(), "zv-cuda-nogpu"]:
+        out = stack.docker_run("exec", container, "python", "-c", _NATIVE_LOOPS).split()
+        assert out == ["None", "True"], (container, out)
+
+
 def test_cuda_image_ships_compiled_kernels_for_every_gpu_generation(stack):
     """A GPU start compiles nothing: SASS for A100-class (8.x) and H100/H200 (9.0), PTX for
     newer, under the key of the sources the image carries (issue 14)."""

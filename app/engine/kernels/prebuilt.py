@@ -132,6 +132,9 @@ def _write_atomic(out: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(suffix=out.suffix, dir=out.parent)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
+    # mkstemp makes it 0600; readable by all (an image's kernels are built by root and
+    # loaded by the service's own user).
+    os.chmod(tmp, 0o644)
     os.replace(tmp, out)
 
 
