@@ -175,7 +175,7 @@ class VerifyWorker:
         try:
             pending = verify_parts(self.engine, batch, parts)
         except ZapVerifyError as exc:
-            reason = {NotReady: "not_ready"}.get(type(exc), "malformed")
+            reason = "not_ready" if isinstance(exc, NotReady) else "malformed"
             for job in chunk:
                 self._answer_error(job, exc, reason)
             return
