@@ -1,5 +1,7 @@
 """CPU backend: the same verdicts whatever the pool kind, chunking or worker count."""
 
+import time
+
 import pytest
 
 from app.engine.backends.cpu import CHUNK_SECONDS, CpuBackend
@@ -103,3 +105,25 @@ def test_the_pool_kind_follows_the_measured_gil_release():
     assert measured == {"ed25519": True, "secp256k1": True, "bls12-381": True, "ml-dsa": True, "slh-dsa": False}
     backend.gil_released["ml-dsa"] = False
     assert backend.uses_processes(SCHEMES["ml-dsa-44"])
+
+
+def test_process_workers_ignore_ctrl_c_so_the_server_shuts_them_down_in_order():
+    """Ctrl-C goes to the whole process group; a worker that died of it mid-chunk would lose
+    the chunk and print a traceback, so the workers leave SIGINT to the server."""
+    import os
+    import signal
+
+    # The workers must ignore SIGINT by themselves: a parent started with SIGINT ignored
+    # (a background job, some CI runners) would hand that on to them and hide the point.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    backend = CpuBackend(workers=1, parallelism="process")
+    try:
+        pool = backend._executor(True)
+        signal.signal(signal.SIGINT, before)
+        pid = pool.submit(os.getpid).result()
+        os.kill(pid, signal.SIGINT)
+        time.sleep(0.2)
+        assert pool.submit(os.getpid).result(timeout=30) == pid  # the same worker, alive
+    finally:
+        signal.signal(signal.SIGINT, before)
+        backend.close()

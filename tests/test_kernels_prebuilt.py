@@ -42,12 +42,12 @@ def cache(tmp_path, monkeypatch):
 def test_a_shipped_fatbin_is_loaded_and_nothing_compiled(cache, monkeypatch):
     shipped = cache / "shipped"
     shipped.mkdir()
-    (shipped / (prebuilt.key(TOY, 13) + ".fatbin")).write_bytes(b"fatbin")
+    (shipped / prebuilt.fatbin_file(prebuilt.key(TOY, 13))).write_bytes(b"fatbin")
     monkeypatch.setenv("ZAPVERIFY_KERNEL_PREBUILT", str(shipped))
     monkeypatch.setattr(prebuilt.subprocess, "run", lambda *a, **k: pytest.fail("compiled"))
     cp = RecordingCupy(13020)
     prebuilt.load_module(cp, TOY, "code", ("-std=c++17",))
-    assert cp.loads == [{"path": str(shipped / (prebuilt.key(TOY, 13) + ".fatbin"))}]
+    assert cp.loads == [{"path": str(shipped / prebuilt.fatbin_file(prebuilt.key(TOY, 13)))}]
 
 
 def test_another_cuda_major_or_a_changed_source_is_another_key(tmp_path):
@@ -132,6 +132,36 @@ def test_build_kernels_with_nvrtc_ships_cubins_and_ptx_that_later_starts_load(ca
     cp = RecordingCupy((major + 1) * 1000)
     prebuilt.load_module(cp, TOY, "code", ("-std=c++17",), (9, 0))
     assert "code" in cp.loads[0]
+
+
+@pytest.mark.skipif(not nvrtc.available(), reason="no libnvrtc (the test extra installs NVIDIA's wheel)")
+def test_kernels_built_for_other_archs_are_found_for_the_gpus_they_serve(cache, monkeypatch):
+    """`build-kernels --arch 90`: an H100/H200 start loads its cubin, a newer GPU the PTX,
+    an A100 (no SASS of its family, PTX too new for it) compiles with NVRTC."""
+    shipped = cache / "shipped"
+    monkeypatch.setattr(prebuilt, "nvcc", lambda: None)
+    monkeypatch.setattr(registry, "service_sources", lambda: [TOY])
+    assert cli.main(["build-kernels", "--out", str(shipped), "--arch", "90"]) == 0
+    monkeypatch.setenv("ZAPVERIFY_KERNEL_PREBUILT", str(shipped))
+    stem = prebuilt.key(TOY, nvrtc.version()[0])
+    assert prebuilt.find(TOY, nvrtc.version()[0], cc=(9, 0)) == shipped / f"{stem}.sm_90.cubin"
+    assert prebuilt.find(TOY, nvrtc.version()[0], cc=(10, 0)) == shipped / f"{stem}.compute_90.ptx"
+    assert prebuilt.find(TOY, nvrtc.version()[0], cc=(8, 0)) is None
+
+
+def test_pick_prefers_a_fatbin_then_the_family_cubin_then_ptx(tmp_path):
+    stem = "toy-0123-cuda13"
+    names = [f"{stem}.sm_80.cubin", f"{stem}.sm_86.cubin", f"{stem}.sm_90.cubin", f"{stem}.compute_90.ptx",
+             f"{stem}.compute_80.ptx"]
+    paths = [tmp_path / n for n in names]
+    assert prebuilt.pick(paths, stem, (8, 9)) == tmp_path / f"{stem}.sm_86.cubin"
+    assert prebuilt.pick(paths, stem, (8, 0)) == tmp_path / f"{stem}.sm_80.cubin"
+    assert prebuilt.pick(paths, stem, (12, 0)) == tmp_path / f"{stem}.compute_90.ptx"
+    assert prebuilt.pick(paths, stem, (7, 5)) is None
+    fat = tmp_path / f"{stem}-sm80_90.fatbin"
+    assert prebuilt.pick([*paths, fat], stem, (9, 0)) == fat
+    assert prebuilt.pick([fat], stem, None) == fat and prebuilt.pick(paths, stem, None) is None
+    assert prebuilt.pick([tmp_path / f"{stem}-sm90.fatbin"], stem, (8, 6)) is None  # its PTX is too new
 
 
 def test_a_nvrtc_error_names_the_source_and_target(tmp_path):

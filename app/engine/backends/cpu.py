@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -157,6 +158,12 @@ def releases_gil(fn, args: tuple, seconds: float = 0.02, switch_seconds: float =
     return state["count"] >= MIN_COUNTS
 
 
+def _worker_init() -> None:
+    # Ctrl-C reaches the whole process group: the server shuts this pool down in order, so
+    # a worker must not die of the signal mid-chunk (and print a KeyboardInterrupt traceback).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _warm(_: int) -> int:
     # Import every library in the worker before the first real batch arrives.
     for s in SCHEMES.values():
@@ -268,8 +275,8 @@ class CpuBackend:
         with self._lock:
             if processes:
                 if self._procs is None:
-                    self._procs = ProcessPoolExecutor(self.workers,
-                                                      mp_context=multiprocessing.get_context("spawn"))
+                    self._procs = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                                      initializer=_worker_init)
                     list(self._procs.map(_warm, range(self.workers)))
                 return self._procs
             if self._threads is None:

@@ -13,15 +13,18 @@ at every start, nor every new container.  So a module is looked up, in order:
 3. else NVRTC compiles the text, with CuPy's on-disk cache pointed at the cache folder so
    the second start finds it.
 
-The key of a module is ``<name>-<sources digest>-cuda<major>-<archs>``: any change to a
-``.cu``/``.cuh`` file makes a new key, and a module from one CUDA major version is never
+Files are named from the stem ``<name>-<sources digest>-cuda<major>``: any change to a
+``.cu``/``.cuh`` file makes a new stem, and a module from one CUDA major version is never
 loaded under another (a newer minor version runs an older minor's SASS, so minors share).
-SASS for ``sm_XY`` runs on any GPU of compute capability X.Z with Z >= Y; PTX for
-``compute_XY`` on any of X.Y or newer.
+Then ``-sm80_90.fatbin`` (nvcc, its archs in the name), ``.sm_90.cubin`` or
+``.compute_90.ptx`` (NVRTC, one target each), for whatever archs were built (``zapverify
+build-kernels --arch``).  SASS for ``sm_XY`` runs on any GPU of compute capability X.Z
+with Z >= Y; PTX for ``compute_XY`` on any of X.Y or newer.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import re
@@ -30,7 +33,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +83,10 @@ def nvcc_major(compiler: str) -> int:
     return int(m.group(1))
 
 
-def key(source: KernelSource, cuda_major: int, archs: tuple[str, ...] = ARCHS) -> str:
-    """The file name (without suffix) of ``source``'s fatbin; see the module doc."""
+def key(source: KernelSource, cuda_major: int) -> str:
+    """The stem of ``source``'s compiled files for CUDA ``cuda_major``; see the module doc."""
     digest = hashlib.sha256((sources_digest(*dict.fromkeys([source.directory, KERNEL_DIR]))).encode()).hexdigest()
-    return f"{source.name}-{digest[:20]}-cuda{cuda_major}-sm{'_'.join(archs)}"
+    return f"{source.name}-{digest[:20]}-cuda{cuda_major}"
 
 
 def targets(archs: tuple[str, ...] = ARCHS) -> list[str]:
@@ -96,33 +99,53 @@ def target_file(stem: str, target: str) -> str:
     return f"{stem}.{target}.{'cubin' if target.startswith('sm_') else 'ptx'}"
 
 
-def candidates(source: KernelSource, cuda_major: int, archs: tuple[str, ...] = ARCHS,
-               cc: tuple[int, int] | None = None) -> list[str]:
-    """File names that can serve a GPU of compute capability ``cc``, best first (any
-    fatbin when ``cc`` is unknown); see the module doc."""
-    stem = key(source, cuda_major, archs)
+def fatbin_file(stem: str, archs: tuple[str, ...] = ARCHS) -> str:
+    """The file name of an nvcc fatbin with SASS for ``archs`` and PTX of the newest."""
+    return f"{stem}-sm{'_'.join(archs)}.fatbin"
+
+
+def pick(paths: list[Path], stem: str, cc: tuple[int, int] | None) -> Path | None:
+    """Of the compiled files ``paths`` of one ``stem``, the one a GPU of compute capability
+    ``cc`` loads best (see the module doc); any fatbin when ``cc`` is unknown; else None.
+
+    Whatever architectures they were built for (``build-kernels --arch``): a fatbin
+    serves when one of its SASS archs is of the GPU's family and not newer, or its PTX
+    (of its newest arch) is not newer than the GPU; then a cubin of the GPU's family,
+    newest first; then the newest PTX not newer than the GPU.
+    """
+    fatbins: list[tuple[list[int], Path]] = []
+    cubins: dict[int, Path] = {}
+    ptxs: dict[int, Path] = {}
+    for p in paths:
+        rest = p.name[len(stem):]
+        if m := re.fullmatch(r"-sm([0-9_]+)\.fatbin", rest):
+            fatbins.append(([int(a) for a in m.group(1).split("_")], p))
+        elif m := re.fullmatch(r"\.sm_(\d+)\.cubin", rest):
+            cubins[int(m.group(1))] = p
+        elif m := re.fullmatch(r"\.compute_(\d+)\.ptx", rest):
+            ptxs[int(m.group(1))] = p
     if cc is None:
-        return [stem + ".fatbin"]
+        return fatbins[0][1] if fatbins else None
     dev = 10 * cc[0] + cc[1]
-    if dev < int(archs[0]):
-        return []  # older than every arch shipped: NVRTC compiles for it
-    sass = sorted((a for a in archs if int(a) // 10 == cc[0] and int(a) <= dev), key=int, reverse=True)
-    names = [stem + ".fatbin", *(target_file(stem, f"sm_{a}") for a in sass)]
-    if int(archs[-1]) <= dev:
-        names.append(target_file(stem, f"compute_{archs[-1]}"))
-    return names
+    for archs, p in sorted(fatbins):
+        if any(a // 10 == cc[0] and a <= dev for a in archs) or max(archs) <= dev:
+            return p
+    sass = [a for a in cubins if a // 10 == cc[0] and a <= dev]
+    if sass:
+        return cubins[max(sass)]
+    ptx = [a for a in ptxs if a <= dev]
+    return ptxs[max(ptx)] if ptx else None
 
 
-def find(source: KernelSource, cuda_major: int, archs: tuple[str, ...] = ARCHS,
-         cc: tuple[int, int] | None = None) -> Path | None:
+def find(source: KernelSource, cuda_major: int, cc: tuple[int, int] | None = None) -> Path | None:
     """An existing compiled module of ``source`` for a GPU of compute capability ``cc``
-    (shipped folder first, then the cache; best kind first within each), or None."""
+    (shipped folder first, then the cache; :func:`pick` within each), or None."""
+    stem = key(source, cuda_major)
     for folder in (shipped_dir(), cache_dir()):
-        if folder is None:
-            continue
-        for name in candidates(source, cuda_major, archs, cc):
-            if (folder / name).is_file():
-                return folder / name
+        if folder is not None and folder.is_dir():
+            hit = pick(sorted(folder.glob(glob.escape(stem) + "*")), stem, cc)
+            if hit is not None:
+                return hit
     return None
 
 
@@ -151,15 +174,14 @@ def nvrtc_options(source: KernelSource) -> tuple[str, ...]:
     return (*NVRTC_OPTIONS, *(f"--include-path={d}" for d in dirs))
 
 
-def build_nvrtc(source: KernelSource, target: str, *, archs: tuple[str, ...] = ARCHS,
-                out_dir: Path | None = None) -> Path:
+def build_nvrtc(source: KernelSource, target: str, *, out_dir: Path | None = None) -> Path:
     """Compile ``source`` with NVRTC (no nvcc, no host compiler, no GPU) for one of
     :func:`targets` into ``out_dir`` (default :func:`cache_dir`); return the file.
 
     A target already built is kept.  Raises :class:`app.engine.kernels.nvrtc.NvrtcError`
     when no libnvrtc loads or it rejects the source.
     """
-    path = (out_dir or cache_dir()) / target_file(key(source, nvrtc.version()[0], archs), target)
+    path = (out_dir or cache_dir()) / target_file(key(source, nvrtc.version()[0]), target)
     if not path.is_file():
         _write_atomic(path, nvrtc.compile_program(source_text(source), source.path.name, nvrtc_options(source),
                                                   target))
@@ -176,7 +198,7 @@ def build(source: KernelSource, *, compiler: str | None = None, archs: tuple[str
     compiler = compiler or nvcc()
     if compiler is None:
         raise NvccError("no nvcc on the PATH (set NVCC)")
-    out = (out_dir or cache_dir()) / (key(source, nvcc_major(compiler), archs) + ".fatbin")
+    out = (out_dir or cache_dir()) / fatbin_file(key(source, nvcc_major(compiler)), archs)
     if out.is_file():
         return out
     gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
@@ -212,12 +234,12 @@ def build_all(out_dir: Path, *, compiler: str | None = None, archs: tuple[str, .
         source, target = job
         t0 = time.perf_counter()
         built = (build(source, compiler=compiler, archs=archs, out_dir=out_dir) if target is None
-                 else build_nvrtc(source, target, archs=archs, out_dir=out_dir))
+                 else build_nvrtc(source, target, out_dir=out_dir))
         return f"{source.path.name} -> {built.name} ({time.perf_counter() - t0:.1f} s)"
 
     with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
-        for line in pool.map(one, work):
-            log(line)
+        for done in as_completed([pool.submit(one, job) for job in work]):
+            log(done.result())  # as each file is written
 
 
 def load_module(cp: Any, source: KernelSource, code: str, options: tuple[str, ...],
