@@ -211,6 +211,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from app.engine.kernels.prebuilt import ARCHS  # standard library only: cheap for every command
+
     p = argparse.ArgumentParser(prog="zapverify", description="Batch signature verification service.")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -249,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
                                               "cubins and PTX)")
     bk.add_argument("--out", type=Path, default=None,
                     help="folder (default $ZAPVERIFY_KERNEL_PREBUILT, else the kernel cache)")
-    bk.add_argument("--arch", default=",".join(_KERNEL_ARCHS), help="SM versions (default %(default)s)")
+    bk.add_argument("--arch", default=",".join(ARCHS), help="SM versions (default %(default)s)")
     bk.add_argument("--compiler", default="auto", choices=["auto", "nvcc", "nvrtc"],
                     help="auto: nvcc where it is on the PATH, else NVRTC (default %(default)s)")
     bk.add_argument("--jobs", type=int, default=0, help="compiles at once (default: one per core)")
@@ -281,9 +283,6 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-progress", action="store_true", help="no live progress bar")
     b.set_defaults(func=_bench)
     return p
-
-
-_KERNEL_ARCHS = ("80", "90")  # app.engine.kernels.prebuilt.ARCHS, without importing the kernels here
 
 
 def _positive(text: str) -> int:

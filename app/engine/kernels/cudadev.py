@@ -124,13 +124,6 @@ class CupyDevice:
         self._streams: list[Any] = [self.stream]  # for pipelined work (:meth:`streams`)
 
     # ------------------------------------------------------------------ compilation
-    def code(self, source: KernelSource) -> str:
-        """The text NVRTC compiles for ``source`` (:func:`prebuilt.source_text`)."""
-        return prebuilt.source_text(source)
-
-    def options(self, source: KernelSource) -> tuple[str, ...]:
-        return prebuilt.nvrtc_options(source)
-
     def function(self, source: KernelSource, entry: str) -> Any:
         """The compiled entry point (a ``cupy.RawKernel``); compiles its module on first use.
 
@@ -146,7 +139,8 @@ class CupyDevice:
                 with self._device:
                     mod = self._modules.get(source)
                     if mod is None:
-                        mod = prebuilt.load_module(self.cp, source, self.code(source), self.options(source),
+                        mod = prebuilt.load_module(self.cp, source, prebuilt.source_text(source),
+                                                  prebuilt.nvrtc_options(source),
                                                   self.compute_capability)
                     fn = mod.get_function(entry)
                     self._modules[source] = mod

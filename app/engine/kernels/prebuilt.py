@@ -55,13 +55,14 @@ class NvccError(KernelBuildError):
 
 
 def cache_dir() -> Path:
-    """Where built fatbins go: ``$ZAPVERIFY_KERNEL_CACHE/fatbin`` (default under ~/.cache)."""
+    """Where compiled modules built on this host go: ``$ZAPVERIFY_KERNEL_CACHE/fatbin``
+    (default under ~/.cache)."""
     base = Path(os.environ.get("ZAPVERIFY_KERNEL_CACHE", Path.home() / ".cache" / "zapverify" / "kernels"))
     return base / "fatbin"
 
 
 def shipped_dir() -> Path | None:
-    """The read-only folder of fatbins shipped with an image (``$ZAPVERIFY_KERNEL_PREBUILT``)."""
+    """The read-only folder of compiled modules shipped with an image (``$ZAPVERIFY_KERNEL_PREBUILT``)."""
     value = os.environ.get("ZAPVERIFY_KERNEL_PREBUILT")
     return Path(value) if value else None
 
@@ -190,7 +191,7 @@ def build_nvrtc(source: KernelSource, target: str, *, out_dir: Path | None = Non
 
 def build(source: KernelSource, *, compiler: str | None = None, archs: tuple[str, ...] = ARCHS,
           out_dir: Path | None = None) -> Path:
-    """Compile ``source`` with nvcc into ``<out_dir or cache_dir()>/<key>.fatbin``; return it.
+    """Compile ``source`` with nvcc into ``<out_dir or cache_dir()>/``:func:`fatbin_file`; return it.
 
     Returns the existing file without running nvcc when it is already there.  Raises
     :class:`NvccError` when no nvcc is found or it fails.
