@@ -24,7 +24,8 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Literal
 
 import numpy as np
@@ -225,6 +226,7 @@ class CpuBackend:
         self._threads: ThreadPoolExecutor | None = None
         self._procs: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._closed = False  # a warm-up still running when close() came starts no new pool
 
     def available(self) -> bool:
         return True
@@ -252,7 +254,11 @@ class CpuBackend:
         process would stall its event loop (``/healthz``) for as long.
         """
         procs = self._executor(True)
-        self.gil_released.update(procs.submit(gil_release_by_family, tuple(self.gil_released)).result())
+        try:
+            self.gil_released.update(procs.submit(gil_release_by_family, tuple(self.gil_released)).result())
+        except (CancelledError, BrokenProcessPool):
+            if not self._closed:  # closed while measuring: nothing to fill in
+                raise
         return dict(self.gil_released)
 
     def chunk_items(self, scheme: Scheme) -> int:
@@ -289,6 +295,8 @@ class CpuBackend:
         native.loops()
         if self.parallelism == "auto":
             self.measure_gil()
+        if self._closed:
+            return
         kinds = {self.uses_processes(s) for s in SCHEMES.values()}
         for procs in kinds:
             self._executor(procs)
@@ -354,6 +362,7 @@ class CpuBackend:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             # Wait for the workers: a spawned process left behind keeps the parent's stdout
             # open, which hangs whoever reads it (a pipe, CI's log).
             if self._threads is not None:
