@@ -28,6 +28,7 @@ import numpy as np
 from app.engine.verify import reference
 from app.engine.verify.batch import Item
 from app.engine.verify.schemes import SCHEMES
+from tests import slh_dsa_signer
 from tests.oracles.slh_dsa import PARAMS
 
 SLH_IDS = [s for s in SCHEMES if s.startswith("slh-dsa-")]
@@ -47,23 +48,33 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("ZAPVERIFY_KAT_CACHE", Path.home() / ".cache" / "zapverify"))
 
 
-def sign_pool(scheme_id: str, count: int, *, seed: int = 0, cache: bool = True) -> list[Item]:
+def sign_pool(scheme_id: str, count: int, *, seed: int = 0, cache: bool = True,
+              signer: str = "pqcrypto") -> list[Item]:
     """``count`` valid items of one set under one fresh key; item i has context
-    ``POOL_CONTEXTS[i % 3]`` and a message of ``POOL_MSG_LENS[i % 3]`` bytes.  Cached on disk."""
-    tag = hashlib.sha256(f"{scheme_id}/{count}/{seed}/{metadata.version('pqcrypto')}".encode()).hexdigest()[:16]
+    ``POOL_CONTEXTS[i % 3]`` and a message of ``POOL_MSG_LENS[i % 3]`` bytes.  Signed by
+    pqcrypto or, with ``signer="native"``, by tests/slh_dsa_signer.py (whose signatures the
+    callers check with pqcrypto).  Cached on disk, keyed by the signer's version."""
+    if signer == "pqcrypto":
+        version = metadata.version("pqcrypto")
+    elif signer == "native":
+        version = "native/" + slh_dsa_signer.source_digest()
+    else:
+        raise ValueError(f"signer: {signer!r}, not 'pqcrypto' or 'native'")
+    tag = hashlib.sha256(f"{scheme_id}/{count}/{seed}/{version}".encode()).hexdigest()[:16]
     path = _cache_dir() / f"slh-pool-{scheme_id}-{tag}.json"
     if cache:
         try:
             return [Item(scheme_id, *(bytes.fromhex(x) for x in row)) for row in json.loads(path.read_text())]
         except (OSError, ValueError, TypeError):
             pass
-    mod = importlib.import_module("pqcrypto.sign." + scheme_id.replace("-", "_"))
-    pk, sk = mod.keygen()
     rng = random.Random(f"{scheme_id}/{seed}")
-    items = []
-    for i in range(count):
-        ctx, msg = POOL_CONTEXTS[i % 3], rng.randbytes(POOL_MSG_LENS[i % 3])
-        items.append(Item(scheme_id, pk, msg, mod.sign(sk, msg, context=ctx), ctx))
+    cases = [(POOL_CONTEXTS[i % 3], rng.randbytes(POOL_MSG_LENS[i % 3])) for i in range(count)]
+    if signer == "native":
+        items = slh_dsa_signer.sign_items(scheme_id, cases, rng)
+    else:
+        mod = importlib.import_module("pqcrypto.sign." + scheme_id.replace("-", "_"))
+        pk, sk = mod.keygen()
+        items = [Item(scheme_id, pk, msg, mod.sign(sk, msg, context=ctx), ctx) for ctx, msg in cases]
     if cache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
