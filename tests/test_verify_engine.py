@@ -151,3 +151,12 @@ def test_items_refused_before_any_backend_are_counted(engine):
     assert engine.verify_items([bad, bad]).verdicts.tolist() == [False, False]
     snap = engine.stats.snapshot()["schemes"]["ml-dsa-87"]
     assert snap["items"] == before + 2 and snap["backends"]["precheck"] >= 2 and snap["invalid"] >= 2
+
+
+def test_the_result_names_precheck_where_it_decided_items(engine):
+    ka = kat.known_answers()["ed25519"][0]
+    bad = kat.Item("ed25519", b"\x01" * 31, b"m", b"\x02" * 64)  # a key one byte short
+    assert engine.verify_items([bad]).backends == {"ed25519": "precheck"}
+    both = engine.verify_items([ka.item, bad, ka.item])
+    assert sorted(both.backends["ed25519"].split("+")) == ["cpu", "precheck"]
+    assert both.verdicts.tolist() == [ka.expected, False, ka.expected]

@@ -162,6 +162,15 @@ PRECHECK = "precheck"
 
 
 
+def _note_backend(backends: dict[str, str], scheme_id: str, name: str) -> None:
+    """Add ``name`` to what decided ``scheme_id``'s items ("cpu", "cuda+cpu", "precheck", ...)."""
+    prev = backends.get(scheme_id)
+    if prev is None:
+        backends[scheme_id] = name
+    elif name not in prev.split("+"):
+        backends[scheme_id] = f"{prev}+{name}"
+
+
 class Engine:
     """Verifies batches on the best backend per scheme.
 
@@ -468,6 +477,7 @@ class Engine:
                 # Counted like any verdict, so the dashboard and metrics see every item.
                 for scheme_id, count in Counter(items[i].scheme for i in idx).items():
                     self.stats.record(scheme_id, PRECHECK, count, 0, 0.0)
+                    _note_backend(backends, scheme_id, PRECHECK)
                 continue
             batch = batch_of(group, [items[i] for i in idx])
             run = self._run(batch)
@@ -477,8 +487,7 @@ class Engine:
                 have_leaf[idx] = True
             tree_on.add(run.merkle_backend if run.root is not None else self.cpu.name)
             t_verify += run.seconds
-            prev = backends.get(group[0])
-            backends[group[0]] = run.backend if prev in (None, run.backend) else f"{prev}+{run.backend}"
+            _note_backend(backends, group[0], run.backend)
         t0 = time.perf_counter()
         for i in np.flatnonzero(~have_leaf):
             it = items[int(i)]
