@@ -9,6 +9,9 @@ engine on threads, engine on processes), so a noisy neighbour hits every configu
            releases the GIL, processes elsewhere), and with the other kind for comparison;
   ratio    engine / (cores × raw) per round: 1.0 means every core runs the library at full
            speed.  Reported as the median over rounds with the min–max spread.
+  all-cores raw  the raw loop in `cores` separate processes at once, summed: what this
+           machine gives when every core is busy (no GIL shared, no engine), against which
+           `engine / all-cores raw` shows the engine's own cost apart from the machine's.
 
 Writes bench/results/cpu_engine.json and bench/results/cpu_engine.md.
 Usage: bench/cpu_engine.py [--batch 4096] [--schemes ed25519,secp256k1,...] [--runs 3] [--min-seconds 0.5]
@@ -18,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +71,37 @@ def gil_speedup(scheme_id: str, items: list[kat.Item], min_seconds: float) -> fl
     return two / one
 
 
+def _raw_in_worker(job: tuple[str, list, float]) -> float:
+    return raw_rate(*job)
+
+
+def all_cores_raw(pool, scheme_id: str, items: list[kat.Item], cores: int, min_seconds: float) -> float:
+    """The raw loop in ``cores`` worker processes at once (``pool`` holds that many, warm),
+    summed: the machine's own rate with every core busy."""
+    jobs = [(scheme_id, items[:64], min_seconds)] * cores
+    return sum(pool.map(_raw_in_worker, jobs))
+
+
+def _warm_worker(scheme_ids: list[str]) -> int:
+    for sid in scheme_ids:
+        reference.verifier(SCHEMES[sid])
+    return os.getpid()
+
+
+def _raw_pool(cores: int, scheme_ids: list[str]) -> ProcessPoolExecutor:
+    """``cores`` spawned workers with the schemes' libraries imported.  They find
+    _raw_in_worker by importing this file by name, so its folder is on the path they start
+    with (a spawned worker takes its parent's sys.path)."""
+    here = str(Path(__file__).resolve().parent)
+    sys.path.insert(0, here)
+    try:
+        pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("spawn"))
+        list(pool.map(_warm_worker, [scheme_ids] * cores))  # every worker started here
+    finally:
+        sys.path.remove(here)
+    return pool
+
+
 def engine_rate(engine: Engine, batch: Batch, repeats: int) -> float:
     engine.verify(batch)  # warm: pools started, libraries imported in workers
     times = []
@@ -80,6 +116,10 @@ def engine_rate(engine: Engine, batch: Batch, repeats: int) -> float:
 def _spread(xs: list[float]) -> dict:
     return {"median": round(statistics.median(xs), 3), "min": round(min(xs), 3), "max": round(max(xs), 3),
             "runs": [round(x, 3) for x in xs]}
+
+
+def _median(row: dict, key: str) -> str:
+    return f"{row[key]['median']:.2f}" if key in row else "–"  # rows from before the column: blank
 
 
 def _as_rounds(row: dict, meta: dict) -> dict:
@@ -108,7 +148,9 @@ def main() -> int:
     load_start = os.getloadavg()
     auto = CpuBackend(parallelism="auto")
     auto.measure_gil()  # what a server's warm-up measures, which decides its pool kinds
+    auto.close()
     rows = []
+    raw_pool = _raw_pool(cores, args.schemes.split(","))
     try:
         for scheme_id in args.schemes.split(","):
             scheme = SCHEMES[scheme_id]
@@ -119,14 +161,16 @@ def main() -> int:
             repeats = 3 if raw_rate(scheme_id, items, 0.05) * cores > args.batch else 1
             for eng in engines.values():
                 engine_rate(eng, batch, 1)  # pools started, chunk size measured
-            raws, gils, rates = [], [], {"thread": [], "process": []}
+            raws, gils, alls, rates = [], [], [], {"thread": [], "process": []}
             for _ in range(args.runs):
                 raws.append(raw_rate(scheme_id, items, args.min_seconds))
                 gils.append(gil_speedup(scheme_id, items, args.min_seconds / 2))
+                alls.append(all_cores_raw(raw_pool, scheme_id, items, cores, args.min_seconds))
                 for kind, eng in engines.items():
                     rates[kind].append(engine_rate(eng, batch, repeats))
             load_row = os.getloadavg()
             ratios = {kind: [r / (cores * raw) for r, raw in zip(rs, raws)] for kind, rs in rates.items()}
+            machine = [r / a for r, a in zip(rates[picked], alls)]
             best = "thread" if statistics.median(rates["thread"]) >= statistics.median(rates["process"]) else "process"
             row = {"scheme": scheme_id, "raw_per_second": _spread(raws), "two_thread_speedup": _spread(gils),
                    "native_loop": engines["thread"].cpu.native_family(scheme),
@@ -134,10 +178,14 @@ def main() -> int:
                    "engine_per_second": _spread(rates[picked]),
                    "thread_per_second": _spread(rates["thread"]), "process_per_second": _spread(rates["process"]),
                    "ratio": _spread(ratios[picked]), "best_ratio": _spread(ratios[best]), "runs": args.runs,
+                   "all_cores_raw_per_second": _spread(alls),
+                   "all_cores_speedup": _spread([a / r for a, r in zip(alls, raws)]),
+                   "engine_over_all_cores_raw": _spread(machine),
                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": load_row[0]}
             rows.append(row)
             print(json.dumps({k: (v["median"] if isinstance(v, dict) else v) for k, v in row.items()}), flush=True)
     finally:
+        raw_pool.shutdown()
         for eng in engines.values():
             eng.close()
     meta = {"cores": cores, "batch": args.batch, "runs": args.runs, "machine": platform.machine(),
@@ -166,12 +214,15 @@ def main() -> int:
         "",
         "`2-thread speedup` runs the raw loop on two threads against one: near 2 where the",
         "library releases the GIL, near 1 where it holds it (reference.RELEASES_GIL follows it).",
+        f"`all-cores speedup` runs the raw loop in {cores} processes at once against one thread: what the "
+        "machine itself gives with every core busy (below the core count where the cores are not wholly ours: "
+        "a shared host, a lower all-core clock). `engine / all-cores` is the engine's rate over that, per round.",
         "",
         f"Below target: {', '.join(below) if below else 'none'}.",
         "",
         "| scheme | native | raw 1-thread /s | 2-thread speedup | engine /s | pool | threads /s | processes /s "
-        "| ratio [min–max] | best ratio | runs | measured (UTC) | load |",
-        "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---|---:|",
+        "| ratio [min–max] | best ratio | all-cores speedup | engine / all-cores | runs | measured (UTC) | load |",
+        "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|---:|",
     ]
     for r in rows:
         q = r["ratio"]
@@ -180,7 +231,8 @@ def main() -> int:
                      f"{r['two_thread_speedup']['median']:.2f} | {r['engine_per_second']['median']:,.0f} | "
                      f"{r['pool']} | {r['thread_per_second']['median']:,.0f} | "
                      f"{r['process_per_second']['median']:,.0f} | {q['median']:.2f} [{q['min']:.2f}–{q['max']:.2f}] | "
-                     f"{r['best_ratio']['median']:.2f} | {r['runs']} | {r['time'][:16].replace('T', ' ')} | "
+                     f"{r['best_ratio']['median']:.2f} | {_median(r, 'all_cores_speedup')} | "
+                     f"{_median(r, 'engine_over_all_cores_raw')} | {r['runs']} | {r['time'][:16].replace('T', ' ')} | "
                      f"{r['load_average']:.1f} |")
     if any(r["runs"] < 3 for r in rows):
         lines += ["", "Rows with 1 run come from an earlier result file (one round per configuration, before "

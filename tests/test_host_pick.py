@@ -229,6 +229,8 @@ def test_report_text_and_json(tmp_path):
     assert lines[0] == "Linux, no GPU → heap"
     assert "  not uma:" in lines and any(line.startswith("    - no Metal (OS is Linux") for line in lines)
     assert "  rdma       no  no RDMA HCA in /sys/class/infiniband" in lines
+    # A "yes" that is only part of DPDK's needs says so, next to the "not dpdk" reasons.
+    assert "  dpdk_caps  yes CAP_IPC_LOCK and CAP_SYS_NICE held (DPDK also needs hugepages and vfio)" in lines
     assert "pool" not in lines
 
     with UmaPool.create(2 << 20, "heap") as pool:

@@ -185,6 +185,10 @@ def pick(probe: HostProbe, transport: str = "auto") -> Pick:
 
 
 # ------------------------------------------------------------------------------ report
+#: What a "yes" means where it is only part of what its transport needs.
+_HELD = {"dpdk_caps": "CAP_IPC_LOCK and CAP_SYS_NICE held (DPDK also needs hugepages and vfio)"}
+
+
 def report_dict(probe: HostProbe, choice: Pick, pool_stats: dict | None = None) -> dict[str, Any]:
     """The probe report as JSON-ready data: ``{"host", "pick", "pool"}``."""
     return {"host": probe.to_dict(), "pick": choice.to_dict(), "pool": pool_stats}
@@ -218,7 +222,8 @@ def render_report(probe: HostProbe, choice: Pick, pool_stats: dict | None = None
                   f"ports {', '.join(f'{p}:{s}/{ll}' for p, s, ll in h.ports) or '-'}" for h in probe.hcas]
     lines.append("capabilities")
     for name, cap in probe.capabilities().items():
-        lines.append(f"  {name:<10} {'yes' if cap.available else 'no ':<4}" + "; ".join(cap.reasons))
+        why = "; ".join(cap.reasons) if not cap.available else _HELD.get(name, "")
+        lines.append(f"  {name:<10} {'yes' if cap.available else 'no ':<4}" + why)
     if pool_stats:
         s = pool_stats
         lines.append("pool")
