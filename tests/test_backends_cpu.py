@@ -127,3 +127,43 @@ def test_process_workers_ignore_ctrl_c_so_the_server_shuts_them_down_in_order():
     finally:
         signal.signal(signal.SIGINT, before)
         backend.close()
+
+
+def test_where_the_gil_is_released_the_faster_pool_kind_is_measured_and_revisited():
+    from app.engine.backends.cpu import REVISIT_BATCHES
+
+    backend = CpuBackend(workers=2)
+    ml = SCHEMES["ml-dsa-44"]
+    backend.gil_released["ml-dsa"] = True
+    assert not backend.uses_processes(ml)  # first: threads
+    backend._measured_kind(ml, False, 100, 0.4)
+    assert backend.uses_processes(ml)  # then: processes
+    backend._measured_kind(ml, True, 100, 0.2)
+    assert backend.kind_seconds[("ml-dsa-44", True)] == pytest.approx(0.002)
+    # Processes were twice as fast: they are kept, until a revisit of threads is due.
+    for _ in range(REVISIT_BATCHES - 1):
+        assert backend.uses_processes(ml)
+        backend._measured_kind(ml, True, 100, 0.2)
+    assert not backend.uses_processes(ml)  # the revisit
+    backend._measured_kind(ml, False, 100, 0.4)  # threads still slower: back to processes
+    assert backend.uses_processes(ml)
+    # A scheme whose library holds the GIL never tries threads; a native loop never processes.
+    assert backend.uses_processes(SCHEMES["slh-dsa-sha2-128f"])
+    if backend.native_family(SCHEMES["ed25519"]):
+        assert not backend.uses_processes(SCHEMES["ed25519"])
+
+
+@pytest.mark.slow
+def test_bls_batches_measure_both_pool_kinds_and_keep_the_faster():
+    backend = CpuBackend(workers=2)
+    scheme = SCHEMES["bls12-381"]
+    backend.gil_released["bls12-381"] = True
+    items = kat.sign_items("bls12-381", 8, seed=3)
+    batch = _batch("bls12-381", items * 4)
+    try:
+        for _ in range(3):
+            assert backend.verify(batch).all()
+        thread_cost, process_cost = (backend.kind_seconds[("bls12-381", k)] for k in (False, True))
+        assert backend.uses_processes(scheme) == (process_cost < thread_cost)
+    finally:
+        backend.close()

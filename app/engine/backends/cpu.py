@@ -13,6 +13,14 @@ Chunk size per scheme is measured, not fixed: every batch the backend runs (the 
 self-test first) updates the scheme's per-item cost, and a chunk is sized to about
 ``CHUNK_SECONDS`` of work (by pool kind) — large enough that the per-chunk dispatch is noise, small
 enough that a core slowed by a neighbour does not hold up the batch.
+
+Where the library releases the GIL, which pool is faster is measured too: a library can
+release it during its heavy calls and still hold it for much of a chunk (BLS batch
+verification makes many short arkworks calls with Python between them, and ran at half the
+rate on threads that it reached on processes: bench/results/cpu_engine.md).  So such a
+scheme's first parallel batch runs on threads, its second on processes, and from then on
+the kind with the lower measured wall time per item, trying the other kind again every
+``REVISIT_BATCHES`` batches in case the load has changed.
 """
 
 from __future__ import annotations
@@ -44,6 +52,10 @@ Parallelism = Literal["auto", "thread", "process"]
 CHUNK_SECONDS = {False: 0.004, True: 0.02}
 #: Items per chunk before a scheme has been measured.
 DEFAULT_CHUNK = 64
+#: Parallel batches of a scheme on the faster pool kind before one tries the other again.
+REVISIT_BATCHES = 32
+#: Weight of the newest batch in a pool kind's running wall time per item.
+_KIND_EWMA = 0.5
 
 #: One per process: its running invalid-fraction estimate sizes the groups of every chunk.
 _BLS_BATCH = BlsBatchVerifier()
@@ -223,6 +235,10 @@ class CpuBackend:
         #: Per scheme family: whether its library call releases the GIL, measured by
         #: :meth:`warm_up` (:func:`releases_gil`); :data:`reference.RELEASES_GIL` until then.
         self.gil_released: dict[str, bool] = {}
+        #: Wall seconds per item of parallel batches, per (scheme id, on processes): what
+        #: :meth:`uses_processes` compares where the library releases the GIL.
+        self.kind_seconds: dict[tuple[str, bool], float] = {}
+        self._since_revisit: dict[str, int] = {}
         self._threads: ThreadPoolExecutor | None = None
         self._procs: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -239,11 +255,30 @@ class CpuBackend:
         return self.use_native and scheme.family in native.FAMILIES and native.loops() is not None
 
     def uses_processes(self, scheme: Scheme) -> bool:
+        """Whether ``scheme``'s next parallel batch runs on the process pool: forced by
+        ``parallelism``; never for the native loops; always where the library holds the GIL;
+        else as measured (module docstring): threads, then processes, then the faster."""
         if self.parallelism != "auto":
             return self.parallelism == "process"
         if self.native_family(scheme):
             return False  # the ctypes call releases the GIL for the whole chunk
-        return not self.gil_released.get(scheme.family, reference.RELEASES_GIL[scheme.family])
+        if not self.gil_released.get(scheme.family, reference.RELEASES_GIL[scheme.family]):
+            return True  # threads would take turns at the GIL
+        on_threads, on_processes = self.kind_seconds.get((scheme.id, False)), self.kind_seconds.get((scheme.id, True))
+        if on_threads is None or on_processes is None:
+            return on_threads is not None  # not measured yet: threads first, then processes
+        faster = on_processes < on_threads
+        return faster != (self._since_revisit.get(scheme.id, 0) >= REVISIT_BATCHES)
+
+    def _measured_kind(self, scheme: Scheme, processes: bool, n: int, seconds: float) -> None:
+        mine, other = self.kind_seconds.get((scheme.id, processes)), self.kind_seconds.get((scheme.id, not processes))
+        # A batch on the kind that was the slower one is a revisit: count the next period afresh.
+        revisit = mine is not None and other is not None and mine > other
+        count = self._since_revisit.get(scheme.id, 0)
+        self._since_revisit[scheme.id] = 0 if revisit or other is None else count + 1
+        per_item = seconds / n
+        self.kind_seconds[(scheme.id, processes)] = per_item if mine is None else (
+            (1 - _KIND_EWMA) * mine + _KIND_EWMA * per_item)
 
     def measure_gil(self) -> dict[str, bool]:
         """Measure, per scheme family, whether its library releases the GIL (one known answer
@@ -338,6 +373,8 @@ class CpuBackend:
                 futures = [ex.submit(_verify_range, *_chunk_args(batch, lo, hi, use_native, self.bls_batch))
                            for lo, hi in bounds]
             parts = [f.result() for f in futures]
+            if len(bounds) >= self.workers:  # every core had work: a fair measure of the kind
+                self._measured_kind(batch.scheme, processes, n, time.perf_counter() - t0)
         self._measured(batch.scheme, n, time.perf_counter() - t0, parallel)
         verdicts = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.uint8).astype(bool)
         leaves = np.frombuffer(b"".join(p[1] for p in parts), dtype=np.uint8).reshape(n, 32)
