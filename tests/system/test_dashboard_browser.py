@@ -115,6 +115,9 @@ def test_dashboard_follows_verifies_sent_through_the_api(cluster, page):
     href = link.get_attribute("href")
     assert href.startswith("/v1/receipts/")
     assert page.request.get(cluster.url + href).status == 200
+    # each row shows its own id: the tail (a UUIDv7's head is the time, alike within a minute)
+    shown = page.locator("#recent a").all_inner_texts()
+    assert len(set(shown)) == len(shown), shown
     assert "✓" in page.inner_text("#schemes")  # self-test state per scheme
     page.wait_for_function("() => /bad magic/.test(document.getElementById('ingest').textContent)", timeout=5000)
     ingest = page.inner_text("#ingest")
