@@ -51,9 +51,18 @@ def library() -> ctypes.CDLL:
     return lib
 
 
+#: What a signature depends on besides the key and message: keyed into cached pools.
+_INPUTS = (SOURCE, Path(__file__), Path(__file__).parent / "oracles" / "slh_dsa.py",
+           *(hostbuild.KERNEL_DIR / name for name in ("zv_port.cuh", "sha2.cuh", "keccak.cuh")))
+
+
 def source_digest() -> str:
-    """A short digest of the harness source, for keying cached pools."""
-    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    """A short digest of everything that makes the signatures (the harness, the kernel headers
+    it includes, this module's PRF_msg, the oracle's H_msg), for keying cached pools."""
+    h = hashlib.sha256()
+    for path in _INPUTS:
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _set_index(p: Params) -> int:
@@ -69,14 +78,15 @@ def prf_msg(p: Params, sk_prf: bytes, opt_rand: bytes, msg: bytes) -> bytes:
 
 def sign_items(scheme_id: str, contexts_and_messages: list[tuple[bytes, bytes]], rng: random.Random) -> list[Item]:
     """One fresh key pair of ``scheme_id`` (seeds from ``rng``) and a signature by it of every
-    (context, message); returns the valid :class:`Item` s in order.  Contexts must be at most
-    255 bytes (ValueError otherwise)."""
-    p = PARAMS[scheme_id]
+    (context, message); returns the valid :class:`Item` s in order.  ValueError for a scheme
+    id that is not an SLH-DSA set or a context over 255 bytes."""
+    p = PARAMS.get(scheme_id)
+    if p is None:
+        raise ValueError(f"scheme_id: {scheme_id!r} is not an SLH-DSA set")
     n, lib = p.n, library()
     sk_seed, sk_prf, pk_seed = (rng.randbytes(n) for _ in range(3))
     root = ctypes.create_string_buffer(n)
-    if not lib.zv_slh_sign_pk_root(_set_index(p), sk_seed, pk_seed, root):
-        raise ValueError(f"scheme_id: unknown set {scheme_id}")
+    lib.zv_slh_sign_pk_root(_set_index(p), sk_seed, pk_seed, root)
     pk_root = root.raw
     hashes = _Hashes(p, pk_seed)
     rs, digests = [], []
@@ -89,8 +99,7 @@ def sign_items(scheme_id: str, contexts_and_messages: list[tuple[bytes, bytes]],
         digests.append(hashes.H_msg(r, pk_root, m_prime))
     body = p.sig_len - n
     out = ctypes.create_string_buffer(body * len(rs) or 1)
-    if not lib.zv_slh_sign_digests(_set_index(p), sk_seed, pk_seed, len(rs), b"".join(digests), out):
-        raise ValueError(f"scheme_id: unknown set {scheme_id}")
+    lib.zv_slh_sign_digests(_set_index(p), sk_seed, pk_seed, len(rs), b"".join(digests), out)
     raw, pk = out.raw, pk_seed + pk_root
     return [Item(scheme_id, pk, msg, r + raw[j * body:(j + 1) * body], ctx)
             for j, ((ctx, msg), r) in enumerate(zip(contexts_and_messages, rs))]

@@ -55,5 +55,7 @@ def test_a_pool_is_reproducible_from_its_seed_and_cached(tmp_path, monkeypatch):
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="context"):
         slh_dsa_signer.sign_items("slh-dsa-sha2-128f", [(bytes(256), b"")], random.Random(0))
+    with pytest.raises(ValueError, match="scheme_id"):
+        slh_dsa_signer.sign_items("ml-dsa-44", [(b"", b"")], random.Random(0))
     with pytest.raises(ValueError, match="signer"):
         sign_pool("slh-dsa-sha2-128f", 1, signer="openssl")

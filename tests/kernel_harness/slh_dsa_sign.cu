@@ -19,10 +19,12 @@
  * and runs them in SIMD lanes — 16 SHA-256 or 8 SHA-512 / Keccak-f states per vector, written
  * with GCC vector extensions (AVX-512 where the CPU has it; compiled down to narrower vectors
  * elsewhere).  The lane code is its own and not the kernel's sha2.cuh / keccak.cuh, whose
- * scalar words are laid out for one GPU thread; the round constants and IVs are the
- * kernel's (sha2.cuh, keccak.cuh), so the two cannot drift.  Trees of the top two layers are
- * kept across the signatures of one call (the top one is the same for every signature of a
- * key), which saves about 1/d of the work.
+ * scalar words are laid out for one GPU thread; it takes the round constants and IVs from
+ * those headers, while the rotation amounts, the ρ offsets, the padding and the parameter
+ * table (SETS, a copy of slh_dsa.cuh's ZV_SLH_PARAM_SETS) are written here again: a slip in
+ * any of them makes signatures pqcrypto refuses, which tests/test_slh_dsa_signer.py checks on
+ * every set.  Trees of the top two layers are kept across the signatures of one call (the top
+ * one is the same for every signature of a key), which saves between 1/d and 2/d of the work.
  */
 #pragma GCC optimize("O3")
 #if defined(ZV_SIGN_AVX512)
@@ -86,7 +88,7 @@ static void sha512_lanes(v64 s[8], v64 w[16]) {
     s[0] += a, s[1] += b, s[2] += c, s[3] += d, s[4] += e, s[5] += f, s[6] += g, s[7] += h;
 }
 
-/* Keccak-f[1600] on 8 states; ρ offsets and π as in keccak.cuh, written out per lane pair. */
+/* Keccak-f[1600] on 8 states: θ, ρ and π, χ, ι as keccak.cuh computes them on one. */
 static void keccak_lanes(v64 a[25]) {
     static const int rho[25] = {0, 1, 62, 28, 27, 36, 44, 6, 55, 20, 3, 10, 43, 25, 39, 41, 45, 15, 21, 8, 18, 2, 61, 56, 14};
     for (int round = 0; round < 24; round++) {
