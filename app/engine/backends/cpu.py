@@ -57,6 +57,11 @@ REVISIT_BATCHES = 32
 #: Weight of the newest batch in a pool kind's running wall time per item.
 _KIND_EWMA = 0.5
 
+def _ewma(old: float | None, new: float, weight: float) -> float:
+    """A running average: ``new`` alone at first, then ``weight`` of each newest value."""
+    return new if old is None else (1 - weight) * old + weight * new
+
+
 #: One per process: its running invalid-fraction estimate sizes the groups of every chunk.
 _BLS_BATCH = BlsBatchVerifier()
 
@@ -276,9 +281,7 @@ class CpuBackend:
         revisit = mine is not None and other is not None and mine > other
         count = self._since_revisit.get(scheme.id, 0)
         self._since_revisit[scheme.id] = 0 if revisit or other is None else count + 1
-        per_item = seconds / n
-        self.kind_seconds[(scheme.id, processes)] = per_item if mine is None else (
-            (1 - _KIND_EWMA) * mine + _KIND_EWMA * per_item)
+        self.kind_seconds[(scheme.id, processes)] = _ewma(mine, seconds / n, _KIND_EWMA)
 
     def measure_gil(self) -> dict[str, bool]:
         """Measure, per scheme family, whether its library releases the GIL (one known answer
@@ -308,9 +311,7 @@ class CpuBackend:
 
     def _measured(self, scheme: Scheme, n: int, seconds: float, parallel: int) -> None:
         # Wall time over items, times the cores that shared the work: single-core cost.
-        cost = seconds * parallel / n
-        old = self.item_seconds.get(scheme.id)
-        self.item_seconds[scheme.id] = cost if old is None else 0.7 * old + 0.3 * cost
+        self.item_seconds[scheme.id] = _ewma(self.item_seconds.get(scheme.id), seconds * parallel / n, 0.3)
 
     def _executor(self, processes: bool) -> Executor:
         with self._lock:
@@ -373,9 +374,10 @@ class CpuBackend:
                 futures = [ex.submit(_verify_range, *_chunk_args(batch, lo, hi, use_native, self.bls_batch))
                            for lo, hi in bounds]
             parts = [f.result() for f in futures]
-            if len(bounds) >= self.workers:  # every core had work: a fair measure of the kind
-                self._measured_kind(batch.scheme, processes, n, time.perf_counter() - t0)
-        self._measured(batch.scheme, n, time.perf_counter() - t0, parallel)
+        seconds = time.perf_counter() - t0
+        if parallel > 1 and len(bounds) >= self.workers:  # every core had work: a fair measure of the kind
+            self._measured_kind(batch.scheme, processes, n, seconds)
+        self._measured(batch.scheme, n, seconds, parallel)
         verdicts = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.uint8).astype(bool)
         leaves = np.frombuffer(b"".join(p[1] for p in parts), dtype=np.uint8).reshape(n, 32)
         return verdicts, leaves
