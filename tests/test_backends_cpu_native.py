@@ -1,5 +1,6 @@
 """Native CPU loops: verdict and leaf hash identical to the reference, item for item."""
 
+import ctypes
 import hashlib
 import random
 from collections import defaultdict
@@ -111,3 +112,88 @@ def test_offsets_outside_the_messages_are_clamped_like_a_python_slice():
         assert leaves[32 * i:32 * i + 32] == merkle.leaf_hash(scheme.code, False, bytes(32), m, bytes(64))
     _, leaves = LOOPS.run("ed25519", scheme.code, pks[:1], sigs[:1], msgs, np.array([3, 1 << 40]))
     assert leaves[:32] == merkle.leaf_hash(scheme.code, False, bytes(32), b"def", bytes(64))
+
+
+def _leaves(n: int) -> np.ndarray:
+    return np.frombuffer(b"".join(hashlib.sha256(i.to_bytes(4, "big")).digest() for i in range(n)),
+                         dtype=np.uint8).reshape(n, 32)
+
+
+@pytest.mark.parametrize("n", list(range(0, 40)) + [63, 64, 65, 1000, 4097])
+def test_native_merkle_root_is_the_python_tree(n):
+    leaves = _leaves(n)
+    want = merkle.root([bytes(x) for x in leaves])  # a list: always the hashlib tree
+    assert LOOPS.merkle_root(leaves) == want
+    assert merkle.root(leaves) == want  # an array: the native tree once loaded (it is, above)
+    assert np.array_equal(leaves, _leaves(n))  # the caller's leaves are not overwritten
+
+
+def test_the_libsodium_fallback_hashes_the_same(monkeypatch):
+    """A host whose hashlib has no loadable libcrypto hashes with libsodium: same leaves, same root."""
+    monkeypatch.setattr(native, "_libcrypto", lambda: None)
+    fallback = native.NativeLoops(ctypes.CDLL(str(native._library())))
+    assert fallback.sha256 == "libsodium"
+    items = kat.sign_items("secp256k1", 6, seed=3)
+    b = Batch.from_items(SCHEMES["secp256k1"], [i.public_key for i in items], [i.message for i in items],
+                         [i.signature for i in items])
+    got = fallback.run("secp256k1", b.scheme.code, b.pks, b.sigs, b.msgs, b.offsets)
+    assert got == LOOPS.run("secp256k1", b.scheme.code, b.pks, b.sigs, b.msgs, b.offsets)
+    assert got[0] == b"\x01" * 6
+    assert fallback.merkle_root(_leaves(77)) == merkle.root([bytes(x) for x in _leaves(77)])
+
+
+def test_openssl_sha256_is_adopted_only_if_it_hashes_right():
+    lib = ctypes.CDLL(str(native._library()))
+    lib.zv_use_openssl_sha256.argtypes = [ctypes.c_void_p] * 3
+    assert lib.zv_use_openssl_sha256(None, None, None) == 0
+    crypto = native._libcrypto()
+    if crypto is None:
+        pytest.skip("no loadable libcrypto under hashlib here")
+    addr = [ctypes.cast(getattr(crypto, f"SHA256_{n}"), ctypes.c_void_p).value for n in ("Init", "Update", "Final")]
+    # SHA-224's functions share SHA-256's signatures but give another digest of "abc".
+    sha224 = [ctypes.cast(getattr(crypto, f"SHA224_{n}"), ctypes.c_void_p).value for n in ("Init", "Update", "Final")]
+    assert lib.zv_use_openssl_sha256(*sha224) == 0
+    assert lib.zv_use_openssl_sha256(*addr) == 1
+    assert LOOPS.sha256 == "openssl"
+
+
+def test_leaves_of_items_verified_elsewhere_are_merkle_leaf_hashes():
+    rng = random.Random(11)
+    n, pk_len, sig_len = 9, 1312, 2420
+    pks = np.frombuffer(rng.randbytes(n * pk_len), dtype=np.uint8).reshape(n, pk_len)
+    sigs = np.frombuffer(rng.randbytes(n * sig_len), dtype=np.uint8).reshape(n, sig_len)
+    lens = [0, 1, 55, 56, 64, 119, 200, 3, 1000]  # SHA-256 padding edges among them
+    msgs = np.frombuffer(rng.randbytes(sum(lens)), dtype=np.uint8)
+    off = np.cumsum([0] + lens)
+    verdicts = bytes(rng.randrange(2) for _ in range(n))
+    got = LOOPS.leaves(0x31, verdicts, pks, sigs, msgs, off)
+    for i in range(n):
+        want = merkle.leaf_hash(0x31, bool(verdicts[i]), pks[i].tobytes(), msgs[off[i]:off[i + 1]].tobytes(),
+                                sigs[i].tobytes())
+        assert got[32 * i:32 * i + 32] == want
+    with pytest.raises(ValueError, match="verdicts"):
+        LOOPS.leaves(0x31, verdicts[:-1], pks, sigs, msgs, off)
+
+
+@pytest.mark.parametrize("scheme_id", ["ml-dsa-44", "bls12-381"])
+def test_python_loop_chunks_hash_their_leaves_natively_to_the_same_values(scheme_id, monkeypatch):
+    from app.engine.backends.cpu import _chunk_args, _verify_range
+
+    assert native.loaded() is LOOPS
+    rng = random.Random(2)
+    signed = kat.sign_items(scheme_id, 3, seed=4)
+    items = signed + [kat.mutate(i, rng) for i in signed]
+    items = [i for i in items if len(i.public_key) == SCHEMES[scheme_id].pk_len
+             and len(i.signature) == SCHEMES[scheme_id].sig_len]
+    b = Batch.from_items(SCHEMES[scheme_id], [i.public_key for i in items], [i.message for i in items],
+                         [i.signature for i in items])
+    flags, leaves = _verify_range(*_chunk_args(b, 0, len(items), False, False))
+    ref = reference.verifier(SCHEMES[scheme_id])
+    for i, it in enumerate(items):
+        ok = ref(it.public_key, it.message, it.signature)
+        assert flags[i] == ok
+        assert leaves[32 * i:32 * i + 32] == merkle.leaf_hash(b.scheme.code, ok, it.public_key, it.message,
+                                                              it.signature)
+    assert set(flags) == {0, 1}
+    monkeypatch.setattr(native, "loaded", lambda: None)  # a worker without them: hashlib
+    assert _verify_range(*_chunk_args(b, 0, len(items), False, False)) == (flags, leaves)

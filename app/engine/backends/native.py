@@ -3,10 +3,12 @@ entry points.
 
 :func:`loops` builds ``native_loops.cpp`` with the kernels' host build
 (:mod:`app.engine.kernels.hostbuild`, cached by source hash) and hands it the addresses of
-libsodium's ``crypto_sign_ed25519_verify_detached`` and ``crypto_hash_sha256`` (PyNaCl's
-bundled copy) and of libsecp256k1's parse / normalize / verify functions (coincurve's
-bundled copy, with its global context).  A ctypes call releases the GIL, so one call
-verifies and leaf-hashes a whole chunk on one core while other threads run theirs.
+libsodium's ``crypto_sign_ed25519_verify_detached`` (PyNaCl's bundled copy), of
+libsecp256k1's parse / normalize / verify functions (coincurve's bundled copy, with its
+global context) and of a SHA-256: OpenSSL's low-level one from the libcrypto hashlib loaded
+where there is one (:func:`_libcrypto`), else libsodium's ``crypto_hash_sha256``.  A ctypes
+call releases the GIL, so one call verifies and leaf-hashes a whole chunk on one core while
+other threads run theirs; :meth:`NativeLoops.merkle_root` builds a batch's tree the same way.
 
 Verdicts are, item for item, those of :mod:`app.engine.verify.reference` (the same library
 functions under the same length and prehash rules); tests check it on every vector.
@@ -54,7 +56,14 @@ class NativeLoops:
         k1 = ctypes.CDLL(_k1_path())  # coincurve's bundled libsecp256k1
         addr = lambda so, name: ctypes.cast(getattr(so, name), _P).value  # noqa: E731
         self._ed = (addr(sodium, "crypto_sign_ed25519_verify_detached"),)
+        #: Which SHA-256 the loops hash with: ``"openssl"`` or ``"libsodium"``.
+        self.sha256 = "libsodium"
         self._sha = addr(sodium, "crypto_hash_sha256")
+        crypto = _libcrypto()
+        lib.zv_use_openssl_sha256.argtypes = [_P, _P, _P]
+        if crypto is not None and lib.zv_use_openssl_sha256(*(addr(crypto, f"SHA256_{n}")
+                                                               for n in ("Init", "Update", "Final"))):
+            self.sha256, self._sha = "openssl", addr(lib, "zv_openssl_sha256")
         _, _, ctx = secp256k1_lib()
         self._k1 = tuple(addr(k1, n) for n in ("secp256k1_ec_pubkey_parse", "secp256k1_ecdsa_signature_parse_compact",
                                                 "secp256k1_ecdsa_signature_normalize", "secp256k1_ecdsa_verify"))
@@ -64,6 +73,10 @@ class NativeLoops:
         lib.zv_cpu_secp256k1.argtypes = [_P, _P, _P, _P, _P, _P, _U8, ctypes.c_int, ctypes.c_int,
                                          _P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P, _P]
         lib.zv_cpu_secp256k1.restype = None
+        lib.zv_leaves.argtypes = [_P, _U8, _P, _P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P]
+        lib.zv_leaves.restype = None
+        lib.zv_merkle_root.argtypes = [_P, _P, _SZ, _P]
+        lib.zv_merkle_root.restype = None
         self._lib = lib
 
     def run(self, family: str, code: int, pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray,
@@ -78,25 +91,73 @@ class NativeLoops:
         Returns:
             (``n`` verdict bytes 0/1, ``32·n`` bytes of leaf hashes), as the Python loop returns.
         """
-        pks = np.ascontiguousarray(pks, dtype=np.uint8)
-        sigs = np.ascontiguousarray(sigs, dtype=np.uint8)
-        msgs = np.ascontiguousarray(msgs, dtype=np.uint8)
-        off = np.ascontiguousarray(offsets, dtype=np.uint64)
-        n = len(off) - 1
+        n, _alive, cols = _columns(pks, sigs, msgs, offsets)
         verdicts = np.zeros(n, dtype=np.uint8)
         leaves = np.empty((n, 32), dtype=np.uint8)
-        if pks.shape[0] < n or sigs.shape[0] < n:
-            raise ValueError(f"{n} offsets' items but {pks.shape[0]} keys, {sigs.shape[0]} signatures")
-        cols = (pks.ctypes.data, pks.shape[1], sigs.ctypes.data, sigs.shape[1], msgs.ctypes.data, msgs.shape[0],
-                off.ctypes.data, n, verdicts.ctypes.data, leaves.ctypes.data)
         if family == "ed25519":
-            self._lib.zv_cpu_ed25519(*self._ed, self._sha, code, *cols)
+            self._lib.zv_cpu_ed25519(*self._ed, self._sha, code, *cols, verdicts.ctypes.data, leaves.ctypes.data)
         elif family == "secp256k1":
             self._lib.zv_cpu_secp256k1(*self._k1, self._k1_ctx, self._sha, code, int(prehashed),
-                                       int(allow_high_s), *cols)
+                                       int(allow_high_s), *cols, verdicts.ctypes.data, leaves.ctypes.data)
         else:
             raise ValueError(f"no native loop for {family!r}")
         return verdicts.tobytes(), leaves.tobytes()
+
+    def leaves(self, code: int, verdicts: bytes, pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray,
+               offsets: np.ndarray) -> bytes:
+        """Leaf-hash one chunk verified elsewhere: ``n`` verdict bytes (0/1) and the columns
+        as for :meth:`run`; returns ``32·n`` bytes, those of
+        :func:`app.engine.commit.merkle.leaf_hash`."""
+        n, _alive, cols = _columns(pks, sigs, msgs, offsets)
+        if len(verdicts) != n:
+            raise ValueError(f"{n} offsets' items but {len(verdicts)} verdicts")
+        out = np.empty((n, 32), dtype=np.uint8)
+        flags = np.frombuffer(verdicts, dtype=np.uint8)
+        self._lib.zv_leaves(self._sha, code, flags.ctypes.data, *cols, out.ctypes.data)
+        return out.tobytes()
+
+    def merkle_root(self, leaves: np.ndarray) -> bytes:
+        """RFC 6962 §2.1 root of ``leaves`` (``uint8[n, 32]`` leaf hashes), 32 bytes: the value
+        of :func:`app.engine.commit.merkle.root`, computed with the GIL released."""
+        nodes = np.array(leaves, dtype=np.uint8, order="C", copy=True).reshape(-1, 32)
+        out = np.empty(32, dtype=np.uint8)
+        self._lib.zv_merkle_root(self._sha, nodes.ctypes.data, nodes.shape[0], out.ctypes.data)
+        return out.tobytes()
+
+
+def _columns(pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray, offsets: np.ndarray) -> tuple[int, tuple, tuple]:
+    """``(n, arrays to keep alive, ctypes arguments)`` of a chunk's columns, C-contiguous:
+    keys, key length, signatures, signature length, messages, their length, offsets, n.
+    Raises ``ValueError`` when there are fewer keys or signatures than offsets say."""
+    pks = np.ascontiguousarray(pks, dtype=np.uint8)
+    sigs = np.ascontiguousarray(sigs, dtype=np.uint8)
+    msgs = np.ascontiguousarray(msgs, dtype=np.uint8)
+    off = np.ascontiguousarray(offsets, dtype=np.uint64)
+    n = len(off) - 1
+    if pks.shape[0] < n or sigs.shape[0] < n:
+        raise ValueError(f"{n} offsets' items but {pks.shape[0]} keys, {sigs.shape[0]} signatures")
+    return n, (pks, sigs, msgs, off), (pks.ctypes.data, pks.shape[1], sigs.ctypes.data, sigs.shape[1],
+                                       msgs.ctypes.data, msgs.shape[0], off.ctypes.data, n)
+
+
+def _libcrypto() -> ctypes.CDLL | None:
+    """The libcrypto Python's hashlib runs on (so the same OpenSSL build), or None where it
+    has none we can load (a static build, another OS) or it lacks the low-level SHA256_*."""
+    import _hashlib  # noqa: F401  (loads it, if hashlib is OpenSSL's)
+
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    paths = {line.split()[-1] for line in maps.splitlines() if "/libcrypto" in line}
+    for path in sorted(paths):
+        try:
+            so = ctypes.CDLL(path)
+            if all(hasattr(so, f"SHA256_{n}") for n in ("Init", "Update", "Final")):
+                return so
+        except OSError:
+            continue
+    return None
 
 
 def prebuilt_path(directory: str | Path) -> Path:
@@ -136,6 +197,12 @@ def _k1_path() -> str:
 _lock = threading.Lock()
 _loops: NativeLoops | None = None
 _failed = False
+
+
+def loaded() -> NativeLoops | None:
+    """The native loops if this process has already loaded them (:func:`loops`), else None;
+    never builds, so a caller on a request path never waits for a compiler."""
+    return _loops
 
 
 def loops() -> NativeLoops | None:
