@@ -151,8 +151,13 @@ def main() -> int:
     load_start = os.getloadavg()
     auto = engines["auto"].cpu
     assert isinstance(auto, CpuBackend)
-    auto.measure_gil()  # what a server's warm-up measures, which decides its pool kinds
-    rows = []
+    for eng in engines.values():
+        eng.cpu.warm_up()  # what a server's start-up does: native loops loaded, the GIL measured (auto)
+    prior: list[dict] = []
+    if args.update and (args.out / "cpu_engine.json").is_file():
+        old = json.loads((args.out / "cpu_engine.json").read_text())
+        prior = [_as_rounds(r, old["meta"]) for r in old["rows"]]
+    rows: list[dict] = []
     raw_pool = _raw_pool(cores, args.schemes.split(","))
     try:
         for scheme_id in args.schemes.split(","):
@@ -192,27 +197,37 @@ def main() -> int:
                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": load_row[0]}
             rows.append(row)
             print(json.dumps({k: (v["median"] if isinstance(v, dict) else v) for k, v in row.items()}), flush=True)
+            # Written as each row is measured: a run cut short keeps the rows it finished.
+            meta = {"cores": cores, "batch": args.batch, "runs": args.runs, "machine": platform.machine(),
+                    "python": platform.python_version(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "load_average_start": load_start, "load_average": os.getloadavg()}
+            write(args.out, meta, _merged(prior, rows))
     finally:
         raw_pool.shutdown()
         for eng in engines.values():
             eng.close()
-    meta = {"cores": cores, "batch": args.batch, "runs": args.runs, "machine": platform.machine(),
-            "python": platform.python_version(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "load_average_start": load_start, "load_average": os.getloadavg()}
-    args.out.mkdir(parents=True, exist_ok=True)
-    old = args.out / "cpu_engine.json"
-    if args.update and old.is_file():
-        prior = json.loads(old.read_text())
-        kept = {r["scheme"]: _as_rounds(r, prior["meta"]) for r in prior["rows"]}
-        kept.update({r["scheme"]: r for r in rows})
-        rows = [kept[s] for s in SCHEMES if s in kept]
-    (args.out / "cpu_engine.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    print(f"wrote {args.out / 'cpu_engine.md'}")
+    return 0
+
+
+def _merged(prior: list[dict], rows: list[dict]) -> list[dict]:
+    """``prior`` rows (an ``--update``'s older file) with this run's rows in their place, in scheme order."""
+    kept = {r["scheme"]: r for r in prior}
+    kept.update({r["scheme"]: r for r in rows})
+    return [kept[s] for s in SCHEMES if s in kept]
+
+
+def write(out: Path, meta: dict, rows: list[dict]) -> None:
+    """Write ``cpu_engine.json`` and ``cpu_engine.md`` in ``out`` from ``rows``."""
+    cores = meta["cores"]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cpu_engine.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     below = [r["scheme"] for r in rows if r["ratio"]["median"] < 0.9]
     lines = [
         "# CPU engine vs raw library loop",
         "",
         f"Written by `bench/cpu_engine.py` at {meta['time']} on {cores} cores ({meta['machine']}, Python "
-        f"{meta['python']}), batch {args.batch}, interleaved rounds per scheme (`runs`); `load` is the "
+        f"{meta['python']}), batch {meta['batch']}, interleaved rounds per scheme (`runs`); `load` is the "
         "1-minute load average when the scheme's row was measured (rows may come from separate runs, "
         "`--update`; each row's rounds are interleaved among themselves).",
         "ratio = engine / (cores × raw) per round, median [min–max]; target ≥ 0.9. Rates are medians. "
@@ -248,9 +263,7 @@ def main() -> int:
     if any(r["runs"] < 3 for r in rows):
         lines += ["", "Rows with 1 run come from an earlier result file (one round per configuration, before "
                   "this script interleaved rounds), kept by `--update` because there was no time to re-measure them."]
-    (args.out / "cpu_engine.md").write_text("\n".join(lines) + "\n")
-    print(f"wrote {args.out / 'cpu_engine.md'}")
-    return 0
+    (out / "cpu_engine.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

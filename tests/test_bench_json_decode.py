@@ -52,3 +52,28 @@ def test_cpu_engine_reports_median_and_spread(tmp_path, monkeypatch):
     assert len(row["all_cores_raw_per_second"]["runs"]) == 2 and row["all_cores_speedup"]["median"] > 0
     assert row["engine_over_all_cores_raw"]["median"] > 0
     assert "| ed25519 |" in (tmp_path / "cpu_engine.md").read_text()
+
+
+@pytest.mark.slow
+def test_cpu_engine_keeps_each_row_as_measured_when_a_later_one_fails(tmp_path, monkeypatch):
+    mod = _load("cpu_engine")
+    (tmp_path / "cpu_engine.json").write_text(json.dumps(
+        {"meta": {"time": "2026-11-30T00:04:01Z", "load_average": [1.0]},
+         "rows": [{"scheme": "bls12-381", "pool": "thread", **dict.fromkeys(
+             ("raw_per_second", "two_thread_speedup", "engine_per_second", "thread_per_second",
+              "process_per_second", "ratio", "best_ratio"), 1.5)}]}))
+    real = mod.items_for
+
+    def items_for(scheme_id, n):
+        if scheme_id == "secp256k1":
+            raise RuntimeError("cut short")
+        return real(scheme_id, n)
+
+    monkeypatch.setattr(mod, "items_for", items_for)
+    monkeypatch.setattr("sys.argv", ["cpu_engine", "--schemes", "ed25519,secp256k1", "--batch", "32", "--runs", "1",
+                                     "--min-seconds", "0.02", "--out", str(tmp_path), "--update"])
+    with pytest.raises(RuntimeError, match="cut short"):
+        mod.main()
+    rows = json.loads((tmp_path / "cpu_engine.json").read_text())["rows"]
+    assert [r["scheme"] for r in rows] == ["ed25519", "bls12-381"]  # scheme order; the older row kept
+    assert "| ed25519 |" in (tmp_path / "cpu_engine.md").read_text()
