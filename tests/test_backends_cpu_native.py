@@ -124,8 +124,18 @@ def test_native_merkle_root_is_the_python_tree(n):
     leaves = _leaves(n)
     want = merkle.root([bytes(x) for x in leaves])  # a list: always the hashlib tree
     assert LOOPS.merkle_root(leaves) == want
-    assert merkle.root(leaves) == want  # an array: the native tree once loaded (it is, above)
     assert np.array_equal(leaves, _leaves(n))  # the caller's leaves are not overwritten
+
+
+def test_merkle_root_of_an_array_goes_through_the_loaded_loops(monkeypatch):
+    calls = []
+    monkeypatch.setattr(native.NativeLoops, "merkle_root",
+                        lambda self, leaves: calls.append(len(leaves)) or b"native")
+    assert native.loaded() is LOOPS
+    assert merkle.root(_leaves(5)) == b"native" and calls == [5]
+    assert merkle.root([bytes(x) for x in _leaves(5)]) != b"native"  # a list: hashlib
+    monkeypatch.setattr(native, "loaded", lambda: None)  # not loaded: hashlib, never a build
+    assert merkle.root(_leaves(5)) == merkle.root([bytes(x) for x in _leaves(5)])
 
 
 def test_the_libsodium_fallback_hashes_the_same(monkeypatch):
@@ -187,7 +197,11 @@ def test_python_loop_chunks_hash_their_leaves_natively_to_the_same_values(scheme
              and len(i.signature) == SCHEMES[scheme_id].sig_len]
     b = Batch.from_items(SCHEMES[scheme_id], [i.public_key for i in items], [i.message for i in items],
                          [i.signature for i in items])
+    calls = []
+    real = native.NativeLoops.leaves
+    monkeypatch.setattr(native.NativeLoops, "leaves", lambda self, *a: calls.append(a[0]) or real(self, *a))
     flags, leaves = _verify_range(*_chunk_args(b, 0, len(items), False, False))
+    assert calls == ([b.scheme.code] if LOOPS.sha256 == "openssl" else [])  # hashed in C with OpenSSL only
     ref = reference.verifier(SCHEMES[scheme_id])
     for i, it in enumerate(items):
         ok = ref(it.public_key, it.message, it.signature)
@@ -195,5 +209,66 @@ def test_python_loop_chunks_hash_their_leaves_natively_to_the_same_values(scheme
         assert leaves[32 * i:32 * i + 32] == merkle.leaf_hash(b.scheme.code, ok, it.public_key, it.message,
                                                               it.signature)
     assert set(flags) == {0, 1}
-    monkeypatch.setattr(native, "loaded", lambda: None)  # a worker without them: hashlib
+    monkeypatch.setattr(native, "loaded", lambda: None)  # a process without them: hashlib
     assert _verify_range(*_chunk_args(b, 0, len(items), False, False)) == (flags, leaves)
+
+
+def test_libcrypto_is_hashlibs_own_even_with_another_copy_loaded():
+    import _hashlib
+
+    psycopg = pytest.importorskip("psycopg")  # its binary wheel bundles another libcrypto
+    assert psycopg
+    crypto = native._libcrypto()
+    if crypto is None:
+        pytest.skip("no loadable libcrypto under hashlib here")
+    assert crypto._name == _hashlib.__file__
+
+
+def test_no_hashlib_extension_keeps_the_native_loops_on_libsodium(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "_hashlib", None)  # "import _hashlib" raises ImportError
+    assert native._libcrypto() is None
+    assert native.NativeLoops(ctypes.CDLL(str(native._library()))).sha256 == "libsodium"
+
+
+def test_every_process_worker_has_the_native_loops():
+    """Each spawned worker loads them in its initializer, not in a warm-up task one worker may
+    take twice."""
+    from app.engine.backends.cpu import CpuBackend
+
+    backend = CpuBackend(workers=2, parallelism="process")
+    try:
+        ex = backend._executor(True)
+        got: set[tuple[int, bool]] = set()
+        for _ in range(20):  # waves of two tasks until both workers have answered
+            got |= set(ex.map(_worker_state, [0.2, 0.2]))
+            if len(got) >= 2:
+                break
+    finally:
+        backend.close()
+    assert len(got) == 2 and all(loaded for _, loaded in got)
+
+
+def test_the_worker_initializer_loads_the_loops_and_libraries(monkeypatch):
+    import signal
+
+    from app.engine.backends import cpu
+
+    calls = []
+    monkeypatch.setattr(native, "loops", lambda: calls.append("loops"))
+    monkeypatch.setattr(cpu.reference, "verifier", lambda s: calls.append(s.id))
+    old = signal.getsignal(signal.SIGINT)
+    try:
+        cpu._worker_init()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert calls == ["loops", *SCHEMES]
+
+
+def _worker_state(seconds: float) -> tuple[int, bool]:
+    import os
+    import time
+
+    time.sleep(seconds)  # long enough that both workers take a task
+    return os.getpid(), native.loaded() is not None

@@ -5,7 +5,7 @@ entry points.
 (:mod:`app.engine.kernels.hostbuild`, cached by source hash) and hands it the addresses of
 libsodium's ``crypto_sign_ed25519_verify_detached`` (PyNaCl's bundled copy), of
 libsecp256k1's parse / normalize / verify functions (coincurve's bundled copy, with its
-global context) and of a SHA-256: OpenSSL's low-level one from the libcrypto hashlib loaded
+global context) and of a SHA-256: OpenSSL's low-level one from the libcrypto hashlib runs on
 where there is one (:func:`_libcrypto`), else libsodium's ``crypto_hash_sha256``.  A ctypes
 call releases the GIL, so one call verifies and leaf-hashes a whole chunk on one core while
 other threads run theirs; :meth:`NativeLoops.merkle_root` builds a batch's tree the same way.
@@ -141,23 +141,19 @@ def _columns(pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray, offsets: np.nd
 
 
 def _libcrypto() -> ctypes.CDLL | None:
-    """The libcrypto Python's hashlib runs on (so the same OpenSSL build), or None where it
-    has none we can load (a static build, another OS) or it lacks the low-level SHA256_*."""
-    import _hashlib  # noqa: F401  (loads it, if hashlib is OpenSSL's)
+    """The SHA256_* functions of the libcrypto Python's hashlib runs on, as a library handle,
+    or None where there is none to reach (no ``_hashlib``, a libcrypto linked in statically).
 
+    Symbols are looked up through ``_hashlib``'s own handle, which searches the libraries it
+    depends on: its libcrypto, not another copy some other package loaded (psycopg bundles one).
+    """
     try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
+        import _hashlib
+
+        so = ctypes.CDLL(_hashlib.__file__)
+    except (ImportError, OSError, AttributeError):  # AttributeError: a built-in _hashlib, no file
         return None
-    paths = {line.split()[-1] for line in maps.splitlines() if "/libcrypto" in line}
-    for path in sorted(paths):
-        try:
-            so = ctypes.CDLL(path)
-            if all(hasattr(so, f"SHA256_{n}") for n in ("Init", "Update", "Final")):
-                return so
-        except OSError:
-            continue
-    return None
+    return so if all(hasattr(so, f"SHA256_{n}") for n in ("Init", "Update", "Final")) else None
 
 
 def prebuilt_path(directory: str | Path) -> Path:

@@ -17,8 +17,8 @@
 // zv_merkle_root builds that file's RFC 6962 tree over them.  SHA-256 is the caller's: OpenSSL's
 // low-level SHA256_Init/Update/Final (the libcrypto hashlib uses: its assembly, SHA-NI where
 // the CPU has it) through zv_openssl_sha256 once zv_use_openssl_sha256 has accepted them, else
-// libsodium's portable crypto_hash_sha256 (measured about seven times slower on this
-// project's build machine: some 3 µs of leaf hashing per item, a few per cent of a verify).
+// libsodium's portable crypto_hash_sha256 (measured 4-7 times slower on this project's
+// build machine: some 3 µs of leaf hashing per Ed25519 item, a few per cent of a verify).
 //
 // Column layout (all C-contiguous): pks uint8[n, pk_len], sigs uint8[n, sig_len], msgs uint8[...],
 // offsets uint64[n + 1] relative to msgs (msgs_len bytes); out: verdicts uint8[n] (0/1),
