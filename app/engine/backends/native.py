@@ -34,6 +34,9 @@ SOURCE = Path(__file__).with_name("native_loops.cpp")
 #: Scheme families with a native loop.
 FAMILIES = frozenset({"ed25519", "secp256k1"})
 
+#: OpenSSL's low-level SHA-256 (openssl/sha.h), in the order zv_use_openssl_sha256 takes them.
+_OPENSSL_SHA256 = ("SHA256_Init", "SHA256_Update", "SHA256_Final")
+
 _P = ctypes.c_void_p
 _SZ = ctypes.c_size_t
 _U8 = ctypes.c_ubyte
@@ -61,8 +64,7 @@ class NativeLoops:
         self._sha = addr(sodium, "crypto_hash_sha256")
         crypto = _libcrypto()
         lib.zv_use_openssl_sha256.argtypes = [_P, _P, _P]
-        if crypto is not None and lib.zv_use_openssl_sha256(*(addr(crypto, f"SHA256_{n}")
-                                                               for n in ("Init", "Update", "Final"))):
+        if crypto is not None and lib.zv_use_openssl_sha256(*(addr(crypto, name) for name in _OPENSSL_SHA256)):
             self.sha256, self._sha = "openssl", addr(lib, "zv_openssl_sha256")
         _, _, ctx = secp256k1_lib()
         self._k1 = tuple(addr(k1, n) for n in ("secp256k1_ec_pubkey_parse", "secp256k1_ecdsa_signature_parse_compact",
@@ -153,7 +155,7 @@ def _libcrypto() -> ctypes.CDLL | None:
         so = ctypes.CDLL(_hashlib.__file__)
     except (ImportError, OSError, AttributeError):  # AttributeError: a built-in _hashlib, no file
         return None
-    return so if all(hasattr(so, f"SHA256_{n}") for n in ("Init", "Update", "Final")) else None
+    return so if all(hasattr(so, name) for name in _OPENSSL_SHA256) else None
 
 
 def prebuilt_path(directory: str | Path) -> Path:
@@ -199,6 +201,14 @@ def loaded() -> NativeLoops | None:
     """The native loops if this process has already loaded them (:func:`loops`), else None;
     never builds, so a caller on a request path never waits for a compiler."""
     return _loops
+
+
+def leaf_hasher() -> NativeLoops | None:
+    """The loaded loops (:func:`loaded`) where they hash leaves faster than hashlib, that is
+    with OpenSSL's SHA-256 (libsodium's portable one is slower than hashlib's four calls);
+    else None, and the caller hashes with :func:`app.engine.commit.merkle.leaf_hash`."""
+    hasher = loaded()
+    return hasher if hasher is not None and hasher.sha256 == "openssl" else None
 
 
 def loops() -> NativeLoops | None:
