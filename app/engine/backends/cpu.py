@@ -32,13 +32,13 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import CancelledError, Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Literal
 
 import numpy as np
 
-from app.engine.backends import native
+from app.engine.backends import native, shared_columns
 from app.engine.commit import merkle
 from app.engine.verify import bls_aggregate, reference
 from app.engine.verify.batch import AggregateItem, Batch
@@ -48,8 +48,13 @@ from app.engine.verify.schemes import SCHEMES, Scheme
 Parallelism = Literal["auto", "thread", "process"]
 
 #: Seconds of single-core work per chunk, once the scheme's per-item cost is measured: a
-#: thread chunk costs tens of µs to dispatch, a process chunk a pickle each way, so more.
-CHUNK_SECONDS = {False: 0.004, True: 0.02}
+#: thread chunk costs tens of µs to dispatch; a process chunk about half a millisecond of the
+#: server's CPU (pickles, hand-offs between the executor's threads), taken from the cores the
+#: workers run on, so 100 ms (bench/results/process_handoff.md).  A batch's last chunks are
+#: smaller (:func:`chunk_bounds`).
+CHUNK_SECONDS = {False: 0.004, True: 0.1}
+#: The smallest chunk at a batch's end is this fraction of the full one.
+TAIL_DIVISOR = 16
 #: Items per chunk before a scheme has been measured.
 DEFAULT_CHUNK = 64
 #: Parallel batches of a scheme on the faster pool kind before one tries the other again.
@@ -117,6 +122,44 @@ def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: boo
     return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
             batch.msgs[base:int(off[-1])].tobytes(), (off - base).tolist(), batch.ctx, batch.prehashed,
             batch.allow_high_s, use_native, bls_batch)
+
+
+def _shared_range(name: str, spans: tuple[tuple[int, int], ...], scheme_id: str, pk_len: int,
+                  offsets: list[int], *params) -> tuple[bytes, bytes]:
+    """:func:`_verify_range` on a chunk handed over in shared memory (``spans``: byte ranges
+    of its keys, signatures and messages in the segment ``name``, see
+    app/engine/backends/shared_columns.py).  Runs in a process worker."""
+    pks, sigs, msgs = shared_columns.read_chunk(name, spans)
+    return _verify_range(scheme_id, pk_len, pks, sigs, msgs, offsets, *params)
+
+
+def _process_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool,
+                  shared: shared_columns.SharedBatch | None) -> tuple:
+    """The function and arguments that verify items [lo, hi) in a process worker: through
+    ``shared`` where the batch has a segment, else as bytes through the pipe."""
+    if shared is None:
+        return (_verify_range, *_chunk_args(batch, lo, hi, use_native, bls_batch))
+    off = batch.offsets[lo:hi + 1].astype(np.int64)
+    return (_shared_range, shared.seg.name, shared.spans(lo, hi), batch.scheme.id, batch.pks.shape[1],
+            (off - off[0]).tolist(), batch.ctx, batch.prehashed, batch.allow_high_s, use_native, bls_batch)
+
+
+def chunk_bounds(n: int, size: int, workers: int) -> list[tuple[int, int]]:
+    """Item ranges ``[lo, hi)`` that cover ``0 … n`` in order, at most ``size`` items each.
+
+    The pools take chunks in this order, and a batch waits for its slowest core: with equal
+    chunks the last one can leave the other cores idle for most of a chunk.  So once fewer
+    than ``2 × workers`` full chunks are left, each chunk is a ``2 × workers``-th of what is
+    left, down to ``size / TAIL_DIVISOR`` (guided self-scheduling): large chunks where they
+    save dispatch, small ones where the cores must finish together.
+    """
+    out: list[tuple[int, int]] = []
+    lo, floor = 0, max(1, size // TAIL_DIVISOR)
+    while lo < n:
+        hi = min(n, lo + max(floor, min(size, -(-(n - lo) // (2 * workers)))))
+        out.append((lo, hi))
+        lo = hi
+    return out
 
 
 def _native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
@@ -234,7 +277,9 @@ class CpuBackend:
     name = "cpu"
 
     def __init__(self, workers: int = 0, chunk: int = 0, parallelism: Parallelism = "auto",
-                 use_native: bool = True, bls_batch: bool = True):
+                 use_native: bool = True, bls_batch: bool = True, shared_memory: bool = True):
+        self.shared_memory = shared_memory
+        self._segments = shared_columns.SegmentPool()
         self.workers = workers or os.cpu_count() or 1
         self.bls_batch = bls_batch
         self.chunk = max(0, chunk)
@@ -361,8 +406,7 @@ class CpuBackend:
         if n == 0:
             return np.zeros(0, dtype=bool), np.zeros((0, 32), dtype=np.uint8)
         # Enough chunks to keep every worker busy, none larger than the measured chunk.
-        size = max(1, min(self.chunk_items(batch.scheme), -(-n // self.workers)))
-        bounds = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
+        bounds = chunk_bounds(n, max(1, min(self.chunk_items(batch.scheme), -(-n // self.workers))), self.workers)
         use_native = self.native_family(batch.scheme)
         t0 = time.perf_counter()
         if len(bounds) == 1 or self.workers == 1:
@@ -373,12 +417,13 @@ class CpuBackend:
             parallel = min(self.workers, len(bounds))
             processes = self.uses_processes(batch.scheme)
             ex = self._executor(processes)
-            if use_native and not processes:
-                futures = [ex.submit(_native_range, batch, lo, hi) for lo, hi in bounds]
-            else:
-                futures = [ex.submit(_verify_range, *_chunk_args(batch, lo, hi, use_native, self.bls_batch))
+            if not processes:
+                futures = [ex.submit(_native_range, batch, lo, hi) if use_native
+                           else ex.submit(_verify_range, *_chunk_args(batch, lo, hi, False, self.bls_batch))
                            for lo, hi in bounds]
-            parts = [f.result() for f in futures]
+                parts = [f.result() for f in futures]
+            else:
+                parts = self._on_processes(ex, batch, bounds, use_native)
         seconds = time.perf_counter() - t0
         if parallel > 1 and len(bounds) >= self.workers:  # every core had work: a fair measure of the kind
             self._measured_kind(batch.scheme, processes, n, seconds)
@@ -386,6 +431,20 @@ class CpuBackend:
         verdicts = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.uint8).astype(bool)
         leaves = np.frombuffer(b"".join(p[1] for p in parts), dtype=np.uint8).reshape(n, 32)
         return verdicts, leaves
+
+    def _on_processes(self, ex: Executor, batch: Batch, bounds: list[tuple[int, int]],
+                      use_native: bool) -> list[tuple[bytes, bytes]]:
+        seg = self._segments.take(shared_columns.shared_size(batch)) if self.shared_memory else None
+        shared = shared_columns.SharedBatch(batch, seg) if seg is not None else None
+        futures = []
+        try:
+            for lo, hi in bounds:  # each chunk is copied in just before it is sent
+                futures.append(ex.submit(*_process_args(batch, lo, hi, use_native, self.bls_batch, shared)))
+            return [f.result() for f in futures]
+        finally:
+            if seg is not None:
+                wait(futures)  # a failed batch too: no worker may still read the segment
+                self._segments.give(seg)
 
     def verify_aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
         """Verify BLS aggregate items (app/engine/verify/bls_aggregate.py) on the thread pool.
@@ -415,3 +474,4 @@ class CpuBackend:
             if self._procs is not None:
                 self._procs.shutdown(wait=True, cancel_futures=True)
                 self._procs = None
+        self._segments.close()
