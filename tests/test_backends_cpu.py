@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from app.engine.backends.cpu import CHUNK_SECONDS, CpuBackend
+from app.engine.backends.cpu import CHUNK_SECONDS, TAIL_DIVISOR, CpuBackend, chunk_bounds
 from app.engine.verify import kat
 from app.engine.verify.batch import Batch
 from app.engine.verify.schemes import SCHEMES
@@ -167,3 +167,37 @@ def test_bls_batches_measure_both_pool_kinds_and_keep_the_faster():
         assert backend.uses_processes(scheme) == (process_cost < thread_cost)
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("n,size,workers", [(4096, 700, 2), (4096, 116, 2), (100, 48, 2), (7, 1, 4), (1, 1, 1),
+                                            (4096, 2048, 2), (1000, 300, 8)])
+def test_chunk_bounds_cover_the_batch_and_shrink_at_the_end(n, size, workers):
+    bounds = chunk_bounds(n, size, workers)
+    assert bounds[0][0] == 0 and bounds[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))  # in order, no gap, no overlap
+    sizes = [hi - lo for lo, hi in bounds]
+    assert all(0 < s <= size for s in sizes)
+    floor = max(1, size // TAIL_DIVISOR)
+    assert sizes[:-1] == sorted(sizes[:-1], reverse=True)  # shrinking; only a remainder may be smaller
+    if n >= 4 * workers * size:
+        assert sizes[0] == size and min(sizes[:-1]) == floor  # full chunks, then down to the floor
+    # The last 2 × workers chunks are small: a core that draws one finishes soon after the others.
+    if len(sizes) > 2 * workers and n >= 4 * workers * size:
+        assert max(sizes[-2 * workers:]) <= max(floor, size // 4)
+
+
+def test_a_batch_runs_in_its_chunk_bounds(monkeypatch):
+    import app.engine.backends.cpu as cpu
+
+    seen = []
+    real = cpu._native_range
+    monkeypatch.setattr(cpu, "_native_range", lambda b, lo, hi: seen.append((lo, hi)) or real(b, lo, hi))
+    items = kat.sign_items("ed25519", 50, seed=5)
+    backend = CpuBackend(workers=2, chunk=8, parallelism="thread")
+    try:
+        if not backend.native_family(SCHEMES["ed25519"]):
+            pytest.skip("no native loops here")
+        assert backend.verify(_batch("ed25519", items)).all()
+    finally:
+        backend.close()
+    assert sorted(seen) == chunk_bounds(50, 8, 2)

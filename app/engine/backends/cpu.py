@@ -11,8 +11,9 @@ forked), to which a chunk travels as a few byte strings rather than Python objec
 
 Chunk size per scheme is measured, not fixed: every batch the backend runs (the start-up
 self-test first) updates the scheme's per-item cost, and a chunk is sized to about
-``CHUNK_SECONDS`` of work (by pool kind) — large enough that the per-chunk dispatch is noise, small
-enough that a core slowed by a neighbour does not hold up the batch.
+``CHUNK_SECONDS`` of work (by pool kind), large enough that the per-chunk dispatch is noise;
+a batch's last chunks shrink (:func:`chunk_bounds`), so that the cores finish together and a
+core slowed by a neighbour does not hold up the batch.
 
 Where the library releases the GIL, which pool is faster is measured too: a library can
 release it during its heavy calls and still hold it for much of a chunk (BLS batch
@@ -32,13 +33,13 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import CancelledError, Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import CancelledError, Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Literal
 
 import numpy as np
 
-from app.engine.backends import native, shared_columns
+from app.engine.backends import native
 from app.engine.commit import merkle
 from app.engine.verify import bls_aggregate, reference
 from app.engine.verify.batch import AggregateItem, Batch
@@ -50,7 +51,7 @@ Parallelism = Literal["auto", "thread", "process"]
 #: Seconds of single-core work per chunk, once the scheme's per-item cost is measured: a
 #: thread chunk costs tens of µs to dispatch; a process chunk about half a millisecond of the
 #: server's CPU (pickles, hand-offs between the executor's threads), taken from the cores the
-#: workers run on, so 100 ms (bench/results/process_handoff.md).  A batch's last chunks are
+#: workers run on, so 100 ms (bench/results/process_chunks.md).  A batch's last chunks are
 #: smaller (:func:`chunk_bounds`).
 CHUNK_SECONDS = {False: 0.004, True: 0.1}
 #: The smallest chunk at a batch's end is this fraction of the full one.
@@ -122,26 +123,6 @@ def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: boo
     return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
             batch.msgs[base:int(off[-1])].tobytes(), (off - base).tolist(), batch.ctx, batch.prehashed,
             batch.allow_high_s, use_native, bls_batch)
-
-
-def _shared_range(name: str, spans: tuple[tuple[int, int], ...], scheme_id: str, pk_len: int,
-                  offsets: list[int], *params) -> tuple[bytes, bytes]:
-    """:func:`_verify_range` on a chunk handed over in shared memory (``spans``: byte ranges
-    of its keys, signatures and messages in the segment ``name``, see
-    app/engine/backends/shared_columns.py).  Runs in a process worker."""
-    pks, sigs, msgs = shared_columns.read_chunk(name, spans)
-    return _verify_range(scheme_id, pk_len, pks, sigs, msgs, offsets, *params)
-
-
-def _process_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool,
-                  shared: shared_columns.SharedBatch | None) -> tuple:
-    """The function and arguments that verify items [lo, hi) in a process worker: through
-    ``shared`` where the batch has a segment, else as bytes through the pipe."""
-    if shared is None:
-        return (_verify_range, *_chunk_args(batch, lo, hi, use_native, bls_batch))
-    off = batch.offsets[lo:hi + 1].astype(np.int64)
-    return (_shared_range, shared.seg.name, shared.spans(lo, hi), batch.scheme.id, batch.pks.shape[1],
-            (off - off[0]).tolist(), batch.ctx, batch.prehashed, batch.allow_high_s, use_native, bls_batch)
 
 
 def chunk_bounds(n: int, size: int, workers: int) -> list[tuple[int, int]]:
@@ -277,9 +258,7 @@ class CpuBackend:
     name = "cpu"
 
     def __init__(self, workers: int = 0, chunk: int = 0, parallelism: Parallelism = "auto",
-                 use_native: bool = True, bls_batch: bool = True, shared_memory: bool = True):
-        self.shared_memory = shared_memory
-        self._segments = shared_columns.SegmentPool()
+                 use_native: bool = True, bls_batch: bool = True):
         self.workers = workers or os.cpu_count() or 1
         self.bls_batch = bls_batch
         self.chunk = max(0, chunk)
@@ -417,13 +396,12 @@ class CpuBackend:
             parallel = min(self.workers, len(bounds))
             processes = self.uses_processes(batch.scheme)
             ex = self._executor(processes)
-            if not processes:
-                futures = [ex.submit(_native_range, batch, lo, hi) if use_native
-                           else ex.submit(_verify_range, *_chunk_args(batch, lo, hi, False, self.bls_batch))
-                           for lo, hi in bounds]
-                parts = [f.result() for f in futures]
+            if use_native and not processes:
+                futures = [ex.submit(_native_range, batch, lo, hi) for lo, hi in bounds]
             else:
-                parts = self._on_processes(ex, batch, bounds, use_native)
+                futures = [ex.submit(_verify_range, *_chunk_args(batch, lo, hi, use_native, self.bls_batch))
+                           for lo, hi in bounds]
+            parts = [f.result() for f in futures]
         seconds = time.perf_counter() - t0
         if parallel > 1 and len(bounds) >= self.workers:  # every core had work: a fair measure of the kind
             self._measured_kind(batch.scheme, processes, n, seconds)
@@ -431,20 +409,6 @@ class CpuBackend:
         verdicts = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.uint8).astype(bool)
         leaves = np.frombuffer(b"".join(p[1] for p in parts), dtype=np.uint8).reshape(n, 32)
         return verdicts, leaves
-
-    def _on_processes(self, ex: Executor, batch: Batch, bounds: list[tuple[int, int]],
-                      use_native: bool) -> list[tuple[bytes, bytes]]:
-        seg = self._segments.take(shared_columns.shared_size(batch)) if self.shared_memory else None
-        shared = shared_columns.SharedBatch(batch, seg) if seg is not None else None
-        futures = []
-        try:
-            for lo, hi in bounds:  # each chunk is copied in just before it is sent
-                futures.append(ex.submit(*_process_args(batch, lo, hi, use_native, self.bls_batch, shared)))
-            return [f.result() for f in futures]
-        finally:
-            if seg is not None:
-                wait(futures)  # a failed batch too: no worker may still read the segment
-                self._segments.give(seg)
 
     def verify_aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
         """Verify BLS aggregate items (app/engine/verify/bls_aggregate.py) on the thread pool.
@@ -474,4 +438,3 @@ class CpuBackend:
             if self._procs is not None:
                 self._procs.shutdown(wait=True, cancel_futures=True)
                 self._procs = None
-        self._segments.close()
