@@ -5,17 +5,17 @@ For each scheme, interleaved rounds of: the raw loop in every core's own process
 machine's all-core rate, as in bench/cpu_engine.py), then the CPU backend on processes in
 two configurations, in alternating order:
 
-  default  chunks of ``CHUNK_SECONDS`` (100 ms) of single-core work, smaller at the batch's
-           end (app/engine/backends/cpu.py, ``chunk_bounds``);
-  20ms     chunks of 20 ms of work (the rule before), fixed from the default's measured
-           per-item cost, with the same shrinking tail.
+  default  full chunks of ``CHUNK_SECONDS`` (100 ms) of single-core work, cut by
+           ``chunk_bounds`` (app/engine/backends/cpu.py);
+  20ms     full chunks of 20 ms of work (the size before), fixed from the default's measured
+           per-item cost, cut the same way.
 
 Reported per configuration: items/s (median [min–max] over rounds), its rate over the
 default's in the same round, over the all-core raw rate, and the server process's CPU time
 per batch (every thread of it: what it takes from the cores the workers verify on).
 
 Writes bench/results/process_chunks.json and .md.
-Usage: bench/process_chunks.py [--schemes ml-dsa-44,ml-dsa-87] [--batch 4096] [--runs 9] [--batches 2]
+Usage: bench/process_chunks.py [--schemes ml-dsa-44,ml-dsa-87] [--batches-of 512,4096] [--runs 9] [--batches 2]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from cpu_engine import _raw_pool, _spread, all_cores_raw, items_for  # noqa: E402
 
-from app.engine.backends.cpu import CpuBackend  # noqa: E402
+from app.engine.backends.cpu import CpuBackend, chunk_bounds  # noqa: E402
 from app.engine.verify.batch import Batch  # noqa: E402
 from app.engine.verify.schemes import SCHEMES  # noqa: E402
 
@@ -50,10 +50,41 @@ def measure(backend: CpuBackend, batch: Batch, batches: int) -> tuple[float, flo
     return batches * len(batch) / wall, (time.process_time() - cpu0) / batches
 
 
+def measure_row(backends: dict[str, CpuBackend], raw_pool, scheme_id: str, n: int, cores: int,
+                args: argparse.Namespace) -> dict:
+    """One scheme at one batch size: every configuration in interleaved rounds."""
+    scheme = SCHEMES[scheme_id]
+    items = items_for(scheme_id, n)
+    batch = Batch.from_items(scheme, [i.public_key for i in items], [i.message for i in items],
+                             [i.signature for i in items])
+    backends["20ms"].chunk = 0
+    for backend in backends.values():  # per-item cost measured, chunk size settled
+        measure(backend, batch, 2)
+    backends["20ms"].chunk = max(1, round(0.02 / backends["default"].item_seconds[scheme_id]))
+    full = {k: b.chunk_items(scheme) for k, b in backends.items()}
+    rate: dict[str, list[float]] = {k: [] for k in CONFIGS}
+    cpu: dict[str, list[float]] = {k: [] for k in CONFIGS}
+    alls = []
+    for r in range(args.runs):
+        alls.append(all_cores_raw(raw_pool, scheme_id, items, cores, args.min_seconds))
+        for name in (CONFIGS if r % 2 == 0 else CONFIGS[::-1]):
+            per_s, cpu_s = measure(backends[name], batch, args.batches)
+            rate[name].append(per_s)
+            cpu[name].append(cpu_s)
+    return {"scheme": scheme_id, "batch": n, "runs": args.runs, "all_cores_raw_per_second": _spread(alls),
+            "configs": {k: {"full_chunk_items": full[k], "chunks": len(chunk_bounds(n, full[k], cores)),
+                            "per_second": _spread(rate[k]),
+                            "over_default": _spread([x / d for x, d in zip(rate[k], rate["default"])]),
+                            "over_all_cores_raw": _spread([x / a for x, a in zip(rate[k], alls)]),
+                            "server_cpu_ms_per_batch": _spread([c * 1e3 for c in cpu[k]])}
+                        for k in CONFIGS},
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": os.getloadavg()[0]}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--schemes", default="ml-dsa-44,ml-dsa-65,ml-dsa-87")
-    p.add_argument("--batch", type=int, default=4096)
+    p.add_argument("--batches-of", default="512,4096", help="batch sizes, comma-separated")
     p.add_argument("--runs", type=int, default=9)
     p.add_argument("--batches", type=int, default=2, help="batches per measurement")
     p.add_argument("--min-seconds", type=float, default=0.5, help="per all-cores raw measurement")
@@ -68,37 +99,12 @@ def main() -> int:
         for backend in backends.values():
             backend.warm_up()
         for scheme_id in schemes:
-            scheme = SCHEMES[scheme_id]
-            items = items_for(scheme_id, args.batch)
-            batch = Batch.from_items(scheme, [i.public_key for i in items], [i.message for i in items],
-                                     [i.signature for i in items])
-            backends["20ms"].chunk = 0
-            for backend in backends.values():  # per-item cost measured, chunk size settled
-                measure(backend, batch, 2)
-            backends["20ms"].chunk = max(1, round(0.02 / backends["default"].item_seconds[scheme_id]))
-            chunks = {k: b.chunk_items(scheme) for k, b in backends.items()}
-            rate: dict[str, list[float]] = {k: [] for k in CONFIGS}
-            cpu: dict[str, list[float]] = {k: [] for k in CONFIGS}
-            alls = []
-            for r in range(args.runs):
-                alls.append(all_cores_raw(raw_pool, scheme_id, items, cores, args.min_seconds))
-                for name in (CONFIGS if r % 2 == 0 else CONFIGS[::-1]):
-                    per_s, cpu_s = measure(backends[name], batch, args.batches)
-                    rate[name].append(per_s)
-                    cpu[name].append(cpu_s)
-            row = {"scheme": scheme_id, "batch": args.batch, "runs": args.runs,
-                   "all_cores_raw_per_second": _spread(alls),
-                   "configs": {k: {"chunk_items": chunks[k], "per_second": _spread(rate[k]),
-                                   "over_default": _spread([x / d for x, d in zip(rate[k], rate["default"])]),
-                                   "over_all_cores_raw": _spread([x / a for x, a in zip(rate[k], alls)]),
-                                   "server_cpu_ms_per_batch": _spread([c * 1e3 for c in cpu[k]])}
-                               for k in CONFIGS},
-                   "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": os.getloadavg()[0]}
-            rows.append(row)
-            medians = {k: v["per_second"]["median"] for k, v in row["configs"].items()}
-            print(json.dumps({"scheme": scheme_id, **medians}), flush=True)
-            write(args.out, {"cores": cores, "machine": platform.machine(), "python": platform.python_version(),
-                             "batches_per_measurement": args.batches}, rows)
+            for size in (int(x) for x in args.batches_of.split(",")):
+                rows.append(measure_row(backends, raw_pool, scheme_id, size, cores, args))
+                medians = {k: v["per_second"]["median"] for k, v in rows[-1]["configs"].items()}
+                print(json.dumps({"scheme": scheme_id, "batch": size, **medians}), flush=True)
+                write(args.out, {"cores": cores, "machine": platform.machine(), "python": platform.python_version(),
+                                 "batches_per_measurement": args.batches}, rows)
     finally:
         raw_pool.shutdown()
         for backend in backends.values():
@@ -120,23 +126,26 @@ def write(out: Path, meta: dict, rows: list[dict]) -> None:
         "# Process chunks: 100 ms or 20 ms of work each",
         "",
         f"Written by `bench/process_chunks.py` on {meta['cores']} cores ({meta['machine']}, Python "
-        f"{meta['python']}). The CPU backend on worker processes: `default` chunks are about 100 ms of "
-        "single-core work, `20ms` chunks 20 ms (the rule before); both shrink at the batch's end "
-        "(app/engine/backends/cpu.py, `chunk_bounds`). Interleaved rounds "
+        f"{meta['python']}). The CPU backend on worker processes: `default` full chunks are about 100 ms of "
+        "single-core work, `20ms` full chunks 20 ms (the size before); both cut the same way "
+        "(app/engine/backends/cpu.py, `chunk_bounds`: an equal share per worker for a batch of one round, "
+        "the last round cut in two per worker for larger ones). `chunks` is how many one batch makes. "
+        "Interleaved rounds "
         f"({meta['batches_per_measurement']} batches per measurement, the order alternating), median "
         "[min–max] over rounds. `/ default` is the configuration's rate over the default's in the same round. "
         "`server CPU` is the CPU time of the server's process (all its threads) per batch: what it takes from "
         "the cores the workers verify on. `all-cores raw` is the raw library loop in one process per core at "
         "once (bench/cpu_engine.py).",
         "",
-        "| scheme | batch | config | chunk items | items /s | / default | / all-cores raw "
+        "| scheme | batch | config | full chunk items | chunks | items /s | / default | / all-cores raw "
         "| server CPU ms/batch | runs | measured (UTC) | load |",
-        "|---|---:|---|---:|---:|---|---|---|---:|---|---:|",
+        "|---|---:|---|---:|---:|---:|---|---|---|---:|---|---:|",
     ]
     for r in rows:
         for name, c in r["configs"].items():
             lines.append(
-                f"| {r['scheme']} | {r['batch']} | {name} | {c['chunk_items']} | {c['per_second']['median']:,.0f} | "
+                f"| {r['scheme']} | {r['batch']} | {name} | {c['full_chunk_items']} | {c['chunks']} | "
+                f"{c['per_second']['median']:,.0f} | "
                 f"{cell(c, 'over_default', '.3f')} | {cell(c, 'over_all_cores_raw', '.2f')} | "
                 f"{cell(c, 'server_cpu_ms_per_batch', '.0f')} | {r['runs']} | {r['time'][:16].replace('T', ' ')} | "
                 f"{r['load_average']:.1f} |")

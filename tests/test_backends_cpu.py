@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from app.engine.backends.cpu import CHUNK_SECONDS, TAIL_DIVISOR, CpuBackend, chunk_bounds
+from app.engine.backends.cpu import CHUNK_SECONDS, TAIL_PIECES, CpuBackend, chunk_bounds
 from app.engine.verify import kat
 from app.engine.verify.batch import Batch
 from app.engine.verify.schemes import SCHEMES
@@ -169,21 +169,27 @@ def test_bls_batches_measure_both_pool_kinds_and_keep_the_faster():
         backend.close()
 
 
-@pytest.mark.parametrize("n,size,workers", [(4096, 700, 2), (4096, 116, 2), (100, 48, 2), (7, 1, 4), (1, 1, 1),
-                                            (4096, 2048, 2), (1000, 300, 8)])
-def test_chunk_bounds_cover_the_batch_and_shrink_at_the_end(n, size, workers):
-    bounds = chunk_bounds(n, size, workers)
+@pytest.mark.parametrize("n,full,workers", [(4096, 366, 2), (4096, 73, 2), (733, 366, 2), (512, 366, 2), (64, 366, 2),
+                                            (16, 366, 2), (4096, 440, 16), (8000, 440, 16), (100, 48, 1), (7, 1, 4),
+                                            (3, 5, 4), (1, 1, 1), (10_000, 7, 3)])
+def test_chunk_bounds_cover_the_batch_and_cut_only_the_last_round(n, full, workers):
+    bounds = chunk_bounds(n, full, workers)
     assert bounds[0][0] == 0 and bounds[-1][1] == n
     assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))  # in order, no gap, no overlap
     sizes = [hi - lo for lo, hi in bounds]
-    assert all(0 < s <= size for s in sizes)
-    floor = max(1, size // TAIL_DIVISOR)
-    assert sizes[:-1] == sorted(sizes[:-1], reverse=True)  # shrinking; only a remainder may be smaller
-    if n >= 4 * workers * size:
-        assert sizes[0] == size and min(sizes[:-1]) == floor  # full chunks, then down to the floor
-    # The last 2 × workers chunks are small: a core that draws one finishes soon after the others.
-    if len(sizes) > 2 * workers and n >= 4 * workers * size:
-        assert max(sizes[-2 * workers:]) <= max(floor, size // 4)
+    share = -(-n // workers)
+    assert all(0 < s <= min(full, share) for s in sizes)
+    if workers == 1:
+        assert sizes[:-1] == [min(full, n)] * (len(sizes) - 1)  # equal chunks, one after another
+    elif n <= workers * full:
+        assert len(bounds) <= workers  # one round: an equal share per worker, no more dispatch
+    else:
+        # Full chunks, then the last round's worth in TAIL_PIECES chunks per worker: no core
+        # is left with a full chunk to finish while the others wait.
+        tail = workers * TAIL_PIECES
+        assert sizes[:-tail] == [full] * (len(sizes) - tail)
+        assert max(sizes[-tail:]) <= -(-full // TAIL_PIECES) + 1
+        assert len(bounds) <= -(-n // full) + tail
 
 
 def test_a_batch_runs_in_its_chunk_bounds(monkeypatch):

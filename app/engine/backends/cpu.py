@@ -12,8 +12,8 @@ forked), to which a chunk travels as a few byte strings rather than Python objec
 Chunk size per scheme is measured, not fixed: every batch the backend runs (the start-up
 self-test first) updates the scheme's per-item cost, and a chunk is sized to about
 ``CHUNK_SECONDS`` of work (by pool kind), large enough that the per-chunk dispatch is noise;
-a batch's last chunks shrink (:func:`chunk_bounds`), so that the cores finish together and a
-core slowed by a neighbour does not hold up the batch.
+a large batch's last round of chunks is cut smaller (:func:`chunk_bounds`), so that a core
+slowed by a neighbour, or the last full chunk, does not keep the others waiting.
 
 Where the library releases the GIL, which pool is faster is measured too: a library can
 release it during its heavy calls and still hold it for much of a chunk (BLS batch
@@ -51,11 +51,11 @@ Parallelism = Literal["auto", "thread", "process"]
 #: Seconds of single-core work per chunk, once the scheme's per-item cost is measured: a
 #: thread chunk costs tens of µs to dispatch; a process chunk about half a millisecond of the
 #: server's CPU (pickles, hand-offs between the executor's threads), taken from the cores the
-#: workers run on, so 100 ms (bench/results/process_chunks.md).  A batch's last chunks are
-#: smaller (:func:`chunk_bounds`).
+#: workers run on, so 100 ms (bench/results/process_chunks.md).  See :func:`chunk_bounds` for
+#: how a batch is cut.
 CHUNK_SECONDS = {False: 0.004, True: 0.1}
-#: The smallest chunk at a batch's end is this fraction of the full one.
-TAIL_DIVISOR = 16
+#: Chunks per worker that a batch's last round of full chunks is cut into (:func:`chunk_bounds`).
+TAIL_PIECES = 2
 #: Items per chunk before a scheme has been measured.
 DEFAULT_CHUNK = 64
 #: Parallel batches of a scheme on the faster pool kind before one tries the other again.
@@ -125,21 +125,28 @@ def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: boo
             batch.allow_high_s, use_native, bls_batch)
 
 
-def chunk_bounds(n: int, size: int, workers: int) -> list[tuple[int, int]]:
-    """Item ranges ``[lo, hi)`` that cover ``0 … n`` in order, at most ``size`` items each.
+def chunk_bounds(n: int, full: int, workers: int) -> list[tuple[int, int]]:
+    """Item ranges ``[lo, hi)`` that cover ``0 … n`` in order, for ``workers`` cores and a
+    measured full chunk of ``full`` items; none larger than ``full`` or an equal share.
 
-    The pools take chunks in this order, and a batch waits for its slowest core: with equal
-    chunks the last one can leave the other cores idle for most of a chunk.  So once fewer
-    than ``2 × workers`` full chunks are left, each chunk is a ``2 × workers``-th of what is
-    left, down to ``size / TAIL_DIVISOR`` (guided self-scheduling): large chunks where they
-    save dispatch, small ones where the cores must finish together.
+    A batch that fits in one round (``n ≤ workers × full``) is cut into equal shares, one per
+    worker.  A larger one runs full chunks until one round's worth is left, and that is cut
+    into ``TAIL_PIECES`` chunks per worker: the pools take chunks in order and a batch waits
+    for its slowest core, so with full chunks to the end one core could sit out most of
+    another's last chunk, while more, smaller chunks throughout would cost dispatch (about
+    half a millisecond of the server's CPU per process chunk).  One worker gets equal chunks.
     """
+    size = max(1, min(full, -(-n // workers)))
     out: list[tuple[int, int]] = []
-    lo, floor = 0, max(1, size // TAIL_DIVISOR)
+    lo = 0
+    while workers > 1 and n - lo > workers * size:
+        out.append((lo, lo + size))
+        lo += size
+    pieces = workers * TAIL_PIECES if out else workers
+    step = size if workers == 1 else max(1, -(-(n - lo) // pieces))
     while lo < n:
-        hi = min(n, lo + max(floor, min(size, -(-(n - lo) // (2 * workers)))))
-        out.append((lo, hi))
-        lo = hi
+        out.append((lo, min(n, lo + step)))
+        lo += step
     return out
 
 
@@ -384,18 +391,17 @@ class CpuBackend:
         n = len(batch)
         if n == 0:
             return np.zeros(0, dtype=bool), np.zeros((0, 32), dtype=np.uint8)
-        # Enough chunks to keep every worker busy, none larger than the measured chunk.
-        bounds = chunk_bounds(n, max(1, min(self.chunk_items(batch.scheme), -(-n // self.workers))), self.workers)
+        bounds = chunk_bounds(n, self.chunk_items(batch.scheme), self.workers)
         use_native = self.native_family(batch.scheme)
+        parallel = 1 if self.workers == 1 else min(self.workers, len(bounds))
+        if parallel > 1:  # the pool started before the clock: its start-up is no per-item cost
+            processes = self.uses_processes(batch.scheme)
+            ex = self._executor(processes)
         t0 = time.perf_counter()
-        if len(bounds) == 1 or self.workers == 1:
-            parallel = 1
+        if parallel == 1:
             parts = [_native_range(batch, lo, hi) if use_native
                      else _verify_range(*_chunk_args(batch, lo, hi, False, self.bls_batch)) for lo, hi in bounds]
         else:
-            parallel = min(self.workers, len(bounds))
-            processes = self.uses_processes(batch.scheme)
-            ex = self._executor(processes)
             if use_native and not processes:
                 futures = [ex.submit(_native_range, batch, lo, hi) for lo, hi in bounds]
             else:
