@@ -40,7 +40,9 @@ class Settings(BaseSettings):
     backend: Literal["auto", "cpu", "kernel-host", "cuda"] = Field(
         "auto", description="force one backend for every scheme; auto picks per scheme")
     cpu_workers: int = Field(0, ge=0, description="CPU verify workers; 0 = every core")
-    cpu_chunk: int = Field(0, ge=0, description="items per CPU work unit; 0 = sized per scheme from the measured cost")
+    cpu_chunk: int = Field(0, ge=0, description=(
+        "items per full CPU work unit (a batch's last round is cut smaller); 0 = sized per scheme from the "
+        "measured cost"))
     bls_batch: bool = Field(True, description=(
         "verify BLS12-381 batches on the CPU by random linear combination (same verdicts, "
         "faster from a few items up, bench/results/bls_batch.md); false: one CoreVerify per item"))

@@ -171,7 +171,8 @@ def test_bls_batches_measure_both_pool_kinds_and_keep_the_faster():
 
 @pytest.mark.parametrize("n,full,workers", [(4096, 366, 2), (4096, 73, 2), (733, 366, 2), (512, 366, 2), (64, 366, 2),
                                             (16, 366, 2), (4096, 440, 16), (8000, 440, 16), (100, 48, 1), (7, 1, 4),
-                                            (3, 5, 4), (1, 1, 1), (10_000, 7, 3)])
+                                            (3, 5, 4), (1, 1, 1), (10_000, 7, 3), (2726, 5, 2), (3997, 4, 16),
+                                            (17957, 7, 8), (17, 1000, 16)])
 def test_chunk_bounds_cover_the_batch_and_cut_only_the_last_round(n, full, workers):
     bounds = chunk_bounds(n, full, workers)
     assert bounds[0][0] == 0 and bounds[-1][1] == n
@@ -182,14 +183,18 @@ def test_chunk_bounds_cover_the_batch_and_cut_only_the_last_round(n, full, worke
     if workers == 1:
         assert sizes[:-1] == [min(full, n)] * (len(sizes) - 1)  # equal chunks, one after another
     elif n <= workers * full:
-        assert len(bounds) <= workers  # one round: an equal share per worker, no more dispatch
+        # One round: an equal share per worker (sizes differ by one at most), no more dispatch.
+        assert len(bounds) == min(n, workers) and max(sizes) - min(sizes) <= 1
     else:
-        # Full chunks, then the last round's worth in TAIL_PIECES chunks per worker: no core
-        # is left with a full chunk to finish while the others wait.
-        tail = workers * TAIL_PIECES
-        assert sizes[:-tail] == [full] * (len(sizes) - tail)
-        assert max(sizes[-tail:]) <= -(-full // TAIL_PIECES) + 1
-        assert len(bounds) <= -(-n // full) + tail
+        # Full chunks, then the last round's worth (more than workers - 1 full chunks, at most
+        # workers) in TAIL_PIECES chunks per worker: no core is left finishing a full chunk
+        # while the others wait.
+        k = next(i for i, s in enumerate(sizes) if s != full or n - bounds[i][0] <= workers * full)
+        tail = sizes[k:]
+        assert sizes[:k] == [full] * k
+        assert (workers - 1) * full < sum(tail) <= workers * full
+        assert len(tail) == min(sum(tail), workers * TAIL_PIECES) and max(tail) - min(tail) <= 1
+        assert max(tail) <= -(-full // TAIL_PIECES)
 
 
 def test_a_batch_runs_in_its_chunk_bounds(monkeypatch):

@@ -538,7 +538,11 @@ def test_frames_before_the_engine_is_ready_are_answered_not_ready(catalogue):
                     return await asyncio.gather(await s.submit(catalogue[0].frame), return_exceptions=True)
 
             (err,) = run(main())
-            st = ing.status()["transports"]["tcp"]
+            # The drop is counted once the reply is written (worker._finish), which can be just
+            # after the client has read it.
+            deadline = time.monotonic() + 5
+            while (st := ing.status()["transports"]["tcp"])["dropped"]["not_ready"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
     finally:
         eng.close()
     assert isinstance(err, RemoteError) and err.code == "NOT_READY" and st["dropped"]["not_ready"] == 1

@@ -130,24 +130,25 @@ def chunk_bounds(n: int, full: int, workers: int) -> list[tuple[int, int]]:
     measured full chunk of ``full`` items; none larger than ``full`` or an equal share.
 
     A batch that fits in one round (``n ≤ workers × full``) is cut into equal shares, one per
-    worker.  A larger one runs full chunks until one round's worth is left, and that is cut
-    into ``TAIL_PIECES`` chunks per worker: the pools take chunks in order and a batch waits
-    for its slowest core, so with full chunks to the end one core could sit out most of
-    another's last chunk, while more, smaller chunks throughout would cost dispatch (about
-    half a millisecond of the server's CPU per process chunk).  One worker gets equal chunks.
+    worker (sizes differing by one item at most).  A larger one runs full chunks until one
+    round's worth is left, and that is cut into ``TAIL_PIECES`` equal chunks per worker: the
+    pools take chunks in order and a batch waits for its slowest core, so with full chunks to
+    the end one core could sit out most of another's last chunk, while more, smaller chunks
+    throughout would cost dispatch (about half a millisecond of the server's CPU per process
+    chunk).  One worker gets equal chunks.
     """
     size = max(1, min(full, -(-n // workers)))
+    if workers == 1:
+        return [(lo, min(n, lo + size)) for lo in range(0, n, size)]
     out: list[tuple[int, int]] = []
     lo = 0
-    while workers > 1 and n - lo > workers * size:
+    while n - lo > workers * size:
         out.append((lo, lo + size))
         lo += size
-    pieces = workers * TAIL_PIECES if out else workers
-    step = size if workers == 1 else max(1, -(-(n - lo) // pieces))
-    while lo < n:
-        out.append((lo, min(n, lo + step)))
-        lo += step
-    return out
+    rest = n - lo  # one round's worth at most: cut into `pieces` chunks that differ by one item at most
+    pieces = min(rest, workers * TAIL_PIECES if out else workers)
+    cuts = [lo + i * rest // pieces for i in range(pieces + 1)]
+    return out + list(zip(cuts, cuts[1:]))
 
 
 def _native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
