@@ -50,6 +50,12 @@ def items_for(scheme_id: str, n: int) -> list[kat.Item]:
     return [signed[i % distinct] for i in range(n)]
 
 
+def batch_for(scheme_id: str, items: list[kat.Item]) -> Batch:
+    """The columnar batch of ``items`` (of :func:`items_for`)."""
+    return Batch.from_items(SCHEMES[scheme_id], [i.public_key for i in items], [i.message for i in items],
+                            [i.signature for i in items])
+
+
 def raw_rate(scheme_id: str, items: list[kat.Item], min_seconds: float) -> float:
     fn = reference.verifier(SCHEMES[scheme_id])
     done, t0 = 0, time.perf_counter()
@@ -163,8 +169,7 @@ def main() -> int:
         for scheme_id in args.schemes.split(","):
             scheme = SCHEMES[scheme_id]
             items = items_for(scheme_id, args.batch)
-            batch = Batch.from_items(scheme, [i.public_key for i in items], [i.message for i in items],
-                                     [i.signature for i in items])
+            batch = batch_for(scheme_id, items)
             repeats = 3 if raw_rate(scheme_id, items, 0.05) * cores > args.batch else 1
             # The auto engine's first batches measure both pool kinds where the library releases
             # the GIL (app/engine/backends/cpu.py); then it runs on the faster.

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cpu_engine import _raw_pool, _spread, all_cores_raw, items_for  # noqa: E402
+from cpu_engine import _raw_pool, _spread, all_cores_raw, batch_for, items_for  # noqa: E402
 
 from app.engine.backends.cpu import CpuBackend, chunk_bounds  # noqa: E402
 from app.engine.verify.batch import Batch  # noqa: E402
@@ -55,8 +55,7 @@ def measure_row(backends: dict[str, CpuBackend], raw_pool, scheme_id: str, n: in
     """One scheme at one batch size: every configuration in interleaved rounds."""
     scheme = SCHEMES[scheme_id]
     items = items_for(scheme_id, n)
-    batch = Batch.from_items(scheme, [i.public_key for i in items], [i.message for i in items],
-                             [i.signature for i in items])
+    batch = batch_for(scheme_id, items)
     backends["20ms"].chunk = 0
     for backend in backends.values():  # per-item cost measured, chunk size settled
         measure(backend, batch, 2)
@@ -72,7 +71,7 @@ def measure_row(backends: dict[str, CpuBackend], raw_pool, scheme_id: str, n: in
             rate[name].append(per_s)
             cpu[name].append(cpu_s)
     return {"scheme": scheme_id, "batch": n, "runs": args.runs, "all_cores_raw_per_second": _spread(alls),
-            "configs": {k: {"full_chunk_items": full[k], "chunks": len(chunk_bounds(n, full[k], cores)),
+            "configs": {k: {"full_chunk_items": full[k], "chunks": len(chunk_bounds(n, full[k], backends[k].workers)),
                             "per_second": _spread(rate[k]),
                             "over_default": _spread([x / d for x, d in zip(rate[k], rate["default"])]),
                             "over_all_cores_raw": _spread([x / a for x, a in zip(rate[k], alls)]),

@@ -395,14 +395,14 @@ class CpuBackend:
         bounds = chunk_bounds(n, self.chunk_items(batch.scheme), self.workers)
         use_native = self.native_family(batch.scheme)
         parallel = 1 if self.workers == 1 else min(self.workers, len(bounds))
-        if parallel > 1:  # the pool started before the clock: its start-up is no per-item cost
-            processes = self.uses_processes(batch.scheme)
-            ex = self._executor(processes)
-        t0 = time.perf_counter()
         if parallel == 1:
+            t0 = time.perf_counter()
             parts = [_native_range(batch, lo, hi) if use_native
                      else _verify_range(*_chunk_args(batch, lo, hi, False, self.bls_batch)) for lo, hi in bounds]
         else:
+            processes = self.uses_processes(batch.scheme)
+            ex = self._executor(processes)
+            t0 = time.perf_counter()  # after the pool's start-up, which is no per-item cost
             if use_native and not processes:
                 futures = [ex.submit(_native_range, batch, lo, hi) for lo, hi in bounds]
             else:
