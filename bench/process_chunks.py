@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
-"""Process chunks of 100 ms or of 20 ms of work: the CPU backend on worker processes both ways.
+"""Process chunks: their size, and how they reach the workers (shared memory or the pipe).
 
 For each scheme, interleaved rounds of: the raw loop in every core's own process (the
 machine's all-core rate, as in bench/cpu_engine.py), then the CPU backend on processes in
-two configurations, in alternating order:
+three configurations, each first in turn:
 
   default  full chunks of ``CHUNK_SECONDS`` (100 ms) of single-core work, cut by
-           ``chunk_bounds`` (app/engine/backends/cpu.py);
+           ``chunk_bounds`` (app/engine/backends/cpu.py), handed over in shared memory
+           (app/engine/backends/shared_columns.py);
+  pipe     the same chunks through the process pool's pipe (``shared_memory=False``, as
+           before shared memory);
   20ms     full chunks of 20 ms of work (the size before), fixed from the default's measured
-           per-item cost, cut the same way.
+           per-item cost, cut and handed over as the default's.
 
 Reported per configuration: items/s (median [min–max] over rounds), its rate over the
 default's in the same round, over the all-core raw rate, and the server process's CPU time
 per batch (every thread of it: what it takes from the cores the workers verify on).
 
 Writes bench/results/process_chunks.json and .md.
-Usage: bench/process_chunks.py [--schemes ml-dsa-44,ml-dsa-87] [--batches-of 512,4096] [--runs 9] [--batches 2]
+Usage: bench/process_chunks.py [--schemes ml-dsa-44,slh-dsa-sha2-128f] [--batches-of 512,4096] [--runs 9] [--batches 2]
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from app.engine.backends.cpu import CpuBackend, chunk_bounds  # noqa: E402
 from app.engine.verify.batch import Batch  # noqa: E402
 from app.engine.verify.schemes import SCHEMES  # noqa: E402
 
-CONFIGS = ("default", "20ms")
+CONFIGS = ("default", "pipe", "20ms")
 
 
 def measure(backend: CpuBackend, batch: Batch, batches: int) -> tuple[float, float]:
@@ -66,7 +69,7 @@ def measure_row(backends: dict[str, CpuBackend], raw_pool, scheme_id: str, n: in
     alls = []
     for r in range(args.runs):
         alls.append(all_cores_raw(raw_pool, scheme_id, items, cores, args.min_seconds))
-        for name in (CONFIGS if r % 2 == 0 else CONFIGS[::-1]):
+        for name in CONFIGS[r % len(CONFIGS):] + CONFIGS[:r % len(CONFIGS)]:  # each first in turn
             per_s, cpu_s = measure(backends[name], batch, args.batches)
             rate[name].append(per_s)
             cpu[name].append(cpu_s)
@@ -82,7 +85,7 @@ def measure_row(backends: dict[str, CpuBackend], raw_pool, scheme_id: str, n: in
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--schemes", default="ml-dsa-44,ml-dsa-65,ml-dsa-87")
+    p.add_argument("--schemes", default="ml-dsa-44,ml-dsa-65,ml-dsa-87,slh-dsa-sha2-128f")
     p.add_argument("--batches-of", default="512,4096", help="batch sizes, comma-separated")
     p.add_argument("--runs", type=int, default=9)
     p.add_argument("--batches", type=int, default=2, help="batches per measurement")
@@ -91,7 +94,7 @@ def main() -> int:
     args = p.parse_args()
     cores = os.cpu_count() or 1
     schemes = args.schemes.split(",")
-    backends = {name: CpuBackend(parallelism="process") for name in CONFIGS}
+    backends = {name: CpuBackend(parallelism="process", shared_memory=name != "pipe") for name in CONFIGS}
     rows = []
     raw_pool = _raw_pool(cores, schemes)
     try:
@@ -122,15 +125,17 @@ def write(out: Path, meta: dict, rows: list[dict]) -> None:
         return f"{s['median']:{fmt}} [{s['min']:{fmt}}–{s['max']:{fmt}}]"
 
     lines = [
-        "# Process chunks: 100 ms or 20 ms of work each",
+        "# Process chunks: their size, and shared memory or the pipe",
         "",
         f"Written by `bench/process_chunks.py` on {meta['cores']} cores ({meta['machine']}, Python "
         f"{meta['python']}). The CPU backend on worker processes: `default` full chunks are about 100 ms of "
-        "single-core work, `20ms` full chunks 20 ms (the size before); both cut the same way "
+        "single-core work handed over in shared memory (app/engine/backends/shared_columns.py), `pipe` the "
+        "same chunks through the process pool's pipe (as before shared memory), `20ms` full chunks of 20 ms "
+        "(the size before) in shared memory; all cut the same way "
         "(app/engine/backends/cpu.py, `chunk_bounds`: an equal share per worker for a batch of one round, "
         "the last round cut in two per worker for larger ones). `chunks` is how many one batch makes. "
         "Interleaved rounds "
-        f"({meta['batches_per_measurement']} batches per measurement, the order alternating), median "
+        f"({meta['batches_per_measurement']} batches per measurement, each configuration first in turn), median "
         "[min–max] over rounds. `/ default` is the configuration's rate over the default's in the same round. "
         "`server CPU` is the CPU time of the server's process (all its threads) per batch: what it takes from "
         "the cores the workers verify on. `all-cores raw` is the raw library loop in one process per core at "

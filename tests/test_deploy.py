@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from app.config import Settings
+from app.engine.verify.schemes import SCHEMES
 from tests.system.cluster import DEPLOY, ROOT, Nginx, load_env_file, nginx_binary, render_nginx_conf
 
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
@@ -45,6 +46,17 @@ def test_compose_runs_two_replicas_behind_nginx_with_postgres():
     # ones join the pool through nginx's re-resolving of "verifier"
     assert "profiles" not in v and set(lb["depends_on"]) == {"verifier"}
     assert re.search(r"^\s*server\s+verifier:8000\s.*\bresolve\b", NGINX, re.M)
+
+
+def test_replicas_have_shared_memory_for_the_largest_cpu_batch():
+    # The CPU backend takes at most half of /dev/shm for its chunk segments (shared_columns),
+    # and Docker's 64 MiB default holds no 4096-item SLH-DSA-SHAKE-256f batch (204 MB).
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    for name in ("verifier", "verifier-gpu"):
+        size = str(COMPOSE["services"][name]["shm_size"]).lower().rstrip("b")
+        shm = int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+        scheme = SCHEMES["slh-dsa-shake-256f"]
+        assert shm // 2 >= 4096 * (scheme.pk_len + scheme.sig_len + 64), name
 
 
 def test_nginx_balances_upgrades_websockets_and_retries_only_what_is_safe():

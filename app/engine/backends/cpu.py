@@ -7,7 +7,9 @@ are passed without a copy.  Other libraries run the Python loop over
 :mod:`app.engine.verify.reference`: on threads where the library releases the GIL (measured
 at warm-up by :func:`releases_gil`; :data:`app.engine.verify.reference.RELEASES_GIL` before),
 else on a pool of worker processes (started with ``spawn``, so a threaded server is never
-forked), to which a chunk travels as a few byte strings rather than Python objects.
+forked), which read a chunk from a shared-memory segment the server copies it into
+(:mod:`app.engine.backends.shared_columns`), or where there is no room for one, receive it
+through the pool's pipe as a few byte strings.
 
 Chunk size per scheme is measured, not fixed: every batch the backend runs (the start-up
 self-test first) updates the scheme's per-item cost, and a chunk is sized to about
@@ -33,13 +35,13 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import CancelledError, Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Literal
 
 import numpy as np
 
-from app.engine.backends import native
+from app.engine.backends import native, shared_columns
 from app.engine.commit import merkle
 from app.engine.verify import bls_aggregate, reference
 from app.engine.verify.batch import AggregateItem, Batch
@@ -47,6 +49,7 @@ from app.engine.verify.bls_batch import BlsBatchVerifier
 from app.engine.verify.schemes import SCHEMES, Scheme
 
 Parallelism = Literal["auto", "thread", "process"]
+Bytes = bytes | memoryview
 
 #: Seconds of single-core work per chunk, once the scheme's per-item cost is measured: a
 #: thread chunk costs tens of µs to dispatch; a process chunk about half a millisecond of the
@@ -72,7 +75,7 @@ def _ewma(old: float | None, new: float, weight: float) -> float:
 _BLS_BATCH = BlsBatchVerifier()
 
 
-def _verify_range(scheme_id: str, pk_len: int, pks: bytes, sigs: bytes, msgs: bytes,
+def _verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Bytes,
                   offsets: list[int], ctx: bytes, prehashed: bool, allow_high_s: bool,
                   use_native: bool = False, bls_batch: bool = False) -> tuple[bytes, bytes]:
     """Verify a chunk given as flat bytes (in the native loop where ``use_native`` and it builds).
@@ -82,7 +85,8 @@ def _verify_range(scheme_id: str, pk_len: int, pks: bytes, sigs: bytes, msgs: by
 
     Returns (one verdict byte per item, the 32-byte Merkle leaf hash of each item): the
     leaves are hashed here so that they too are spread over the cores.  Runs in a worker
-    process or thread; ``offsets`` are relative to ``msgs``.
+    process or thread; ``offsets`` are relative to ``msgs``; the columns may be views of a
+    shared-memory segment (:func:`_shared_range`).
     """
     scheme = SCHEMES[scheme_id]
     sig_len, code = scheme.sig_len, scheme.code
@@ -118,11 +122,25 @@ def _verify_range(scheme_id: str, pk_len: int, pks: bytes, sigs: bytes, msgs: by
 
 
 def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool) -> tuple:
+    """:func:`_verify_range`'s arguments for items [lo, hi): the chunk's columns as bytes."""
     off = batch.offsets[lo:hi + 1].astype(np.int64)
     base = int(off[0])
     return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
             batch.msgs[base:int(off[-1])].tobytes(), (off - base).tolist(), batch.ctx, batch.prehashed,
             batch.allow_high_s, use_native, bls_batch)
+
+
+def _shared_range(name: str, spans: tuple[shared_columns.Span, ...], scheme_id: str, pk_len: int,
+                  offsets: list[int], *params) -> tuple[bytes, bytes]:
+    """:func:`_verify_range` on a chunk in shared memory: ``spans`` are the byte ranges of its
+    keys, signatures and messages in the segment ``name``
+    (app/engine/backends/shared_columns.py).  Runs in a process worker.
+
+    Raises:
+        FileNotFoundError: the segment is gone (the caller sends the chunk through the pipe).
+    """
+    pks, sigs, msgs = shared_columns.chunk_views(name, spans)
+    return _verify_range(scheme_id, pk_len, pks, sigs, msgs, offsets, *params)
 
 
 def chunk_bounds(n: int, full: int, workers: int) -> list[tuple[int, int]]:
@@ -261,12 +279,14 @@ class CpuBackend:
         bls_batch: verify BLS12-381 chunks by random linear combination
             (app/engine/verify/bls_batch.py); off, one CoreVerify per item.  Same verdicts either
             way; on is faster from a few items up (bench/results/bls_batch.md).
+        shared_memory: hand process chunks over in shared memory where there is room (off:
+            always through the pool's pipe, which the benchmark compares against).
     """
 
     name = "cpu"
 
     def __init__(self, workers: int = 0, chunk: int = 0, parallelism: Parallelism = "auto",
-                 use_native: bool = True, bls_batch: bool = True):
+                 use_native: bool = True, bls_batch: bool = True, shared_memory: bool = True):
         self.workers = workers or os.cpu_count() or 1
         self.bls_batch = bls_batch
         self.chunk = max(0, chunk)
@@ -285,6 +305,8 @@ class CpuBackend:
         self._procs: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False  # a warm-up still running when close() came starts no new pool
+        self.shared_memory = shared_memory
+        self._segments = shared_columns.SegmentPool()
 
     def available(self) -> bool:
         return True
@@ -403,12 +425,11 @@ class CpuBackend:
             processes = self.uses_processes(batch.scheme)
             ex = self._executor(processes)
             t0 = time.perf_counter()  # after the pool's start-up, which is no per-item cost
-            if use_native and not processes:
-                futures = [ex.submit(_native_range, batch, lo, hi) for lo, hi in bounds]
+            if processes:
+                parts = self._on_processes(ex, batch, bounds, use_native)
             else:
-                futures = [ex.submit(_verify_range, *_chunk_args(batch, lo, hi, use_native, self.bls_batch))
-                           for lo, hi in bounds]
-            parts = [f.result() for f in futures]
+                parts = [f.result() for f in [ex.submit(_native_range, batch, lo, hi) if use_native
+                                              else self._through_pipe(ex, batch, lo, hi, False) for lo, hi in bounds]]
         seconds = time.perf_counter() - t0
         if parallel > 1 and len(bounds) >= self.workers:  # every core had work: a fair measure of the kind
             self._measured_kind(batch.scheme, processes, n, seconds)
@@ -416,6 +437,36 @@ class CpuBackend:
         verdicts = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.uint8).astype(bool)
         leaves = np.frombuffer(b"".join(p[1] for p in parts), dtype=np.uint8).reshape(n, 32)
         return verdicts, leaves
+
+    def _through_pipe(self, ex: Executor, batch: Batch, lo: int, hi: int, use_native: bool) -> Future:
+        """Items [lo, hi) sent to ``ex`` as bytes (to a process worker: through the pool's pipe)."""
+        return ex.submit(_verify_range, *_chunk_args(batch, lo, hi, use_native, self.bls_batch))
+
+    def _on_processes(self, ex: Executor, batch: Batch, bounds: list[tuple[int, int]],
+                      use_native: bool) -> list[tuple[bytes, bytes]]:
+        """Each chunk's (verdicts, leaves) from the process pool ``ex``: handed over in a
+        shared-memory segment where one can be had (app/engine/backends/shared_columns.py),
+        else through the pipe; a chunk whose segment a worker could not find (removed by
+        someone else) goes through the pipe again, and that segment is not reused."""
+        seg = self._segments.take(shared_columns.shared_size(batch)) if self.shared_memory else None
+        if seg is None:
+            return [f.result() for f in [self._through_pipe(ex, batch, lo, hi, use_native) for lo, hi in bounds]]
+        shared = shared_columns.SharedBatch(batch, seg)
+        futures: list[Future] = []
+        gone: list[int] = []
+        try:
+            for lo, hi in bounds:  # each chunk is copied in just before it is sent: the first starts at once
+                off = batch.offsets[lo:hi + 1].astype(np.int64)
+                futures.append(ex.submit(_shared_range, shared.name, shared.spans(lo, hi), batch.scheme.id,
+                                         batch.pks.shape[1], (off - off[0]).tolist(), batch.ctx, batch.prehashed,
+                                         batch.allow_high_s, use_native, self.bls_batch))
+        finally:
+            wait(futures)  # a failed batch too: no worker may still read the segment when it is reused
+            gone = [i for i, f in enumerate(futures)
+                    if not f.cancelled() and isinstance(f.exception(), FileNotFoundError)]
+            self._segments.give(seg, reuse=not gone)
+        again = {i: self._through_pipe(ex, batch, *bounds[i], use_native) for i in gone}
+        return [again[i].result() if i in again else f.result() for i, f in enumerate(futures)]
 
     def verify_aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
         """Verify BLS aggregate items (app/engine/verify/bls_aggregate.py) on the thread pool.
@@ -445,3 +496,4 @@ class CpuBackend:
             if self._procs is not None:
                 self._procs.shutdown(wait=True, cancel_futures=True)
                 self._procs = None
+        self._segments.close()

@@ -1,0 +1,203 @@
+"""Process chunks through shared memory: the same verdicts and leaves as the pipe and the
+threads, segments reused and then unlinked, a full /dev/shm refused cleanly, a segment
+removed under the server answered through the pipe."""
+
+import errno
+import os
+import random
+import shutil
+import uuid
+from multiprocessing.shared_memory import SharedMemory
+
+import numpy as np
+import pytest
+
+from app.engine.backends import shared_columns
+from app.engine.backends.cpu import CpuBackend
+from app.engine.backends.shared_columns import GRANULE, SegmentPool, SharedBatch, chunk_views, shared_size
+from app.engine.verify import kat
+from app.engine.verify.batch import Batch
+from app.engine.verify.schemes import SCHEMES
+
+
+def _batch(scheme_id, items):
+    return Batch.from_items(SCHEMES[scheme_id], [i.public_key for i in items], [i.message for i in items],
+                            [i.signature for i in items], ctx=items[0].context)
+
+
+def _exists(name: str) -> bool:
+    try:
+        SharedMemory(name).close()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _mixed(scheme_id, n, seed):
+    rng = random.Random(seed)
+    # Messages of 0-200 bytes, every third item broken: no span may shift.
+    items = kat.sign_items(scheme_id, n, seed=seed)
+    return [kat.mutate(it, rng) if k % 3 == 2 else it for k, it in enumerate(items)]
+
+
+def _expected(n):
+    return [k % 3 != 2 for k in range(n)]
+
+
+def test_a_worker_reads_the_batch_columns_from_the_spans():
+    rng = random.Random(5)
+    n = 37
+    pks = [rng.randbytes(32) for _ in range(n)]
+    sigs = [rng.randbytes(64) for _ in range(n)]
+    msgs = [rng.randbytes(rng.randrange(0, 300)) for _ in range(n)]
+    batch = Batch.from_items(SCHEMES["ed25519"], pks, msgs, sigs)
+    pool = SegmentPool()
+    seg = pool.take(shared_size(batch))
+    assert seg is not None and seg.size >= shared_size(batch) and seg.size % GRANULE == 0
+    try:
+        shared = SharedBatch(batch, seg)
+        for lo, hi in [(0, 5), (5, 6), (6, 6), (6, n)]:
+            got = [bytes(v) for v in chunk_views(shared.name, shared.spans(lo, hi))]
+            assert got == [b"".join(pks[lo:hi]), b"".join(sigs[lo:hi]), b"".join(msgs[lo:hi])]
+        with pytest.raises(ValueError, match="segment of"):
+            SharedBatch(Batch.from_items(SCHEMES["ed25519"], pks * 10**4, msgs * 10**4, sigs * 10**4), seg)
+    finally:
+        shared_columns._mapped.pop(seg.name).close()
+        pool.give(seg)
+        pool.close()
+
+
+def test_a_worker_keeps_the_most_recent_segments_mapped():
+    pool = SegmentPool()
+    segs = [pool.take(1) for _ in range(shared_columns.WORKER_MAPS + 2)]
+    try:
+        for seg in segs:
+            seg.buf[:3] = seg.name.encode()[-3:]
+            assert bytes(chunk_views(seg.name, ((0, 3),))[0]) == seg.name.encode()[-3:]
+        assert list(shared_columns._mapped) == [s.name for s in segs[-shared_columns.WORKER_MAPS:]]
+        chunk_views(segs[-4].name, ((0, 1),))  # used again: now the most recent
+        assert list(shared_columns._mapped)[-1] == segs[-4].name
+    finally:
+        while shared_columns._mapped:
+            shared_columns._mapped.popitem()[1].close()
+        for seg in segs:
+            pool.give(seg, reuse=False)
+    assert not any(_exists(s.name) for s in segs)
+
+
+def test_segments_are_reused_kept_within_bounds_and_unlinked_on_close():
+    pool = SegmentPool(keep_bytes=3 * GRANULE)
+    a = pool.take(10)
+    assert a is not None and a.size == GRANULE
+    pool.give(a)
+    assert pool.take(GRANULE) is a  # the idle one, not a new one
+    b = pool.take(2 * GRANULE + 1)
+    assert b is not None and b.size == 3 * GRANULE
+    pool.give(a)
+    pool.give(b)  # 4 MiB idle > 3: the largest goes
+    assert pool.idle_bytes() == GRANULE
+    assert not _exists(b.name) and _exists(a.name)
+    big = pool.take(5 * GRANULE)
+    pool.give(pool.take(GRANULE))  # a, taken and given back
+    pool.give(big)  # larger than keep_bytes: dropped, as a is left
+    assert pool.idle_bytes() == GRANULE and not _exists(big.name)
+    pool.give(pool.take(GRANULE), reuse=False)  # not reusable: unlinked at once
+    assert pool.idle_bytes() == 0 and not _exists(a.name)
+    alone = pool.take(5 * GRANULE)
+    pool.give(alone)  # larger than keep_bytes but the only one: kept for the next such batch
+    assert pool.take(4 * GRANULE) is alone
+    pool.give(alone)
+    pool.close()
+    assert not _exists(alone.name) and pool.idle_bytes() == 0
+    c = SegmentPool()
+    late = c.take(1)
+    c.close()
+    c.give(late)  # returned after close (a batch that outlived it): unlinked at once
+    assert not _exists(late.name)
+
+
+def test_no_room_for_a_segment_is_a_no_not_a_crash(monkeypatch):
+    if not os.path.isdir(shared_columns.SHM_DIR):
+        pytest.skip("no /dev/shm: segments are not reserved here")
+    made = []
+    real = shared_columns.SharedMemory
+
+    def spy(*a, **k):
+        made.append(real(*a, **k))
+        return made[-1]
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(shared_columns, "SharedMemory", spy)
+    monkeypatch.setattr(shared_columns.os, "posix_fallocate", full)
+    assert SegmentPool().take(1 << 20) is None
+    assert made and not _exists(made[0].name)  # the half-made segment is unlinked
+
+
+def test_a_segment_that_would_leave_shm_less_than_half_free_is_refused():
+    if not os.path.isdir(shared_columns.SHM_DIR):
+        pytest.skip("no /dev/shm here")
+    usage = shutil.disk_usage(shared_columns.SHM_DIR)
+    pool = SegmentPool()
+    assert pool.take(usage.free - usage.total // 2 + GRANULE) is None  # would leave under half free
+    small = pool.take(1)
+    assert small is not None
+    pool.give(small)
+    pool.close()
+
+
+@pytest.mark.parametrize("scheme_id", ["ed25519", "ml-dsa-44"])
+def test_shared_memory_pipe_and_threads_agree(scheme_id):
+    items = _mixed(scheme_id, 24, seed=7)
+    batch = _batch(scheme_id, items)
+    runs = {}
+    for label, kwargs in [("threads", {"parallelism": "thread"}),
+                          ("pipe", {"parallelism": "process", "shared_memory": False}),
+                          ("shared", {"parallelism": "process"})]:
+        backend = CpuBackend(workers=2, chunk=5, **kwargs)
+        try:
+            runs[label] = backend.verify_with_leaves(batch)
+            # Through a segment, which is kept for the next batch; never for the others.
+            assert (backend._segments.idle_bytes() >= shared_size(batch)) == (label == "shared")
+        finally:
+            backend.close()
+        assert backend._segments.idle_bytes() == 0
+    verdicts, leaves = runs["threads"]
+    assert verdicts.tolist() == _expected(24)
+    for label in ("pipe", "shared"):
+        assert np.array_equal(runs[label][0], verdicts) and np.array_equal(runs[label][1], leaves), label
+
+
+def test_a_batch_without_a_segment_goes_through_the_pipe(monkeypatch):
+    items = _mixed("ed25519", 12, seed=8)
+    backend = CpuBackend(workers=2, chunk=4, parallelism="process")
+    monkeypatch.setattr(backend._segments, "take", lambda size: None)
+    try:
+        assert backend.verify(_batch("ed25519", items)).tolist() == _expected(12)
+    finally:
+        backend.close()
+
+
+def test_a_segment_removed_under_the_server_is_answered_through_the_pipe(monkeypatch):
+    # As systemd's RemoveIPC or a tmp cleaner would: the workers cannot open the segment's name.
+    class Removed(SharedBatch):
+        def __init__(self, batch, seg):
+            super().__init__(batch, seg)
+            self.name = "zv-removed-" + uuid.uuid4().hex[:12]
+
+    monkeypatch.setattr(shared_columns, "SharedBatch", Removed)
+    items = _mixed("ml-dsa-44", 15, seed=9)
+    batch = _batch("ml-dsa-44", items)
+    backend = CpuBackend(workers=2, chunk=4, parallelism="process")
+    try:
+        verdicts, leaves = backend.verify_with_leaves(batch)
+        assert verdicts.tolist() == _expected(15)
+        assert backend._segments.idle_bytes() == 0  # that segment is not offered again
+        reference = CpuBackend(workers=1)
+        try:
+            assert np.array_equal(leaves, reference.verify_with_leaves(batch)[1])
+        finally:
+            reference.close()
+    finally:
+        backend.close()
