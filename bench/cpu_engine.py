@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.engine.backends.cpu import CpuBackend
+from app.engine.backends.cpu import KIND_TRIALS, CpuBackend
 from app.engine.verify import kat, reference
 from app.engine.verify.batch import Batch
 from app.engine.verify.engine import Engine, EngineConfig
@@ -173,8 +173,8 @@ def main() -> int:
             repeats = 3 if raw_rate(scheme_id, items, 0.05) * cores > args.batch else 1
             # The auto engine's first batches measure both pool kinds where the library releases
             # the GIL (app/engine/backends/cpu.py); then it runs on the faster.
-            for _ in range(3):
-                engine_rate(engines["auto"], batch, 1)
+            for _ in range(KIND_TRIALS):
+                engine_rate(engines["auto"], batch, 1)  # two batches each
             picked = "process" if auto.uses_processes(scheme) else "thread"
             other = "thread" if picked == "process" else "process"
             engine_rate(engines[other], batch, 1)  # pools started, chunk size measured
@@ -236,8 +236,8 @@ def write(out: Path, meta: dict, rows: list[dict]) -> None:
         "1-minute load average when the scheme's row was measured (rows may come from separate runs, "
         "`--update`; each row's rounds are interleaved among themselves).",
         "ratio = engine / (cores × raw) per round, median [min–max]; target ≥ 0.9. Rates are medians. "
-        "`pool` is the kind the engine (`auto`) runs on after its first three batches: threads for the native "
-        "loops, processes where the library holds the GIL, else the faster of the two as measured on those "
+        f"`pool` is the kind the engine (`auto`) runs on after its first {2 * KIND_TRIALS} batches: threads for "
+        "the native loops, processes where the library holds the GIL, else the faster of the two as measured on those "
         "batches (app/engine/backends/cpu.py); its column is the engine's rate, the other column the other "
         "kind forced.",
         "`native` marks schemes verified in the native chunk loop (app/engine/backends/native_loops.cpp); "

@@ -130,18 +130,20 @@ def test_process_workers_ignore_ctrl_c_so_the_server_shuts_them_down_in_order():
 
 
 def test_where_the_gil_is_released_the_faster_pool_kind_is_measured_and_revisited():
-    from app.engine.backends.cpu import REVISIT_BATCHES
+    from app.engine.backends.cpu import KIND_TRIALS, REVISIT_BATCHES
 
     backend = CpuBackend(workers=2)
     ml = SCHEMES["ml-dsa-44"]
     backend.gil_released["ml-dsa"] = True
-    assert not backend.uses_processes(ml)  # first: threads
-    backend._measured_kind(ml, False, 100, 0.4)
-    assert backend.uses_processes(ml)  # then: processes
-    backend._measured_kind(ml, True, 100, 0.2)
+    for trial in range(KIND_TRIALS):  # threads and processes in turn
+        assert not backend.uses_processes(ml)
+        backend._measured_kind(ml, False, 100, 0.4)
+        assert backend.uses_processes(ml)
+        # One processes batch slowed by a neighbour (to 0.9 s) does not decide: the median does.
+        backend._measured_kind(ml, True, 100, 0.9 if trial == 1 else 0.2)
     assert backend.kind_seconds[("ml-dsa-44", True)] == pytest.approx(0.002)
     # Processes were twice as fast: they are kept, until a revisit of threads is due.
-    for _ in range(REVISIT_BATCHES - 1):
+    for _ in range(REVISIT_BATCHES):
         assert backend.uses_processes(ml)
         backend._measured_kind(ml, True, 100, 0.2)
     assert not backend.uses_processes(ml)  # the revisit
@@ -155,13 +157,15 @@ def test_where_the_gil_is_released_the_faster_pool_kind_is_measured_and_revisite
 
 @pytest.mark.slow
 def test_bls_batches_measure_both_pool_kinds_and_keep_the_faster():
+    from app.engine.backends.cpu import KIND_TRIALS
+
     backend = CpuBackend(workers=2)
     scheme = SCHEMES["bls12-381"]
     backend.gil_released["bls12-381"] = True
     items = kat.sign_items("bls12-381", 8, seed=3)
     batch = _batch("bls12-381", items * 4)
     try:
-        for _ in range(3):
+        for _ in range(2 * KIND_TRIALS):
             assert backend.verify(batch).all()
         thread_cost, process_cost = (backend.kind_seconds[("bls12-381", k)] for k in (False, True))
         assert backend.uses_processes(scheme) == (process_cost < thread_cost)

@@ -21,9 +21,10 @@ Where the library releases the GIL, which pool is faster is measured too: a libr
 release it during its heavy calls and still hold it for much of a chunk (BLS batch
 verification makes many short arkworks calls with Python between them, and ran at half the
 rate on threads that it reached on processes: bench/results/cpu_engine.md).  So such a
-scheme's first parallel batch runs on threads, its second on processes, and from then on
-the kind with the lower measured wall time per item, trying the other kind again every
-``REVISIT_BATCHES`` batches in case the load has changed.
+scheme's first parallel batches run on threads and processes in turn, ``KIND_TRIALS`` each,
+and from then on on the kind with the lower measured wall time per item (the median of its
+trials, then a running average), trying the other kind again every ``REVISIT_BATCHES``
+batches in case the load has changed.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -61,6 +63,9 @@ CHUNK_SECONDS = {False: 0.004, True: 0.1}
 TAIL_PIECES = 2
 #: Items per chunk before a scheme has been measured.
 DEFAULT_CHUNK = 64
+#: Parallel batches of a scheme on each pool kind, in turn, before it keeps the faster: the
+#: median of three, so that one batch slowed by a neighbour does not decide.
+KIND_TRIALS = 3
 #: Parallel batches of a scheme on the faster pool kind before one tries the other again.
 REVISIT_BATCHES = 32
 #: Weight of the newest batch in a pool kind's running wall time per item.
@@ -301,6 +306,7 @@ class CpuBackend:
         #: :meth:`uses_processes` compares where the library releases the GIL.
         self.kind_seconds: dict[tuple[str, bool], float] = {}
         self._since_revisit: dict[str, int] = {}
+        self._kind_trials: dict[tuple[str, bool], list[float]] = {}
         self._threads: ThreadPoolExecutor | None = None
         self._procs: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -321,26 +327,32 @@ class CpuBackend:
     def uses_processes(self, scheme: Scheme) -> bool:
         """Whether ``scheme``'s next parallel batch runs on the process pool: forced by
         ``parallelism``; never for the native loops; always where the library holds the GIL;
-        else as measured (module docstring): threads, then processes, then the faster."""
+        else as measured (module docstring): both in turn, then the faster."""
         if self.parallelism != "auto":
             return self.parallelism == "process"
         if self.native_family(scheme):
             return False  # the ctypes call releases the GIL for the whole chunk
         if not self.gil_released.get(scheme.family, reference.RELEASES_GIL[scheme.family]):
             return True  # threads would take turns at the GIL
-        on_threads, on_processes = self.kind_seconds.get((scheme.id, False)), self.kind_seconds.get((scheme.id, True))
-        if on_threads is None or on_processes is None:
-            return on_threads is not None  # not measured yet: threads first, then processes
-        faster = on_processes < on_threads
+        tried = [len(self._kind_trials.get((scheme.id, kind), ())) for kind in (False, True)]
+        if min(tried) < KIND_TRIALS:
+            return tried[0] > tried[1]  # not measured enough yet: threads and processes in turn
+        faster = self.kind_seconds[(scheme.id, True)] < self.kind_seconds[(scheme.id, False)]
         return faster != (self._since_revisit.get(scheme.id, 0) >= REVISIT_BATCHES)
 
     def _measured_kind(self, scheme: Scheme, processes: bool, n: int, seconds: float) -> None:
-        mine, other = self.kind_seconds.get((scheme.id, processes)), self.kind_seconds.get((scheme.id, not processes))
+        key = (scheme.id, processes)
+        trials = self._kind_trials.setdefault(key, [])
+        if len(trials) < KIND_TRIALS:
+            trials.append(seconds / n)
+            self.kind_seconds[key] = statistics.median(trials)
+            return
+        mine, other = self.kind_seconds[key], self.kind_seconds.get((scheme.id, not processes))
         # A batch on the kind that was the slower one is a revisit: count the next period afresh.
-        revisit = mine is not None and other is not None and mine > other
+        revisit = other is not None and mine > other
         count = self._since_revisit.get(scheme.id, 0)
         self._since_revisit[scheme.id] = 0 if revisit or other is None else count + 1
-        self.kind_seconds[(scheme.id, processes)] = _ewma(mine, seconds / n, _KIND_EWMA)
+        self.kind_seconds[key] = _ewma(mine, seconds / n, _KIND_EWMA)
 
     def measure_gil(self) -> dict[str, bool]:
         """Measure, per scheme family, whether its library releases the GIL (one known answer
