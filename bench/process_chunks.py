@@ -15,7 +15,8 @@ three configurations, each first in turn:
 
 Reported per configuration: items/s (median [min–max] over rounds), its rate over the
 default's in the same round, over the all-core raw rate, and the server process's CPU time
-per batch (every thread of it: what it takes from the cores the workers verify on).
+per batch (every thread of it: what it takes from the cores the workers verify on), and
+how busy the pool's workers were (their run time over wall time × workers).
 
 Writes bench/results/process_chunks.json and .md.
 Usage: bench/process_chunks.py [--schemes ml-dsa-44,slh-dsa-sha2-128f] [--batches-of 512,4096] [--runs 9] [--batches 2]
@@ -43,14 +44,24 @@ from app.engine.verify.schemes import SCHEMES  # noqa: E402
 CONFIGS = ("default", "pipe", "20ms")
 
 
-def measure(backend: CpuBackend, batch: Batch, batches: int) -> tuple[float, float]:
-    """(items/s, server CPU seconds per batch) over ``batches`` batches in a row."""
-    cpu0, t0 = time.process_time(), time.perf_counter()
+def _run_ns(pids: list[int]) -> int:
+    """Nanoseconds the processes ``pids`` have run on a CPU (Linux ``/proc/PID/schedstat``)."""
+    return sum(int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) for pid in pids)
+
+
+def measure(backend: CpuBackend, batch: Batch, batches: int) -> tuple[float, float, float]:
+    """(items/s, server CPU seconds per batch, worker busy fraction) over ``batches`` batches
+    in a row.  Busy is the pool's workers' run time over wall time × workers: what is left
+    is time a worker waited (for its next chunk, or for the batch's last one)."""
+    # The backend's own workers (started at warm-up; a benchmark may read its private parts).
+    pids = list(backend._procs._processes) if backend._procs is not None else []  # type: ignore[attr-defined]
+    run0, cpu0, t0 = _run_ns(pids), time.process_time(), time.perf_counter()
     for _ in range(batches):
         verdicts, _ = backend.verify_with_leaves(batch)
         assert verdicts.all()
     wall = time.perf_counter() - t0
-    return batches * len(batch) / wall, (time.process_time() - cpu0) / batches
+    busy = (_run_ns(pids) - run0) / 1e9 / (wall * len(pids)) if pids else float("nan")
+    return batches * len(batch) / wall, (time.process_time() - cpu0) / batches, busy
 
 
 def measure_row(backends: dict[str, CpuBackend], raw_pool, scheme_id: str, n: int, cores: int,
@@ -66,19 +77,22 @@ def measure_row(backends: dict[str, CpuBackend], raw_pool, scheme_id: str, n: in
     full = {k: b.chunk_items(scheme) for k, b in backends.items()}
     rate: dict[str, list[float]] = {k: [] for k in CONFIGS}
     cpu: dict[str, list[float]] = {k: [] for k in CONFIGS}
+    busy: dict[str, list[float]] = {k: [] for k in CONFIGS}
     alls = []
     for r in range(args.runs):
         alls.append(all_cores_raw(raw_pool, scheme_id, items, cores, args.min_seconds))
         for name in CONFIGS[r % len(CONFIGS):] + CONFIGS[:r % len(CONFIGS)]:  # each first in turn
-            per_s, cpu_s = measure(backends[name], batch, args.batches)
+            per_s, cpu_s, busy_f = measure(backends[name], batch, args.batches)
             rate[name].append(per_s)
             cpu[name].append(cpu_s)
+            busy[name].append(busy_f)
     return {"scheme": scheme_id, "batch": n, "runs": args.runs, "all_cores_raw_per_second": _spread(alls),
             "configs": {k: {"full_chunk_items": full[k], "chunks": len(chunk_bounds(n, full[k], backends[k].workers)),
                             "per_second": _spread(rate[k]),
                             "over_default": _spread([x / d for x, d in zip(rate[k], rate["default"])]),
                             "over_all_cores_raw": _spread([x / a for x, a in zip(rate[k], alls)]),
-                            "server_cpu_ms_per_batch": _spread([c * 1e3 for c in cpu[k]])}
+                            "server_cpu_ms_per_batch": _spread([c * 1e3 for c in cpu[k]]),
+                            "worker_busy": _spread(busy[k])}
                         for k in CONFIGS},
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": os.getloadavg()[0]}
 
@@ -138,12 +152,14 @@ def write(out: Path, meta: dict, rows: list[dict]) -> None:
         f"({meta['batches_per_measurement']} batches per measurement, each configuration first in turn), median "
         "[min–max] over rounds. `/ default` is the configuration's rate over the default's in the same round. "
         "`server CPU` is the CPU time of the server's process (all its threads) per batch: what it takes from "
-        "the cores the workers verify on. `all-cores raw` is the raw library loop in one process per core at "
+        "the cores the workers verify on. `workers busy` is the time the pool's worker processes ran on a CPU "
+        "(/proc/PID/schedstat) over wall time × workers; the rest they waited for a chunk or for the batch's end. "
+        "`all-cores raw` is the raw library loop in one process per core at "
         "once (bench/cpu_engine.py).",
         "",
         "| scheme | batch | config | full chunk items | chunks | items /s | / default | / all-cores raw "
-        "| server CPU ms/batch | runs | measured (UTC) | load |",
-        "|---|---:|---|---:|---:|---:|---|---|---|---:|---|---:|",
+        "| server CPU ms/batch | workers busy | runs | measured (UTC) | load |",
+        "|---|---:|---|---:|---:|---:|---|---|---|---|---:|---|---:|",
     ]
     for r in rows:
         for name, c in r["configs"].items():
@@ -151,8 +167,8 @@ def write(out: Path, meta: dict, rows: list[dict]) -> None:
                 f"| {r['scheme']} | {r['batch']} | {name} | {c['full_chunk_items']} | {c['chunks']} | "
                 f"{c['per_second']['median']:,.0f} | "
                 f"{cell(c, 'over_default', '.3f')} | {cell(c, 'over_all_cores_raw', '.2f')} | "
-                f"{cell(c, 'server_cpu_ms_per_batch', '.0f')} | {r['runs']} | {r['time'][:16].replace('T', ' ')} | "
-                f"{r['load_average']:.1f} |")
+                f"{cell(c, 'server_cpu_ms_per_batch', '.0f')} | {cell(c, 'worker_busy', '.3f')} | {r['runs']} | "
+                f"{r['time'][:16].replace('T', ' ')} | {r['load_average']:.1f} |")
     (out / "process_chunks.md").write_text("\n".join(lines) + "\n")
 
 
