@@ -194,6 +194,14 @@ class PoolExhausted(ZapVerifyError):
     retry_after = 1.0
 
 
+class SegmentGone(ZapVerifyError):
+    """A CPU process worker found no shared-memory segment by the name it was sent (removed
+    by someone else: app/engine/backends/shared_columns.py).  The server sends that chunk
+    through the pool's pipe instead, so no client ever sees it."""
+
+    code = "SEGMENT_GONE"
+
+
 class BufferTooLarge(LimitExceeded):
     """A buffer was asked for that is larger than the whole UMA pool."""
 

@@ -129,6 +129,42 @@ def test_process_workers_ignore_ctrl_c_so_the_server_shuts_them_down_in_order():
         backend.close()
 
 
+def test_process_workers_leave_when_the_server_is_killed_outright():
+    """A SIGKILLed server cannot shut its pool down; workers left behind would hold its
+    shared memory (shared_columns.py) for ever."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    server = subprocess.Popen(
+        [sys.executable, "-c", "from app.engine.backends.cpu import CpuBackend\n"
+         "import os, sys, time\n"
+         "pool = CpuBackend(workers=2, parallelism='process')._executor(True)\n"
+         "print(*sorted({pool.submit(os.getpid).result() for _ in range(8)} | set(pool._processes)), flush=True)\n"
+         "time.sleep(120)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(p) for p in server.stdout.readline().split()]
+        assert len(workers) == 2
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(timeout=10)
+
+        def alive(pid: int) -> bool:  # a zombie (exited, not yet reaped by its new parent) is gone
+            try:
+                return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+            except FileNotFoundError:
+                return False
+
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(alive(p) for p in workers):
+            time.sleep(0.2)
+        assert not any(alive(p) for p in workers)
+    finally:
+        server.kill()
+        server.stdout.close()
+
+
 def test_where_the_gil_is_released_the_faster_pool_kind_is_measured_and_revisited():
     from app.engine.backends.cpu import KIND_TRIALS, REVISIT_BATCHES
 

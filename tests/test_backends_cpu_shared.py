@@ -6,6 +6,8 @@ import errno
 import os
 import random
 import shutil
+import subprocess
+import sys
 import uuid
 from multiprocessing.shared_memory import SharedMemory
 
@@ -94,26 +96,95 @@ def test_segments_are_reused_kept_within_bounds_and_unlinked_on_close():
     b = pool.take(2 * GRANULE + 1)
     assert b is not None and b.size == 3 * GRANULE
     pool.give(a)
-    pool.give(b)  # 4 MiB idle > 3: the largest goes
-    assert pool.idle_bytes() == GRANULE
-    assert not _exists(b.name) and _exists(a.name)
-    big = pool.take(5 * GRANULE)
-    pool.give(pool.take(GRANULE))  # a, taken and given back
-    pool.give(big)  # larger than keep_bytes: dropped, as a is left
-    assert pool.idle_bytes() == GRANULE and not _exists(big.name)
-    pool.give(pool.take(GRANULE), reuse=False)  # not reusable: unlinked at once
-    assert pool.idle_bytes() == 0 and not _exists(a.name)
-    alone = pool.take(5 * GRANULE)
-    pool.give(alone)  # larger than keep_bytes but the only one: kept for the next such batch
-    assert pool.take(4 * GRANULE) is alone
-    pool.give(alone)
+    pool.give(b)  # 4 MiB idle > 3: the least recently returned goes
+    assert pool.idle_bytes() == 3 * GRANULE
+    assert not _exists(a.name) and _exists(b.name)
+    big = pool.take(5 * GRANULE)  # b is too small: a new one
+    pool.give(big)  # larger than keep_bytes, but the last returned: kept, b goes
+    assert pool.idle_bytes() == 5 * GRANULE and not _exists(b.name)
+    assert pool.take(4 * GRANULE) is big  # kept for the next batch that large
+    pool.give(big, reuse=False)  # not reusable: unlinked at once
+    assert pool.idle_bytes() == 0 and not _exists(big.name)
+    kept = pool.take(1)
+    pool.give(kept)
     pool.close()
-    assert not _exists(alone.name) and pool.idle_bytes() == 0
+    assert not _exists(kept.name) and pool.idle_bytes() == 0
     c = SegmentPool()
     late = c.take(1)
     c.close()
     c.give(late)  # returned after close (a batch that outlived it): unlinked at once
     assert not _exists(late.name)
+
+
+def _clear_worker_maps():
+    while shared_columns._mapped:
+        shared_columns._mapped.popitem()[1].close()
+
+
+def test_a_worker_drops_the_mappings_of_segments_the_server_unlinked():
+    # A kept mapping would hold the segment's memory after the server dropped it, and read
+    # the old bytes if a new segment got the same name.
+    if not os.path.isdir(shared_columns.SHM_DIR):
+        pytest.skip("unlinked segments are told apart on Linux")
+    name = "zv-test-" + uuid.uuid4().hex[:12]
+    old = SharedMemory(name, create=True, size=8)
+    try:
+        old.buf[:4] = b"OLD!"
+        assert bytes(chunk_views(name, ((0, 4),))[0]) == b"OLD!"
+        old.close()
+        old.unlink()
+        new = SharedMemory(name, create=True, size=GRANULE)
+        try:
+            new.buf[:4] = b"NEW!"
+            new.buf[GRANULE - 4:] = b"tail"
+            got = chunk_views(name, ((0, 4), (GRANULE - 4, GRANULE)))
+            assert [bytes(v) for v in got] == [b"NEW!", b"tail"]
+            del got
+            other = SharedMemory(create=True, size=8)
+            new.close()
+            new.unlink()
+            chunk_views(other.name, ((0, 1),))
+            assert list(shared_columns._mapped) == [other.name]  # the unlinked one is unmapped
+            other.close()
+            other.unlink()
+        finally:
+            _clear_worker_maps()
+    finally:
+        for seg in (old,):
+            if _exists(seg.name):
+                seg.unlink()
+
+
+def test_a_mapping_with_a_live_view_is_closed_once_the_view_is_gone():
+    pool = SegmentPool()
+    segs = [pool.take(1) for _ in range(shared_columns.WORKER_MAPS + 1)]
+    try:
+        held = chunk_views(segs[0].name, ((0, 2),))[0]
+        evicted = shared_columns._mapped[segs[0].name]
+        for seg in segs[1:]:  # one more than a worker keeps: the first is evicted, its view alive
+            chunk_views(seg.name, ((0, 1),))
+        assert segs[0].name not in shared_columns._mapped and shared_columns._unclosed == [evicted]
+        held.release()
+        chunk_views(segs[1].name, ((0, 1),))
+        assert shared_columns._unclosed == [] and evicted.buf is None  # unmapped, its descriptor closed
+    finally:
+        _clear_worker_maps()
+        for seg in segs:
+            pool.give(seg, reuse=False)
+
+
+def test_a_segment_removed_by_someone_else_leaves_no_tracker_warning():
+    script = ("import os\n"
+              "from app.engine.backends.shared_columns import SHM_DIR, SegmentPool\n"
+              "pool = SegmentPool()\n"
+              "seg = pool.take(1)\n"
+              "os.unlink(os.path.join(SHM_DIR, seg.name.lstrip('/')))\n"
+              "pool.give(seg, reuse=False)\n")
+    if not os.path.isdir(shared_columns.SHM_DIR):
+        pytest.skip("no /dev/shm here")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "leaked" not in done.stderr and "resource_tracker" not in done.stderr
 
 
 def test_no_room_for_a_segment_is_a_no_not_a_crash(monkeypatch):

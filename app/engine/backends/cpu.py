@@ -49,6 +49,7 @@ from app.engine.verify import bls_aggregate, reference
 from app.engine.verify.batch import AggregateItem, Batch
 from app.engine.verify.bls_batch import BlsBatchVerifier
 from app.engine.verify.schemes import SCHEMES, Scheme
+from app.errors import SegmentGone
 
 Parallelism = Literal["auto", "thread", "process"]
 Bytes = bytes | memoryview
@@ -142,7 +143,7 @@ def _shared_range(name: str, spans: tuple[shared_columns.Span, ...], scheme_id: 
     (app/engine/backends/shared_columns.py).  Runs in a process worker.
 
     Raises:
-        FileNotFoundError: the segment is gone (the caller sends the chunk through the pipe).
+        SegmentGone: the segment is gone (the caller sends the chunk through the pipe).
     """
     pks, sigs, msgs = shared_columns.chunk_views(name, spans)
     return _verify_range(scheme_id, pk_len, pks, sigs, msgs, offsets, *params)
@@ -230,10 +231,25 @@ def releases_gil(fn, args: tuple, seconds: float = 0.02, switch_seconds: float =
     return state["count"] >= MIN_COUNTS
 
 
-def _worker_init() -> None:
+#: How often a process worker looks whether the server that started it is still there.
+PARENT_POLL_SECONDS = 1.0
+
+
+def _leave_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_SECONDS)
+    os._exit(0)
+
+
+def _worker_init(server: int) -> None:
     # Ctrl-C reaches the whole process group: the server shuts this pool down in order, so
     # a worker must not die of the signal mid-chunk (and print a KeyboardInterrupt traceback).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A server killed outright (SIGKILL, the OOM killer) cannot shut its pool down, and the
+    # workers, which hold the pool's pipes themselves, would wait on them for ever, holding its
+    # shared memory (shared_columns.py): they leave once the server (``server``, its pid: it
+    # may be gone before this runs) is no longer their parent.
+    threading.Thread(target=_leave_with_parent, args=(server,), name="zv-parent-watch", daemon=True).start()
     # Every worker (an initializer runs in each; a warm-up task may not reach them all) imports
     # every library and loads the native loops (the parent's warm-up built them: a cached
     # build) before its first real chunk.
@@ -389,7 +405,7 @@ class CpuBackend:
             if processes:
                 if self._procs is None:
                     self._procs = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                                      initializer=_worker_init)
+                                                      initializer=_worker_init, initargs=(os.getpid(),))
                     list(self._procs.map(_warm, range(self.workers)))
                 return self._procs
             if self._threads is None:
@@ -475,7 +491,7 @@ class CpuBackend:
         finally:
             wait(futures)  # a failed batch too: no worker may still read the segment when it is reused
             gone = [i for i, f in enumerate(futures)
-                    if not f.cancelled() and isinstance(f.exception(), FileNotFoundError)]
+                    if not f.cancelled() and isinstance(f.exception(), SegmentGone)]
             self._segments.give(seg, reuse=not gone)
         again = {i: self._through_pipe(ex, batch, *bounds[i], use_native) for i in gone}
         return [again[i].result() if i in again else f.result() for i, f in enumerate(futures)]

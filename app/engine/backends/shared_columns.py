@@ -9,14 +9,16 @@ for 8–9 % of a 4096-item ML-DSA batch (bench/results/process_chunks.md).
 
 With it the server copies each chunk once into a shared segment, just before it sends the
 chunk's byte spans (a few numbers), and the worker verifies straight from the segment,
-which it maps once and keeps mapped (:func:`chunk_views`).  Segments are kept for the next
-batch (:class:`SegmentPool`): a new segment's first write costs a page fault per 4 KiB page.
+which it maps once and keeps mapped (:func:`chunk_views`) until the server unlinks it.
+Segments are kept for the next batch (:class:`SegmentPool`): a new segment's first write
+costs a page fault per 4 KiB page.
 
 Shared memory is POSIX shared memory (:class:`multiprocessing.shared_memory.SharedMemory`,
 a file in ``/dev/shm`` on Linux), whose resource tracker unlinks what a killed server
-leaves.  ``/dev/shm`` is a size-limited tmpfs (64 MiB in a Docker container by default,
-compose.yaml sets more), shared with others (multiprocessing's semaphores live there), and
-a write to a page it has no room for kills the writer with SIGBUS.  So a new segment is
+leaves once its workers have gone too (they leave when it does: ``cpu._worker_init``).
+``/dev/shm`` is a size-limited tmpfs (64 MiB in a Docker container by default, compose.yaml
+sets more), shared with others (multiprocessing's semaphores live there), and a write to a
+page it has no room for kills the writer with SIGBUS.  So a new segment is
 made only where it leaves half of that file system free, and on Linux its pages are
 reserved at once (``posix_fallocate``), which fails cleanly where another taker got there
 first; then :meth:`SegmentPool.take` says no, and the caller uses the pipe.
@@ -28,21 +30,23 @@ import os
 import shutil
 import threading
 from collections import OrderedDict
+from multiprocessing import resource_tracker
 from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
 
 from app.engine.verify.batch import Batch
+from app.errors import SegmentGone
 
-#: Bytes of idle segments kept for later batches; more are unlinked when returned.
+#: Bytes of idle segments kept for later batches, the most recently returned first (and always
+#: the last one returned, however large); the others are unlinked.
 KEEP_BYTES = 64 << 20
 #: Segments are made in multiples of this, so batches of nearby sizes share them.
 GRANULE = 1 << 20
 #: Where Linux keeps POSIX shared memory.
 SHM_DIR = "/dev/shm"
-#: Segments a worker keeps mapped (the most recently used): the server reuses a few, so a
-#: worker maps each once; a segment the server has unlinked stays in memory until its last
-#: worker drops it from here.
+#: Segments a worker keeps mapped (the most recently used, and none the server has unlinked,
+#: whose memory a mapping would keep): the server reuses a few, so a worker maps each once.
 WORKER_MAPS = 4
 
 Span = tuple[int, int]
@@ -73,8 +77,8 @@ def _drop(seg: SharedMemory) -> None:
     seg.close()
     try:
         seg.unlink()
-    except FileNotFoundError:  # removed by someone else already
-        pass
+    except FileNotFoundError:  # removed by someone else already: the tracker must forget it too
+        resource_tracker.unregister(seg._name, "shared_memory")  # type: ignore[attr-defined]
 
 
 class SegmentPool:
@@ -115,17 +119,16 @@ class SegmentPool:
         return seg
 
     def give(self, seg: SharedMemory, reuse: bool = True) -> None:
-        """Return ``seg`` once no worker reads it: kept while idle segments total at most
-        ``keep_bytes`` (the largest are dropped first) or it is the only one, else unlinked; unlinked at once where
-        not ``reuse`` (its name no longer opens it: removed by someone else)."""
+        """Return ``seg`` once no worker reads it.  It is kept, and the least recently
+        returned idle segments are unlinked while those kept total more than ``keep_bytes``
+        (``seg`` stays even if it alone is larger: a server that verifies batches that large
+        keeps one for them rather than making one per batch).  Unlinked at once where not
+        ``reuse`` (its name no longer opens it: removed by someone else)."""
         with self._lock:
             if reuse and not self._closed:
                 self._idle.append(seg)
-                self._idle.sort(key=lambda s: s.size)
-                # The one segment left may be larger than keep_bytes: a server that verifies
-                # batches that large keeps one for them rather than making one per batch.
                 while len(self._idle) > 1 and sum(s.size for s in self._idle) > self.keep_bytes:
-                    _drop(self._idle.pop())
+                    _drop(self._idle.pop(0))
                 return
         _drop(seg)
 
@@ -180,27 +183,51 @@ class SharedBatch:
 
 #: In a worker: the segments it has mapped, least recently used first.
 _mapped: OrderedDict[str, SharedMemory] = OrderedDict()
+#: In a worker: mappings dropped while a view of them was still alive, closed on a later call.
+_unclosed: list[SharedMemory] = []
+
+
+def _close(seg: SharedMemory) -> bool:
+    """Unmap ``seg`` (and close its descriptor) now, or keep it for a later try where a view
+    of it is still alive; whether it is closed."""
+    try:
+        seg.close()
+    except BufferError:
+        if seg not in _unclosed:
+            _unclosed.append(seg)
+        return False
+    return True
+
+
+def _unlinked(seg: SharedMemory) -> bool:
+    """Whether the server has unlinked ``seg`` (Linux: no name links to its file any more)."""
+    return os.path.isdir(SHM_DIR) and os.fstat(seg._fd).st_nlink == 0  # type: ignore[attr-defined]
 
 
 def chunk_views(name: str, spans: tuple[Span, ...]) -> list[memoryview]:
     """In a worker: views of ``spans`` of the segment ``name``, without a copy.
 
     The segment is mapped on first use and kept for later chunks (the ``WORKER_MAPS`` most
-    recently used).  The views are valid while the server holds the batch, which it does
-    until every chunk of it has returned.
+    recently used).  Mappings of segments the server has unlinked are dropped first: they
+    would keep the memory allocated, and a new segment may get the name again.  The views are
+    valid while the server holds the batch, which it does until every chunk of it has returned.
 
     Raises:
-        FileNotFoundError: no segment ``name`` (unlinked by someone else: the caller sends
-            the chunk through the pipe instead).
+        SegmentGone: no segment ``name`` (unlinked by someone else: the caller sends the
+            chunk through the pipe instead).
     """
-    seg = _mapped.pop(name, None) or SharedMemory(name)
+    _unclosed[:] = [s for s in _unclosed if not _close(s)]
+    for old in [n for n, s in _mapped.items() if _unlinked(s)]:
+        _close(_mapped.pop(old))
+    seg = _mapped.pop(name, None)
+    if seg is None:
+        try:
+            seg = SharedMemory(name)
+        except FileNotFoundError:
+            raise SegmentGone(f"no shared-memory segment {name}") from None
     _mapped[name] = seg
     while len(_mapped) > WORKER_MAPS:
-        _, old = _mapped.popitem(last=False)
-        try:
-            old.close()
-        except BufferError:  # a view of it is still alive: the mapping goes with the last one
-            pass
+        _close(_mapped.popitem(last=False)[1])
     buf = seg.buf
     assert buf is not None
     return [buf[a:z] for a, z in spans]
