@@ -127,26 +127,30 @@ def _verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: By
     return flags, b"".join(merkle.leaf_hash(code, ok, pk, msg, sig) for ok, (pk, msg, sig) in zip(verdicts, rows))
 
 
-def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool) -> tuple:
-    """:func:`_verify_range`'s arguments for items [lo, hi): the chunk's columns as bytes."""
+def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool,
+                shared: shared_columns.SharedBatch | None = None) -> tuple:
+    """:func:`_verify_range`'s arguments for items [lo, hi): the chunk's columns as bytes, or
+    where ``shared`` is given, copied into its segment and stood for by their byte spans there
+    (for :func:`_shared_range`)."""
     off = batch.offsets[lo:hi + 1].astype(np.int64)
     base = int(off[0])
-    return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
-            batch.msgs[base:int(off[-1])].tobytes(), (off - base).tolist(), batch.ctx, batch.prehashed,
+    columns = (shared.spans(lo, hi) if shared is not None else
+               (batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(), batch.msgs[base:int(off[-1])].tobytes()))
+    return (batch.scheme.id, batch.pks.shape[1], *columns, (off - base).tolist(), batch.ctx, batch.prehashed,
             batch.allow_high_s, use_native, bls_batch)
 
 
-def _shared_range(name: str, spans: tuple[shared_columns.Span, ...], scheme_id: str, pk_len: int,
-                  offsets: list[int], *params) -> tuple[bytes, bytes]:
-    """:func:`_verify_range` on a chunk in shared memory: ``spans`` are the byte ranges of its
-    keys, signatures and messages in the segment ``name``
+def _shared_range(name: str, scheme_id: str, pk_len: int, pks: shared_columns.Span, sigs: shared_columns.Span,
+                  msgs: shared_columns.Span, *params) -> tuple[bytes, bytes]:
+    """:func:`_verify_range` on a chunk in shared memory: ``pks``, ``sigs`` and ``msgs`` are
+    the byte ranges of its columns in the segment ``name``
     (app/engine/backends/shared_columns.py).  Runs in a process worker.
 
     Raises:
         SegmentGone: the segment is gone (the caller sends the chunk through the pipe).
     """
-    pks, sigs, msgs = shared_columns.chunk_views(name, spans)
-    return _verify_range(scheme_id, pk_len, pks, sigs, msgs, offsets, *params)
+    pk_view, sig_view, msg_view = shared_columns.chunk_views(name, (pks, sigs, msgs))
+    return _verify_range(scheme_id, pk_len, pk_view, sig_view, msg_view, *params)
 
 
 def chunk_bounds(n: int, full: int, workers: int) -> list[tuple[int, int]]:
@@ -481,13 +485,10 @@ class CpuBackend:
             return [f.result() for f in [self._through_pipe(ex, batch, lo, hi, use_native) for lo, hi in bounds]]
         shared = shared_columns.SharedBatch(batch, seg)
         futures: list[Future] = []
-        gone: list[int] = []
         try:
             for lo, hi in bounds:  # each chunk is copied in just before it is sent: the first starts at once
-                off = batch.offsets[lo:hi + 1].astype(np.int64)
-                futures.append(ex.submit(_shared_range, shared.name, shared.spans(lo, hi), batch.scheme.id,
-                                         batch.pks.shape[1], (off - off[0]).tolist(), batch.ctx, batch.prehashed,
-                                         batch.allow_high_s, use_native, self.bls_batch))
+                futures.append(ex.submit(_shared_range, shared.name,
+                                         *_chunk_args(batch, lo, hi, use_native, self.bls_batch, shared)))
         finally:
             wait(futures)  # a failed batch too: no worker may still read the segment when it is reused
             gone = [i for i, f in enumerate(futures)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 from collections import OrderedDict
 from multiprocessing import resource_tracker
@@ -201,7 +202,7 @@ def _close(seg: SharedMemory) -> bool:
 
 def _unlinked(seg: SharedMemory) -> bool:
     """Whether the server has unlinked ``seg`` (Linux: no name links to its file any more)."""
-    return os.path.isdir(SHM_DIR) and os.fstat(seg._fd).st_nlink == 0  # type: ignore[attr-defined]
+    return sys.platform == "linux" and os.fstat(seg._fd).st_nlink == 0  # type: ignore[attr-defined]
 
 
 def chunk_views(name: str, spans: tuple[Span, ...]) -> list[memoryview]:
