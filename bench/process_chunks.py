@@ -1,17 +1,15 @@
 #!/usr/bin/env python3
-"""Process chunks: their size, and how they reach the workers (shared memory or the pipe).
+"""Process batches: how they reach the workers (shared memory or the pipe).
 
 For each scheme, interleaved rounds of: the raw loop in every core's own process (the
 machine's all-core rate, as in bench/cpu_engine.py), then the CPU backend on processes in
-three configurations, each first in turn:
+two configurations, each first in turn:
 
-  default  full chunks of ``CHUNK_SECONDS`` (100 ms) of single-core work, cut by
-           ``chunk_bounds`` (app/engine/backends/cpu.py), handed over in shared memory
-           (app/engine/backends/shared_columns.py);
-  pipe     the same chunks through the process pool's pipe (``shared_memory=False``, as
-           before shared memory);
-  20ms     full chunks of 20 ms of work (the size before), fixed from the default's measured
-           per-item cost, cut and handed over as the default's.
+  default  the batch copied into shared memory, each worker claiming ranges of it until
+           none is left (app/engine/backends/shared_columns.py);
+  pipe     chunks of ``CHUNK_SECONDS`` (100 ms) of single-core work, cut by
+           ``chunk_bounds`` (app/engine/backends/cpu.py), through the process pool's pipe
+           (``shared_memory=False``: where there is no room in /dev/shm).
 
 Reported per configuration: items/s (median [min–max] over rounds), its rate over the
 default's in the same round, over the all-core raw rate, and the server process's CPU time
@@ -41,7 +39,7 @@ from app.engine.backends.cpu import CpuBackend, chunk_bounds  # noqa: E402
 from app.engine.verify.batch import Batch  # noqa: E402
 from app.engine.verify.schemes import SCHEMES  # noqa: E402
 
-CONFIGS = ("default", "pipe", "20ms")
+CONFIGS = ("default", "pipe")
 
 
 def _run_ns(pids: list[int]) -> int:
@@ -52,7 +50,7 @@ def _run_ns(pids: list[int]) -> int:
 def measure(backend: CpuBackend, batch: Batch, batches: int) -> tuple[float, float, float]:
     """(items/s, server CPU seconds per batch, worker busy fraction) over ``batches`` batches
     in a row.  Busy is the pool's workers' run time over wall time × workers: what is left
-    is time a worker waited (for its next chunk, or for the batch's last one)."""
+    is time a worker waited (for its next chunk or claim, or for the batch's last one)."""
     # The backend's own workers (started at warm-up; a benchmark may read its private parts).
     pids = list(backend._procs._processes) if backend._procs is not None else []  # type: ignore[attr-defined]
     run0, cpu0, t0 = _run_ns(pids), time.process_time(), time.perf_counter()
@@ -70,11 +68,9 @@ def measure_row(backends: dict[str, CpuBackend], raw_pool, scheme_id: str, n: in
     scheme = SCHEMES[scheme_id]
     items = items_for(scheme_id, n)
     batch = batch_for(scheme_id, items)
-    backends["20ms"].chunk = 0
     for backend in backends.values():  # per-item cost measured, chunk size settled
         measure(backend, batch, 2)
-    backends["20ms"].chunk = max(1, round(0.02 / backends["default"].item_seconds[scheme_id]))
-    full = {k: b.chunk_items(scheme) for k, b in backends.items()}
+    full = backends["pipe"].chunk_items(scheme)
     rate: dict[str, list[float]] = {k: [] for k in CONFIGS}
     cpu: dict[str, list[float]] = {k: [] for k in CONFIGS}
     busy: dict[str, list[float]] = {k: [] for k in CONFIGS}
@@ -87,8 +83,8 @@ def measure_row(backends: dict[str, CpuBackend], raw_pool, scheme_id: str, n: in
             cpu[name].append(cpu_s)
             busy[name].append(busy_f)
     return {"scheme": scheme_id, "batch": n, "runs": args.runs, "all_cores_raw_per_second": _spread(alls),
-            "configs": {k: {"full_chunk_items": full[k], "chunks": len(chunk_bounds(n, full[k], backends[k].workers)),
-                            "per_second": _spread(rate[k]),
+            "pipe_chunk_items": full, "pipe_chunks": len(chunk_bounds(n, full, backends["pipe"].workers)),
+            "configs": {k: {"per_second": _spread(rate[k]),
                             "over_default": _spread([x / d for x, d in zip(rate[k], rate["default"])]),
                             "over_all_cores_raw": _spread([x / a for x, a in zip(rate[k], alls)]),
                             "server_cpu_ms_per_batch": _spread([c * 1e3 for c in cpu[k]]),
@@ -139,32 +135,31 @@ def write(out: Path, meta: dict, rows: list[dict]) -> None:
         return f"{s['median']:{fmt}} [{s['min']:{fmt}}–{s['max']:{fmt}}]"
 
     lines = [
-        "# Process chunks: their size, and shared memory or the pipe",
+        "# Process batches: shared memory or the pipe",
         "",
         f"Written by `bench/process_chunks.py` on {meta['cores']} cores ({meta['machine']}, Python "
-        f"{meta['python']}). The CPU backend on worker processes: `default` full chunks are about 100 ms of "
-        "single-core work handed over in shared memory (app/engine/backends/shared_columns.py), `pipe` the "
-        "same chunks through the process pool's pipe (as before shared memory), `20ms` full chunks of 20 ms "
-        "(the size before) in shared memory; all cut the same way "
-        "(app/engine/backends/cpu.py, `chunk_bounds`: an equal share per worker for a batch of one round, "
-        "the last round cut in two per worker for larger ones). `chunks` is how many one batch makes. "
-        "Interleaved rounds "
+        f"{meta['python']}). The CPU backend on worker processes: `default` copies the batch into shared "
+        "memory and each worker claims ranges of it until none is left (app/engine/backends/shared_columns.py), "
+        "`pipe` sends chunks of about 100 ms of single-core work through the process pool's pipe (where "
+        "/dev/shm has no room), cut by app/engine/backends/cpu.py's `chunk_bounds` (an equal share per worker "
+        "for a batch of one round, the last round cut in two per worker for larger ones): `pipe chunks` is "
+        "how many one batch makes, of `pipe chunk items` at most. Interleaved rounds "
         f"({meta['batches_per_measurement']} batches per measurement, each configuration first in turn), median "
         "[min–max] over rounds. `/ default` is the configuration's rate over the default's in the same round. "
         "`server CPU` is the CPU time of the server's process (all its threads) per batch: what it takes from "
         "the cores the workers verify on. `workers busy` is the time the pool's worker processes ran on a CPU "
-        "(/proc/PID/schedstat) over wall time × workers; the rest they waited for a chunk or for the batch's end. "
+        "(/proc/PID/schedstat) over wall time × workers; the rest they waited for work or for the batch's end. "
         "`all-cores raw` is the raw library loop in one process per core at "
         "once (bench/cpu_engine.py).",
         "",
-        "| scheme | batch | config | full chunk items | chunks | items /s | / default | / all-cores raw "
+        "| scheme | batch | pipe chunk items | pipe chunks | config | items /s | / default | / all-cores raw "
         "| server CPU ms/batch | workers busy | runs | measured (UTC) | load |",
-        "|---|---:|---|---:|---:|---:|---|---|---|---|---:|---|---:|",
+        "|---|---:|---:|---:|---|---:|---|---|---|---|---:|---|---:|",
     ]
     for r in rows:
         for name, c in r["configs"].items():
             lines.append(
-                f"| {r['scheme']} | {r['batch']} | {name} | {c['full_chunk_items']} | {c['chunks']} | "
+                f"| {r['scheme']} | {r['batch']} | {r['pipe_chunk_items']} | {r['pipe_chunks']} | {name} | "
                 f"{c['per_second']['median']:,.0f} | "
                 f"{cell(c, 'over_default', '.3f')} | {cell(c, 'over_all_cores_raw', '.2f')} | "
                 f"{cell(c, 'server_cpu_ms_per_batch', '.0f')} | {cell(c, 'worker_busy', '.3f')} | {r['runs']} | "

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from app.engine.backends.cpu import CHUNK_SECONDS, TAIL_PIECES, CpuBackend, chunk_bounds
+from app.engine.backends.cpu import CHUNK_SECONDS, CLAIM_SECONDS, TAIL_PIECES, CpuBackend, chunk_bounds
 from app.engine.verify import kat
 from app.engine.verify.batch import Batch
 from app.engine.verify.schemes import SCHEMES
@@ -86,6 +86,8 @@ def test_chunk_is_sized_from_the_measured_cost():
         assert 1e-6 < cost < 0.05
         assert backend.chunk_items(scheme) == max(1, min(4096, int(CHUNK_SECONDS[False] / cost)))
         assert CpuBackend(chunk=5).chunk_items(scheme) == 5  # a configured size wins
+        assert backend.claim_items(scheme) == max(1, int(CLAIM_SECONDS / cost))
+        assert CpuBackend(chunk=5).claim_items(scheme) == 5 and CpuBackend().claim_items(scheme) == 1
     finally:
         backend.close()
 
@@ -252,3 +254,31 @@ def test_a_batch_runs_in_its_chunk_bounds(monkeypatch):
     finally:
         backend.close()
     assert sorted(seen) == chunk_bounds(50, 8, 2)
+
+
+@pytest.mark.parametrize(("done", "n", "want"), [
+    ([], 5, [(0, 5)]),
+    ([(0, 5)], 5, []),
+    ([(3, 5), (0, 1)], 5, [(1, 3)]),
+    ([(0, 2), (4, 6)], 9, [(2, 4), (6, 9)]),
+])
+def test_the_ranges_no_worker_did_are_found(done, n, want):
+    from app.engine.backends.cpu import _missing
+
+    assert _missing(done, n) == want
+
+
+def test_concurrent_batches_share_the_process_pool_and_keep_their_own_verdicts():
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = __import__("random").Random(11)
+    good = kat.sign_items("ml-dsa-44", 30, seed=4)
+    batches = [_batch("ml-dsa-44", [kat.mutate(it, rng) if k % 5 == s else it for k, it in enumerate(good)])
+               for s in range(4)]
+    backend = CpuBackend(workers=2, parallelism="process")
+    try:
+        with ThreadPoolExecutor(4) as ex:  # four batches in flight at once, each in its own segment
+            got = list(ex.map(backend.verify, batches))
+    finally:
+        backend.close()
+    assert [v.tolist() for v in got] == [[k % 5 != s for k in range(30)] for s in range(4)]

@@ -8,6 +8,7 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
 import uuid
 from multiprocessing.shared_memory import SharedMemory
 
@@ -16,7 +17,7 @@ import pytest
 
 from app.engine.backends import shared_columns
 from app.engine.backends.cpu import CpuBackend
-from app.engine.backends.shared_columns import GRANULE, SegmentPool, SharedBatch, chunk_views, shared_size
+from app.engine.backends.shared_columns import GRANULE, Claims, SegmentPool, SharedBatch, chunk_views, shared_size
 from app.engine.verify import kat
 from app.engine.verify.batch import Batch
 from app.engine.verify.schemes import SCHEMES
@@ -46,25 +47,66 @@ def _expected(n):
     return [k % 3 != 2 for k in range(n)]
 
 
-def test_a_worker_reads_the_batch_columns_from_the_spans():
+def test_workers_claim_every_item_once_and_write_back_in_place(monkeypatch):
     rng = random.Random(5)
     n = 37
     pks = [rng.randbytes(32) for _ in range(n)]
     sigs = [rng.randbytes(64) for _ in range(n)]
     msgs = [rng.randbytes(rng.randrange(0, 300)) for _ in range(n)]
     batch = Batch.from_items(SCHEMES["ed25519"], pks, msgs, sigs)
+    monkeypatch.setattr(shared_columns, "PIECE_BYTES", 1000)  # about 3 items a piece: many releases
+    lock = threading.Lock()  # the pool's is a multiprocessing lock; here one process plays both sides
     pool = SegmentPool()
     seg = pool.take(shared_size(batch))
     assert seg is not None and seg.size >= shared_size(batch) and seg.size % GRANULE == 0
     try:
         shared = SharedBatch(batch, seg)
-        for lo, hi in [(0, 5), (5, 6), (6, 6), (6, n)]:
-            got = [bytes(v) for v in chunk_views(shared.name, shared.spans(lo, hi))]
-            assert got == [b"".join(pks[lo:hi]), b"".join(sigs[lo:hi]), b"".join(msgs[lo:hi])]
+        claims = Claims(shared.name, shared.layout)
+        first: list = []
+        early = threading.Thread(target=lambda: first.append(claims.claim(lock, 4, 2)))
+        early.start()  # nothing copied in yet: it waits for the first piece
+        early.join(0.05)
+        assert early.is_alive() and not first
+        shared.fill(lock)
+        early.join()
+        spans = first + list(iter(lambda: claims.claim(lock, 4, 2), None))
+        assert [lo for lo, _ in spans] == [0] + [hi for _, hi in spans[:-1]] and spans[-1][1] == n
+        sizes = [hi - lo for lo, hi in spans[1:]]
+        assert sizes == sorted(sizes, reverse=True) and min(sizes[:-1]) >= 4  # guided: shrinking, not below 4
+        for lo, hi in spans:
+            k_pks, k_sigs, k_msgs, offsets = (bytes(c) if i < 3 else c for i, c in enumerate(claims.chunk(lo, hi)))
+            assert (k_pks, k_sigs) == (b"".join(pks[lo:hi]), b"".join(sigs[lo:hi]))
+            assert [k_msgs[a:z] for a, z in zip(offsets, offsets[1:])] == msgs[lo:hi]
+            claims.put(lo, hi, bytes([lo % 2] * (hi - lo)), bytes(range(lo, hi)) * 32)
+        verdicts, leaves = shared.results()
+        assert list(verdicts) == [lo % 2 for lo, hi in spans for _ in range(lo, hi)]
+        assert leaves == b"".join(bytes(range(lo, hi)) * 32 for lo, hi in spans)
+
+        stopped = SharedBatch(batch, seg)  # the segment again, for a batch the server gave up on
+        stopped.stop()
+        assert Claims(stopped.name, stopped.layout).claim(lock, 1, 2) is None
         with pytest.raises(ValueError, match="segment of"):
             SharedBatch(Batch.from_items(SCHEMES["ed25519"], pks * 10**4, msgs * 10**4, sigs * 10**4), seg)
     finally:
+        claims = None  # its views of the mapping go with it
         shared_columns._mapped.pop(seg.name).close()
+        pool.give(seg)
+        pool.close()
+
+
+def test_a_claim_lock_held_for_ever_fails_the_copy_instead_of_hanging_it(monkeypatch):
+    # As when a worker is killed holding it: the pool is broken, and the server must notice.
+    monkeypatch.setattr(shared_columns, "LOCK_SECONDS", 0.05)
+    batch = _batch("ed25519", kat.sign_items("ed25519", 3, seed=1))
+    pool = SegmentPool()
+    seg = pool.take(shared_size(batch))
+    assert seg is not None
+    lock = threading.Lock()
+    lock.acquire()
+    try:
+        with pytest.raises(TimeoutError, match="claim lock"):
+            SharedBatch(batch, seg).fill(lock)
+    finally:
         pool.give(seg)
         pool.close()
 

@@ -7,15 +7,17 @@ are passed without a copy.  Other libraries run the Python loop over
 :mod:`app.engine.verify.reference`: on threads where the library releases the GIL (measured
 at warm-up by :func:`releases_gil`; :data:`app.engine.verify.reference.RELEASES_GIL` before),
 else on a pool of worker processes (started with ``spawn``, so a threaded server is never
-forked), which read a chunk from a shared-memory segment the server copies it into
-(:mod:`app.engine.backends.shared_columns`), or where there is no room for one, receive it
-through the pool's pipe as a few byte strings.
+forked).  The server copies a process batch into a shared-memory segment and each worker
+claims ranges of it until none is left (:mod:`app.engine.backends.shared_columns`,
+:func:`_shared_batch`); where there is no room for a segment, chunks go through the pool's
+pipe as a few byte strings.
 
 Chunk size per scheme is measured, not fixed: every batch the backend runs (the start-up
 self-test first) updates the scheme's per-item cost, and a chunk is sized to about
 ``CHUNK_SECONDS`` of work (by pool kind), large enough that the per-chunk dispatch is noise;
 a large batch's last round of chunks is cut smaller (:func:`chunk_bounds`), so that a core
-slowed by a neighbour, or the last full chunk, does not keep the others waiting.
+slowed by a neighbour, or the last full chunk, does not keep the others waiting.  Claims
+from a shared batch shrink the same way down to ``CLAIM_SECONDS`` of work.
 
 Where the library releases the GIL, which pool is faster is measured too: a library can
 release it during its heavy calls and still hold it for much of a chunk (BLS batch
@@ -39,7 +41,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -60,6 +62,10 @@ Bytes = bytes | memoryview
 #: workers run on, so 100 ms (bench/results/process_chunks.md).  See :func:`chunk_bounds` for
 #: how a batch is cut.
 CHUNK_SECONDS = {False: 0.004, True: 0.1}
+#: Seconds of single-core work in the smallest range a process worker claims of a batch in
+#: shared memory (shared_columns.Claims): the last claims, which decide how long the first
+#: core to finish waits for the last; each costs the worker some 50 µs of Python.
+CLAIM_SECONDS = 0.002
 #: Chunks per worker that a batch's last round of full chunks is cut into (:func:`chunk_bounds`).
 TAIL_PIECES = 2
 #: Items per chunk before a scheme has been measured.
@@ -92,7 +98,7 @@ def _verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: By
     Returns (one verdict byte per item, the 32-byte Merkle leaf hash of each item): the
     leaves are hashed here so that they too are spread over the cores.  Runs in a worker
     process or thread; ``offsets`` are relative to ``msgs``; the columns may be views of a
-    shared-memory segment (:func:`_shared_range`).
+    shared-memory segment (:func:`_shared_batch`).
     """
     scheme = SCHEMES[scheme_id]
     sig_len, code = scheme.sig_len, scheme.code
@@ -127,30 +133,46 @@ def _verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: By
     return flags, b"".join(merkle.leaf_hash(code, ok, pk, msg, sig) for ok, (pk, msg, sig) in zip(verdicts, rows))
 
 
-def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool,
-                shared: shared_columns.SharedBatch | None = None) -> tuple:
-    """:func:`_verify_range`'s arguments for items [lo, hi): the chunk's columns as bytes, or
-    where ``shared`` is given, copied into its segment and stood for by their byte spans there
-    (for :func:`_shared_range`)."""
+def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool) -> tuple:
+    """:func:`_verify_range`'s arguments for items [lo, hi): the chunk's columns as bytes."""
     off = batch.offsets[lo:hi + 1].astype(np.int64)
     base = int(off[0])
-    columns = (shared.spans(lo, hi) if shared is not None else
-               (batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(), batch.msgs[base:int(off[-1])].tobytes()))
-    return (batch.scheme.id, batch.pks.shape[1], *columns, (off - base).tolist(), batch.ctx, batch.prehashed,
+    return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
+            batch.msgs[base:int(off[-1])].tobytes(), (off - base).tolist(), batch.ctx, batch.prehashed,
             batch.allow_high_s, use_native, bls_batch)
 
 
-def _shared_range(name: str, scheme_id: str, pk_len: int, pks: shared_columns.Span, sigs: shared_columns.Span,
-                  msgs: shared_columns.Span, *params) -> tuple[bytes, bytes]:
-    """:func:`_verify_range` on a chunk in shared memory: ``pks``, ``sigs`` and ``msgs`` are
-    the byte ranges of its columns in the segment ``name``
-    (app/engine/backends/shared_columns.py).  Runs in a process worker.
+#: In a process worker: the pool's claim lock (:func:`_worker_init`).
+_claim_lock = None
+
+
+def _shared_batch(name: str, layout: shared_columns.Layout, scheme_id: str, ctx: bytes, prehashed: bool,
+                  allow_high_s: bool, use_native: bool, bls_batch: bool, min_items: int,
+                  workers: int) -> list[shared_columns.Span]:
+    """In a process worker: claim ranges of the batch in segment ``name`` until none is left
+    (app/engine/backends/shared_columns.py), verify each with :func:`_verify_range` and write
+    its verdicts and leaves back.  Returns the ranges this worker did.
 
     Raises:
-        SegmentGone: the segment is gone (the caller sends the chunk through the pipe).
+        SegmentGone: the segment is gone (the caller sends the batch through the pipe).
     """
-    pk_view, sig_view, msg_view = shared_columns.chunk_views(name, (pks, sigs, msgs))
-    return _verify_range(scheme_id, pk_len, pk_view, sig_view, msg_view, *params)
+    batch = shared_columns.Claims(name, layout)
+    done: list[shared_columns.Span] = []
+    while (span := batch.claim(_claim_lock, min_items, workers)) is not None:
+        batch.put(*span, *_verify_range(scheme_id, layout[1], *batch.chunk(*span), ctx, prehashed, allow_high_s,
+                                        use_native, bls_batch))
+        done.append(span)
+    return done
+
+
+def _missing(done: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    """The ranges of ``0 … n`` that no range in ``done`` covers, in order."""
+    out, at = [], 0
+    for lo, hi in sorted(done):
+        if lo > at:
+            out.append((at, lo))
+        at = max(at, hi)
+    return out + [(at, n)] if at < n else out
 
 
 def chunk_bounds(n: int, full: int, workers: int) -> list[tuple[int, int]]:
@@ -245,7 +267,9 @@ def _leave_with_parent(parent: int) -> None:
     os._exit(0)
 
 
-def _worker_init(server: int) -> None:
+def _worker_init(server: int, claim_lock=None) -> None:
+    global _claim_lock
+    _claim_lock = claim_lock  # guards the claim counters of shared batches (shared_columns.Claims)
     # Ctrl-C reaches the whole process group: the server shuts this pool down in order, so
     # a worker must not die of the signal mid-chunk (and print a KeyboardInterrupt traceback).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -293,8 +317,9 @@ class CpuBackend:
 
     Args:
         workers: cores to use; 0 means ``os.cpu_count()``.
-        chunk: items per work unit; 0 (the default) sizes chunks per scheme from the
-            measured per-item cost (see the module docstring).
+        chunk: items per work unit (the smallest claim of a shared process batch); 0 (the
+            default) sizes them per scheme from the measured per-item cost (see the module
+            docstring).
         parallelism: ``auto`` uses threads for the native loops and follows
             :data:`reference.RELEASES_GIL` for the rest; ``thread`` or ``process`` forces one
             kind of pool for every scheme (used by the benchmark).
@@ -329,6 +354,7 @@ class CpuBackend:
         self._kind_trials: dict[tuple[str, bool], list[float]] = {}
         self._threads: ThreadPoolExecutor | None = None
         self._procs: ProcessPoolExecutor | None = None
+        self._claim_lock: Any = None  # a multiprocessing Lock once the process pool starts
         self._lock = threading.Lock()
         self._closed = False  # a warm-up still running when close() came starts no new pool
         self.shared_memory = shared_memory
@@ -400,6 +426,15 @@ class CpuBackend:
             return DEFAULT_CHUNK
         return max(1, min(4096, int(CHUNK_SECONDS[self.uses_processes(scheme)] / max(cost, 1e-9))))
 
+    def claim_items(self, scheme: Scheme) -> int:
+        """The smallest range a process worker claims of a shared batch: the fixed chunk where
+        one is configured, else ``CLAIM_SECONDS`` of the measured per-item cost (1 before the
+        first measurement)."""
+        if self.chunk:
+            return self.chunk
+        cost = self.item_seconds.get(scheme.id)
+        return 1 if cost is None else max(1, int(CLAIM_SECONDS / max(cost, 1e-9)))
+
     def _measured(self, scheme: Scheme, n: int, seconds: float, parallel: int) -> None:
         # Wall time over items, times the cores that shared the work: single-core cost.
         self.item_seconds[scheme.id] = _ewma(self.item_seconds.get(scheme.id), seconds * parallel / n, 0.3)
@@ -408,8 +443,10 @@ class CpuBackend:
         with self._lock:
             if processes:
                 if self._procs is None:
-                    self._procs = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                                      initializer=_worker_init, initargs=(os.getpid(),))
+                    spawn = multiprocessing.get_context("spawn")
+                    self._claim_lock = spawn.Lock()  # shared by the workers: passed as they start
+                    self._procs = ProcessPoolExecutor(self.workers, mp_context=spawn, initializer=_worker_init,
+                                                      initargs=(os.getpid(), self._claim_lock))
                     list(self._procs.map(_warm, range(self.workers)))
                 return self._procs
             if self._threads is None:
@@ -476,26 +513,41 @@ class CpuBackend:
 
     def _on_processes(self, ex: Executor, batch: Batch, bounds: list[tuple[int, int]],
                       use_native: bool) -> list[tuple[bytes, bytes]]:
-        """Each chunk's (verdicts, leaves) from the process pool ``ex``: handed over in a
-        shared-memory segment where one can be had (app/engine/backends/shared_columns.py),
-        else through the pipe; a chunk whose segment a worker could not find (removed by
-        someone else) goes through the pipe again, and that segment is not reused."""
+        """(verdicts, leaves) of ``batch`` from the process pool ``ex``, in order.
+
+        Where a shared-memory segment can be had (app/engine/backends/shared_columns.py),
+        the batch is copied into it and each worker gets one task: to claim ranges of it
+        until none is left, writing their verdicts and leaves back.  Else, and for any range
+        no worker did because it could not find the segment (removed by someone else; that
+        segment is not reused), chunks go through the pipe (``bounds``)."""
         seg = self._segments.take(shared_columns.shared_size(batch)) if self.shared_memory else None
         if seg is None:
             return [f.result() for f in [self._through_pipe(ex, batch, lo, hi, use_native) for lo, hi in bounds]]
         shared = shared_columns.SharedBatch(batch, seg)
+        args = (shared.name, shared.layout, batch.scheme.id, batch.ctx, batch.prehashed, batch.allow_high_s,
+                use_native, self.bls_batch, self.claim_items(batch.scheme), self.workers)
         futures: list[Future] = []
         try:
-            for lo, hi in bounds:  # each chunk is copied in just before it is sent: the first starts at once
-                futures.append(ex.submit(_shared_range, shared.name,
-                                         *_chunk_args(batch, lo, hi, use_native, self.bls_batch, shared)))
+            futures += [ex.submit(_shared_batch, *args) for _ in range(self.workers)]
+            shared.fill(self._claim_lock)
+        except BaseException:
+            shared.stop()
+            raise
         finally:
             wait(futures)  # a failed batch too: no worker may still read the segment when it is reused
-            gone = [i for i, f in enumerate(futures)
-                    if not f.cancelled() and isinstance(f.exception(), SegmentGone)]
+            gone = any(not f.cancelled() and isinstance(f.exception(), SegmentGone) for f in futures)
+            verdicts, leaves = shared.results()
             self._segments.give(seg, reuse=not gone)
-        again = {i: self._through_pipe(ex, batch, *bounds[i], use_native) for i in gone}
-        return [again[i].result() if i in again else f.result() for i, f in enumerate(futures)]
+        done = [span for f in futures if not isinstance(f.exception(), SegmentGone) for span in f.result()]
+        missing = _missing(done, len(batch))
+        if not missing:
+            return [(verdicts, leaves)]
+        flags, hashes = bytearray(verdicts), bytearray(leaves)
+        full = self.chunk_items(batch.scheme)
+        pieces = [(lo + a, lo + z) for lo, hi in missing for a, z in chunk_bounds(hi - lo, full, self.workers)]
+        for (lo, hi), f in zip(pieces, [self._through_pipe(ex, batch, lo, hi, use_native) for lo, hi in pieces]):
+            flags[lo:hi], hashes[32 * lo:32 * hi] = f.result()
+        return [(bytes(flags), bytes(hashes))]
 
     def verify_aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
         """Verify BLS aggregate items (app/engine/verify/bls_aggregate.py) on the thread pool.

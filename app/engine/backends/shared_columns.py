@@ -3,15 +3,24 @@
 Without it a process chunk travels as bytes through a pipe: the server's process copies the
 chunk out of the batch and pickles it, the pool's feeder thread writes it in pipe-sized
 pieces, and the worker, which has just finished its last chunk, waits while it reads them
-(each piece a hand-off between two processes) and unpickles them.  Measured side by side
-(bench/results/process_chunks.md, 4096-item ML-DSA batches), the workers ran 93–94 % of the
-time through the pipe and 95–98 % through shared memory.
+(each piece a hand-off between two processes) and unpickles them.
 
-With it the server copies each chunk once into a shared segment, just before it sends the
-chunk's byte spans (a few numbers), and the worker verifies straight from the segment,
-which it maps once and keeps mapped (:func:`chunk_views`) until the server unlinks it.
-Segments are kept for the next batch (:class:`SegmentPool`): a new segment's first write
-costs a page fault per 4 KiB page.
+With it the server copies the whole batch once into a shared segment (:class:`SharedBatch`:
+keys, signatures, messages, offsets, and room for each item's verdict and leaf hash) and
+gives each worker one task for the batch: to claim ranges of items from a counter in the
+segment's header (:class:`Claims`, under a lock the pool's workers share), verify them in
+place and write their verdicts and leaves back, until none is left.  Claims shrink as the
+batch runs out (:func:`_guided`), so the cores finish within a small claim of each other
+however their speeds differ, and nothing but the task and the list of ranges a worker did
+passes through the pool's pipes: no per-chunk hand-off through the pool's threads, which
+left workers idle for a millisecond or more between chunks and at a batch's start.  The
+server copies in pieces (``PIECE_BYTES``) and a worker may claim each piece as soon as it
+lands, so the first claims do not wait for the last copy.  Measured side by side
+(bench/results/process_chunks.md), the workers ran 97–99 % of the time on 4096-item batches
+this way, 87–94 % with chunks through the pipe.
+A worker maps each segment once and keeps it mapped (:func:`chunk_views`) until the server
+unlinks it; segments are kept for the next batch (:class:`SegmentPool`): a new segment's
+first write costs a page fault per 4 KiB page.
 
 Shared memory is POSIX shared memory (:class:`multiprocessing.shared_memory.SharedMemory`,
 a file in ``/dev/shm`` on Linux), whose resource tracker unlinks what a killed server
@@ -28,8 +37,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import sys
 import threading
+import time
 from collections import OrderedDict
 from multiprocessing import resource_tracker
 from multiprocessing.shared_memory import SharedMemory
@@ -146,40 +157,166 @@ class SegmentPool:
             _drop(seg)
 
 
+#: A batch's segment opens with a header of int64 words, at these byte offsets: the items
+#: claimed so far, the items copied in so far, and 1 once the server has stopped the batch
+#: (it failed while copying).
+CLAIMED, READY, STOPPED = 0, 8, 16
+_HEADER = struct.Struct("<qqq")
+_WORD = struct.Struct("<q")
+HEADER_BYTES = 64
+#: The server copies a batch in pieces of about this many bytes and lets the workers claim
+#: each as it lands: the first claims start after the first megabyte, not the last.
+PIECE_BYTES = 1 << 20
+#: Seconds a worker that has caught up with the copying waits before it looks again.
+WAIT_SECONDS = 0.0002
+#: Seconds the server waits for the claim lock (held for microseconds at a time) before it
+#: gives up on the batch.
+LOCK_SECONDS = 10.0
+
+#: What a worker needs to find a batch's regions in its segment: items, key bytes per item,
+#: signature bytes per item, message bytes in all.
+Layout = tuple[int, int, int, int]
+
+
+def layout_of(batch: Batch) -> Layout:
+    """``batch``'s :data:`Layout`."""
+    return len(batch), batch.pks.shape[1], batch.sigs.shape[1], int(batch.offsets[-1])
+
+
+def regions(layout: Layout) -> tuple[int, ...]:
+    """Where a batch of ``layout`` lies in its segment: the start of its keys, signatures,
+    messages, offsets (``uint64[n + 1]``), verdicts (``uint8[n]``) and leaves
+    (``uint8[n, 32]``), then the end; each starts on a 64-byte line, after the header."""
+    n, pk_len, sig_len, msg_bytes = layout
+    out = [HEADER_BYTES]
+    for size in (n * pk_len, n * sig_len, msg_bytes, 8 * (n + 1), n, 32 * n):
+        out.append(out[-1] + -(-size // 64) * 64)
+    return tuple(out)
+
+
 def shared_size(batch: Batch) -> int:
-    """Bytes a :class:`SharedBatch` of ``batch`` needs: keys, signatures and messages."""
-    return batch.pks.nbytes + batch.sigs.nbytes + int(batch.offsets[-1])
+    """Bytes a :class:`SharedBatch` of ``batch`` needs: header, columns, verdicts and leaves."""
+    return regions(layout_of(batch))[-1]
+
+
+def _guided(remaining: int, min_items: int, workers: int) -> int:
+    """Items of the next claim: an even share of half the remaining work per worker, never
+    below ``min_items``.  Early claims are large (few hand-offs) and the last ones small, so
+    the cores finish within about one small claim of each other however their speeds differ
+    (guided self-scheduling)."""
+    return max(min_items, -(-remaining // (2 * workers)))
 
 
 class SharedBatch:
-    """``batch``'s columns in ``seg`` (laid out ``pks ‖ sigs ‖ msgs``), written chunk by chunk
-    as :meth:`spans` is called, so the first chunk can start before the last is copied.
+    """``batch`` in ``seg`` for the process workers, which claim items from it a range at a
+    time (:class:`Claims`) and write back each item's verdict and leaf hash.
+
+    The header and offsets are written here; the columns by :meth:`fill`, in pieces the
+    workers may claim as each lands.  The server must wait for every worker's task before it
+    reads :meth:`results` or reuses ``seg``.
 
     Raises:
         ValueError: ``seg`` is smaller than :func:`shared_size` of ``batch``.
     """
 
     def __init__(self, batch: Batch, seg: SharedMemory):
-        if seg.size < shared_size(batch):
-            raise ValueError(f"segment of {seg.size} bytes for a batch of {shared_size(batch)}")
+        self.layout = layout_of(batch)
+        self._at = regions(self.layout)
+        if seg.size < self._at[-1]:
+            raise ValueError(f"segment of {seg.size} bytes for a batch of {self._at[-1]}")
         self.batch, self.seg, self.name = batch, seg, seg.name
-        self._pk_len, self._sig_len = batch.pks.shape[1], batch.sigs.shape[1]
-        self._sig_start = batch.pks.nbytes
-        self._msg_start = self._sig_start + batch.sigs.nbytes
+        buf = self._buf()
+        _HEADER.pack_into(buf, 0, 0, 0, 0)
+        n = self.layout[0]
+        np.copyto(np.frombuffer(buf, np.uint64, n + 1, self._at[3]), batch.offsets, casting="unsafe")
 
-    def spans(self, lo: int, hi: int) -> tuple[Span, Span, Span]:
-        """Copy items [lo, hi) into the segment; returns the byte spans ``[a, z)`` of their
-        keys, signatures and messages there (messages at their offsets in the batch)."""
-        b = self.batch
-        m_lo, m_hi = int(b.offsets[lo]), int(b.offsets[hi])
-        out = ((lo * self._pk_len, hi * self._pk_len),
-               (self._sig_start + lo * self._sig_len, self._sig_start + hi * self._sig_len),
-               (self._msg_start + m_lo, self._msg_start + m_hi))
+    def _buf(self) -> memoryview:
         buf = self.seg.buf
         assert buf is not None  # open until the pool closes it, after the batch
-        for (a, z), col in zip(out, (b.pks[lo:hi], b.sigs[lo:hi], b.msgs[m_lo:m_hi])):
-            buf[a:z] = np.ascontiguousarray(col).reshape(-1).data
-        return out
+        return buf
+
+    def fill(self, lock) -> None:
+        """Copy the keys, signatures and messages in, ``PIECE_BYTES`` at a time, and after
+        each piece let the workers claim its items (``lock``: the pool's claim lock).  The
+        copies release the GIL, so the pool's threads hand the tasks over meanwhile."""
+        b, (n, pk_len, sig_len, msg_bytes) = self.batch, self.layout
+        step = max(1, PIECE_BYTES // (pk_len + sig_len + msg_bytes // max(1, n) + 1))
+        buf = self._buf()
+        dst = np.frombuffer(buf, np.uint8)
+        try:
+            for lo in range(0, n, step):
+                hi = min(n, lo + step)
+                m_lo, m_hi = int(b.offsets[lo]), int(b.offsets[hi])
+                for start, width, col in ((self._at[0], pk_len, b.pks), (self._at[1], sig_len, b.sigs)):
+                    np.copyto(dst[start + lo * width:start + hi * width], col[lo:hi].reshape(-1))
+                np.copyto(dst[self._at[2] + m_lo:self._at[2] + m_hi], b.msgs[m_lo:m_hi])
+                # The lock orders the copy before the count for the workers (a memory barrier);
+                # a worker killed while it held the lock breaks the pool, which must not hang here.
+                if not lock.acquire(timeout=LOCK_SECONDS):
+                    raise TimeoutError(f"the claim lock was held for over {LOCK_SECONDS} s")
+                try:
+                    _WORD.pack_into(buf, READY, hi)
+                finally:
+                    lock.release()
+        finally:
+            del dst  # no view may outlive the batch: the pool closes the segment later
+
+    def stop(self) -> None:
+        """Tell the workers to claim nothing more (the server gave up on the batch).  Without
+        the lock, which may be what failed: a worker that reads the flag late claims one more
+        range at most."""
+        _WORD.pack_into(self._buf(), STOPPED, 1)
+
+    def results(self) -> tuple[bytes, bytes]:
+        """The verdicts (``n`` bytes, 0/1) and leaf hashes (``32 n`` bytes) the workers wrote;
+        an item no worker claimed reads as zeros."""
+        n, buf = self.layout[0], self._buf()
+        return bytes(buf[self._at[4]:self._at[4] + n]), bytes(buf[self._at[5]:self._at[5] + 32 * n])
+
+
+class Claims:
+    """In a worker: the batch in segment ``name`` laid out as ``layout`` (:class:`SharedBatch`).
+
+    Raises:
+        SegmentGone: no segment ``name`` (:func:`chunk_views`).
+    """
+
+    def __init__(self, name: str, layout: Layout):
+        self.layout = layout
+        at = regions(layout)
+        views = chunk_views(name, ((0, HEADER_BYTES),) + tuple(zip(at, at[1:])))
+        self._header, self._pks, self._sigs, self._msgs, offsets, self._verdicts, self._leaves = views
+        self.offsets = np.frombuffer(offsets, np.uint64, layout[0] + 1)
+
+    def claim(self, lock, min_items: int, workers: int) -> Span | None:
+        """The next items ``[lo, hi)`` to verify (:func:`_guided` of the remaining work, and
+        only items copied in already: it waits for the next piece where it has caught up), or
+        None when every item is claimed or the server has stopped the batch."""
+        n = self.layout[0]
+        while True:
+            with lock:
+                claimed, ready, stopped = _HEADER.unpack_from(self._header)
+                if stopped or claimed >= n:
+                    return None
+                if claimed < ready:
+                    hi = min(ready, claimed + _guided(n - claimed, min_items, workers))
+                    _WORD.pack_into(self._header, CLAIMED, hi)
+                    return claimed, hi
+            time.sleep(WAIT_SECONDS)
+
+    def chunk(self, lo: int, hi: int) -> tuple[memoryview, memoryview, memoryview, list[int]]:
+        """Items [lo, hi) as views of their keys, signatures and messages, and their message
+        offsets relative to those messages."""
+        _, pk_len, sig_len, _ = self.layout
+        off = self.offsets[lo:hi + 1].astype(np.int64)
+        base = int(off[0])
+        return (self._pks[lo * pk_len:hi * pk_len], self._sigs[lo * sig_len:hi * sig_len],
+                self._msgs[base:int(off[-1])], (off - base).tolist())
+
+    def put(self, lo: int, hi: int, verdicts: bytes, leaves: bytes) -> None:
+        """Write items [lo, hi)'s verdicts (``hi - lo`` bytes) and leaf hashes back."""
+        self._verdicts[lo:hi] = verdicts
+        self._leaves[32 * lo:32 * hi] = leaves
 
 
 #: In a worker: the segments it has mapped, least recently used first.
