@@ -41,8 +41,8 @@ class Settings(BaseSettings):
         "auto", description="force one backend for every scheme; auto picks per scheme")
     cpu_workers: int = Field(0, ge=0, description="CPU verify workers; 0 = every core")
     cpu_chunk: int = Field(0, ge=0, description=(
-        "items per full CPU work unit (a batch's last round is cut smaller); 0 = sized per scheme from the "
-        "measured cost"))
+        "items per full CPU work unit (a batch's last round is cut smaller; on processes with shared memory, "
+        "the smallest range a worker claims); 0 = sized per scheme from the measured cost"))
     bls_batch: bool = Field(True, description=(
         "verify BLS12-381 batches on the CPU by random linear combination (same verdicts, "
         "faster from a few items up, bench/results/bls_batch.md); false: one CoreVerify per item"))

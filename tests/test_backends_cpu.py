@@ -86,8 +86,11 @@ def test_chunk_is_sized_from_the_measured_cost():
         assert 1e-6 < cost < 0.05
         assert backend.chunk_items(scheme) == max(1, min(4096, int(CHUNK_SECONDS[False] / cost)))
         assert CpuBackend(chunk=5).chunk_items(scheme) == 5  # a configured size wins
-        assert backend.claim_items(scheme) == max(1, int(CLAIM_SECONDS / cost))
-        assert CpuBackend(chunk=5).claim_items(scheme) == 5 and CpuBackend().claim_items(scheme) == 1
+        assert backend.claim_items(scheme, 4096) == max(1, int(CLAIM_SECONDS / cost))
+        assert CpuBackend(workers=2, chunk=5).claim_items(scheme, 4096) == 5
+        assert CpuBackend(workers=2).claim_items(scheme, 4096) == 1  # not measured yet
+        # Never above an equal share: 800 items with claims of at least 1000 would go to one worker.
+        assert CpuBackend(workers=2, chunk=1000).claim_items(scheme, 800) == 400
     finally:
         backend.close()
 
@@ -282,3 +285,52 @@ def test_concurrent_batches_share_the_process_pool_and_keep_their_own_verdicts()
     finally:
         backend.close()
     assert [v.tolist() for v in got] == [[k % 5 != s for k in range(30)] for s in range(4)]
+
+
+def test_a_pool_whose_worker_died_is_replaced_and_the_batch_still_verified():
+    import os
+    import signal
+
+    items = kat.sign_items("ml-dsa-44", 12, seed=6)
+    backend = CpuBackend(workers=2, parallelism="process")
+    try:
+        assert backend.verify(_batch("ml-dsa-44", items)).all()
+        old = backend._procs
+        assert old is not None
+        os.kill(next(iter(old._processes)), signal.SIGKILL)  # as the OOM killer would
+        time.sleep(0.5)  # the pool notices and breaks
+        assert backend.verify(_batch("ml-dsa-44", items)).all()
+        assert backend._procs is not None and backend._procs is not old
+        assert backend.verify(_batch("ml-dsa-44", items)).all()  # and the next batch runs on the new pool
+    finally:
+        backend.close()
+
+
+def test_a_failed_submit_waits_for_the_tasks_already_made_before_the_segment_is_reused():
+    from concurrent.futures import Future
+
+    import app.engine.backends.cpu as cpu
+
+    items = kat.sign_items("ml-dsa-44", 8, seed=7)
+    backend = CpuBackend(workers=2, parallelism="process")
+    try:
+        backend.verify(_batch("ml-dsa-44", items))  # pool started, a segment kept
+        pool = backend._procs
+        made: list[Future] = []
+
+        class OneSubmit(cpu._ProcessPool):  # the pool, failing its second submit of a batch
+            def __init__(self):  # noqa: D107 - a view of the running pool, not a new one
+                self.claim_lock = pool.claim_lock
+
+            def submit(self, fn, *args, **kwargs):
+                if made:
+                    raise RuntimeError("cannot schedule new futures after shutdown")
+                made.append(pool.submit(fn, *args, **kwargs))
+                return made[-1]
+
+        with pytest.raises(RuntimeError, match="cannot schedule"):
+            backend._on_processes(OneSubmit(), _batch("ml-dsa-44", items), [(0, 4), (4, 8)], False)
+        assert made and made[0].done()  # waited for before the segment went back
+        assert backend._segments.idle_bytes() > 0
+    finally:
+        backend.close()

@@ -31,6 +31,7 @@ batches in case the load has changed.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import signal
@@ -41,7 +42,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -52,6 +53,8 @@ from app.engine.verify.batch import AggregateItem, Batch
 from app.engine.verify.bls_batch import BlsBatchVerifier
 from app.engine.verify.schemes import SCHEMES, Scheme
 from app.errors import SegmentGone
+
+log = logging.getLogger("zapverify.engine")
 
 Parallelism = Literal["auto", "thread", "process"]
 Bytes = bytes | memoryview
@@ -154,7 +157,8 @@ def _shared_batch(name: str, layout: shared_columns.Layout, scheme_id: str, ctx:
     its verdicts and leaves back.  Returns the ranges this worker did.
 
     Raises:
-        SegmentGone: the segment is gone (the caller sends the batch through the pipe).
+        SegmentGone: the segment is gone (the caller sends the ranges no worker did through
+            the pipe).
     """
     batch = shared_columns.Claims(name, layout)
     done: list[shared_columns.Span] = []
@@ -163,6 +167,11 @@ def _shared_batch(name: str, layout: shared_columns.Layout, scheme_id: str, ctx:
                                         use_native, bls_batch))
         done.append(span)
     return done
+
+
+def _broke(f: Future) -> bool:
+    """Whether ``f`` failed because its process pool broke (a worker died)."""
+    return f.done() and not f.cancelled() and isinstance(f.exception(), BrokenProcessPool)
 
 
 def _missing(done: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
@@ -312,6 +321,17 @@ def gil_release_by_family(skip: tuple[str, ...] = ()) -> dict[str, bool]:
     return out
 
 
+class _ProcessPool(ProcessPoolExecutor):
+    """``workers`` spawned worker processes of the server ``os.getpid()`` and the lock they
+    share for claiming ranges of shared batches (``claim_lock``: shared_columns.Claims),
+    made together so that a batch always fills under its own pool's lock."""
+
+    def __init__(self, workers: int):
+        spawn = multiprocessing.get_context("spawn")
+        self.claim_lock = spawn.Lock()  # given to each worker as it starts
+        super().__init__(workers, mp_context=spawn, initializer=_worker_init, initargs=(os.getpid(), self.claim_lock))
+
+
 class CpuBackend:
     """Verifies every scheme with the reference libraries on ``workers`` cores.
 
@@ -353,8 +373,7 @@ class CpuBackend:
         self._since_revisit: dict[str, int] = {}
         self._kind_trials: dict[tuple[str, bool], list[float]] = {}
         self._threads: ThreadPoolExecutor | None = None
-        self._procs: ProcessPoolExecutor | None = None
-        self._claim_lock: Any = None  # a multiprocessing Lock once the process pool starts
+        self._procs: _ProcessPool | None = None
         self._lock = threading.Lock()
         self._closed = False  # a warm-up still running when close() came starts no new pool
         self.shared_memory = shared_memory
@@ -426,14 +445,14 @@ class CpuBackend:
             return DEFAULT_CHUNK
         return max(1, min(4096, int(CHUNK_SECONDS[self.uses_processes(scheme)] / max(cost, 1e-9))))
 
-    def claim_items(self, scheme: Scheme) -> int:
-        """The smallest range a process worker claims of a shared batch: the fixed chunk where
-        one is configured, else ``CLAIM_SECONDS`` of the measured per-item cost (1 before the
-        first measurement)."""
-        if self.chunk:
-            return self.chunk
+    def claim_items(self, scheme: Scheme, n: int) -> int:
+        """The smallest range a process worker claims of a shared batch of ``n`` items: the
+        fixed chunk where one is configured, else ``CLAIM_SECONDS`` of the measured per-item
+        cost (1 before the first measurement); never above an equal share per worker, so that
+        a batch of at most workers × that many items is shared equally."""
         cost = self.item_seconds.get(scheme.id)
-        return 1 if cost is None else max(1, int(CLAIM_SECONDS / max(cost, 1e-9)))
+        least = self.chunk or (1 if cost is None else max(1, int(CLAIM_SECONDS / max(cost, 1e-9))))
+        return min(least, -(-n // self.workers))
 
     def _measured(self, scheme: Scheme, n: int, seconds: float, parallel: int) -> None:
         # Wall time over items, times the cores that shared the work: single-core cost.
@@ -443,10 +462,7 @@ class CpuBackend:
         with self._lock:
             if processes:
                 if self._procs is None:
-                    spawn = multiprocessing.get_context("spawn")
-                    self._claim_lock = spawn.Lock()  # shared by the workers: passed as they start
-                    self._procs = ProcessPoolExecutor(self.workers, mp_context=spawn, initializer=_worker_init,
-                                                      initargs=(os.getpid(), self._claim_lock))
+                    self._procs = _ProcessPool(self.workers)
                     list(self._procs.map(_warm, range(self.workers)))
                 return self._procs
             if self._threads is None:
@@ -495,7 +511,11 @@ class CpuBackend:
             ex = self._executor(processes)
             t0 = time.perf_counter()  # after the pool's start-up, which is no per-item cost
             if processes:
-                parts = self._on_processes(ex, batch, bounds, use_native)
+                try:
+                    parts = self._on_processes(ex, batch, bounds, use_native)
+                except BrokenProcessPool:  # a worker died (the OOM killer, a crash): a new pool, once
+                    self._replace_broken(ex)
+                    parts = self._on_processes(self._executor(True), batch, bounds, use_native)
             else:
                 parts = [f.result() for f in [ex.submit(_native_range, batch, lo, hi) if use_native
                                               else self._through_pipe(ex, batch, lo, hi, False) for lo, hi in bounds]]
@@ -507,6 +527,16 @@ class CpuBackend:
         leaves = np.frombuffer(b"".join(p[1] for p in parts), dtype=np.uint8).reshape(n, 32)
         return verdicts, leaves
 
+    def _replace_broken(self, ex: Executor) -> None:
+        """Forget the process pool ``ex``, which a dead worker broke (it cannot run another
+        task), so that :meth:`_executor` starts a new one; another thread may have done so."""
+        with self._lock:
+            if self._procs is not ex:
+                return
+            self._procs = None
+        log.warning("a CPU worker process died; starting a new process pool")
+        ex.shutdown(wait=True, cancel_futures=True)
+
     def _through_pipe(self, ex: Executor, batch: Batch, lo: int, hi: int, use_native: bool) -> Future:
         """Items [lo, hi) sent to ``ex`` as bytes (to a process worker: through the pool's pipe)."""
         return ex.submit(_verify_range, *_chunk_args(batch, lo, hi, use_native, self.bls_batch))
@@ -517,26 +547,40 @@ class CpuBackend:
 
         Where a shared-memory segment can be had (app/engine/backends/shared_columns.py),
         the batch is copied into it and each worker gets one task: to claim ranges of it
-        until none is left, writing their verdicts and leaves back.  Else, and for any range
-        no worker did because it could not find the segment (removed by someone else; that
-        segment is not reused), chunks go through the pipe (``bounds``)."""
+        until none is left, writing their verdicts and leaves back.  Else the chunks
+        ``bounds`` go through the pipe; so do, cut the same way, the ranges no worker did
+        because it could not open the segment (removed by someone else: it is not reused).
+
+        Raises:
+            BrokenProcessPool: a worker of ``ex`` died.
+        """
         seg = self._segments.take(shared_columns.shared_size(batch)) if self.shared_memory else None
         if seg is None:
             return [f.result() for f in [self._through_pipe(ex, batch, lo, hi, use_native) for lo, hi in bounds]]
-        shared = shared_columns.SharedBatch(batch, seg)
-        args = (shared.name, shared.layout, batch.scheme.id, batch.ctx, batch.prehashed, batch.allow_high_s,
-                use_native, self.bls_batch, self.claim_items(batch.scheme), self.workers)
+        assert isinstance(ex, _ProcessPool)
         futures: list[Future] = []
+        shared: shared_columns.SharedBatch | None = None
         try:
-            futures += [ex.submit(_shared_batch, *args) for _ in range(self.workers)]
-            shared.fill(self._claim_lock)
+            shared = shared_columns.SharedBatch(batch, seg)
+            args = (shared.name, shared.layout, batch.scheme.id, batch.ctx, batch.prehashed, batch.allow_high_s,
+                    use_native, self.bls_batch, self.claim_items(batch.scheme, len(batch)), self.workers)
+            for _ in range(self.workers):  # one at a time: a failed submit must not lose those already made
+                futures.append(ex.submit(_shared_batch, *args))
+            try:
+                shared.fill(ex.claim_lock, lambda: any(_broke(f) for f in futures))
+            except TimeoutError:
+                broke = next((f for f in futures if _broke(f)), None)
+                if broke is not None:  # a worker died, perhaps holding the lock: the pool is broken
+                    raise broke.exception() from None  # type: ignore[misc]
+                raise
         except BaseException:
-            shared.stop()
+            if shared is not None:
+                shared.stop()
             raise
         finally:
             wait(futures)  # a failed batch too: no worker may still read the segment when it is reused
             gone = any(not f.cancelled() and isinstance(f.exception(), SegmentGone) for f in futures)
-            verdicts, leaves = shared.results()
+            verdicts, leaves = shared.results() if shared is not None else (b"", b"")
             self._segments.give(seg, reuse=not gone)
         done = [span for f in futures if not isinstance(f.exception(), SegmentGone) for span in f.result()]
         missing = _missing(done, len(batch))

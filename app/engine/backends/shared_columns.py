@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from multiprocessing import resource_tracker
 from multiprocessing.shared_memory import SharedMemory
 
@@ -207,6 +208,14 @@ def _guided(remaining: int, min_items: int, workers: int) -> int:
     return max(min_items, -(-remaining // (2 * workers)))
 
 
+def _acquire(lock, abandoned: Callable[[], bool]) -> None:
+    """Take ``lock``, looking every ``WAIT_SECONDS × 100`` whether to give up instead."""
+    deadline = time.monotonic() + LOCK_SECONDS
+    while not lock.acquire(timeout=WAIT_SECONDS * 100):
+        if abandoned() or time.monotonic() > deadline:
+            raise TimeoutError(f"the claim lock was not free (held for up to {LOCK_SECONDS} s)")
+
+
 class SharedBatch:
     """``batch`` in ``seg`` for the process workers, which claim items from it a range at a
     time (:class:`Claims`) and write back each item's verdict and leaf hash.
@@ -235,10 +244,15 @@ class SharedBatch:
         assert buf is not None  # open until the pool closes it, after the batch
         return buf
 
-    def fill(self, lock) -> None:
+    def fill(self, lock, abandoned: Callable[[], bool] = lambda: False) -> None:
         """Copy the keys, signatures and messages in, ``PIECE_BYTES`` at a time, and after
         each piece let the workers claim its items (``lock``: the pool's claim lock).  The
-        copies release the GIL, so the pool's threads hand the tasks over meanwhile."""
+        copies release the GIL, so the pool's threads hand the tasks over meanwhile.
+
+        Raises:
+            TimeoutError: the lock was held for over ``LOCK_SECONDS``, or was not free while
+                ``abandoned()`` became true (a worker died, perhaps holding it).
+        """
         b, (n, pk_len, sig_len, msg_bytes) = self.batch, self.layout
         step = max(1, PIECE_BYTES // (pk_len + sig_len + msg_bytes // max(1, n) + 1))
         buf = self._buf()
@@ -252,8 +266,7 @@ class SharedBatch:
                 np.copyto(dst[self._at[2] + m_lo:self._at[2] + m_hi], b.msgs[m_lo:m_hi])
                 # The lock orders the copy before the count for the workers (a memory barrier);
                 # a worker killed while it held the lock breaks the pool, which must not hang here.
-                if not lock.acquire(timeout=LOCK_SECONDS):
-                    raise TimeoutError(f"the claim lock was held for over {LOCK_SECONDS} s")
+                _acquire(lock, abandoned)
                 try:
                     _WORD.pack_into(buf, READY, hi)
                 finally:
@@ -345,14 +358,15 @@ def _unlinked(seg: SharedMemory) -> bool:
 def chunk_views(name: str, spans: tuple[Span, ...]) -> list[memoryview]:
     """In a worker: views of ``spans`` of the segment ``name``, without a copy.
 
-    The segment is mapped on first use and kept for later chunks (the ``WORKER_MAPS`` most
+    The segment is mapped on first use and kept for later batches (the ``WORKER_MAPS`` most
     recently used).  Mappings of segments the server has unlinked are dropped first: they
     would keep the memory allocated, and a new segment may get the name again.  The views are
-    valid while the server holds the batch, which it does until every chunk of it has returned.
+    valid while the server holds the batch, which it does until every worker's task for it
+    has returned.
 
     Raises:
-        SegmentGone: no segment ``name`` (unlinked by someone else: the caller sends the
-            chunk through the pipe instead).
+        SegmentGone: no segment ``name`` (unlinked by someone else: the server sends what no
+            worker did through the pipe instead).
     """
     _unclosed[:] = [s for s in _unclosed if not _close(s)]
     for old in [n for n, s in _mapped.items() if _unlinked(s)]:
