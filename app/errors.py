@@ -69,7 +69,9 @@ class EmptyBatch(RequestError):
 
 
 class BackendUnavailable(ZapVerifyError):
-    """A backend was forced (``ZAPVERIFY_BACKEND``) or asked for but cannot run here."""
+    """A backend was forced (``ZAPVERIFY_BACKEND``) or asked for but cannot run here, or the
+    CPU backend's worker processes died twice during one batch (a new pool is started after
+    each death: the client may retry)."""
 
     code = "BACKEND_UNAVAILABLE"
     status = 503

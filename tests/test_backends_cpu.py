@@ -334,3 +334,27 @@ def test_a_failed_submit_waits_for_the_tasks_already_made_before_the_segment_is_
         assert backend._segments.idle_bytes() > 0
     finally:
         backend.close()
+
+
+def test_a_batch_that_breaks_its_retry_pool_too_is_a_503_not_a_500(monkeypatch):
+    from concurrent.futures.process import BrokenProcessPool
+
+    from app.errors import BackendUnavailable
+
+    items = kat.sign_items("ml-dsa-44", 4, seed=8)
+    backend = CpuBackend(workers=2, parallelism="process")
+    pools = []
+
+    def dies(ex, batch, bounds, use_native):
+        pools.append(ex)
+        raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(backend, "_on_processes", dies)
+    try:
+        with pytest.raises(BackendUnavailable, match="twice") as err:
+            backend.verify(_batch("ml-dsa-44", items))
+        assert err.value.status == 503
+        assert len(pools) == 2 and pools[0] is not pools[1]  # the retry ran on a new pool
+        assert backend._procs is None  # and that one is dropped too: the next batch starts another
+    finally:
+        backend.close()

@@ -52,7 +52,7 @@ from app.engine.verify import bls_aggregate, reference
 from app.engine.verify.batch import AggregateItem, Batch
 from app.engine.verify.bls_batch import BlsBatchVerifier
 from app.engine.verify.schemes import SCHEMES, Scheme
-from app.errors import SegmentGone
+from app.errors import BackendUnavailable, SegmentGone
 
 log = logging.getLogger("zapverify.engine")
 
@@ -459,6 +459,9 @@ class CpuBackend:
         self.item_seconds[scheme.id] = _ewma(self.item_seconds.get(scheme.id), seconds * parallel / n, 0.3)
 
     def _executor(self, processes: bool) -> Executor:
+        pool = self._procs if processes else self._threads
+        if pool is not None:  # no lock: a new process pool's start (seconds) must not hold up the threads
+            return pool
         with self._lock:
             if processes:
                 if self._procs is None:
@@ -515,7 +518,13 @@ class CpuBackend:
                     parts = self._on_processes(ex, batch, bounds, use_native)
                 except BrokenProcessPool:  # a worker died (the OOM killer, a crash): a new pool, once
                     self._replace_broken(ex)
-                    parts = self._on_processes(self._executor(True), batch, bounds, use_native)
+                    ex = self._executor(True)
+                    t0 = time.perf_counter()  # the failed try and the new pool's start are no per-item cost
+                    try:
+                        parts = self._on_processes(ex, batch, bounds, use_native)
+                    except BrokenProcessPool as exc:
+                        self._replace_broken(ex)
+                        raise BackendUnavailable("CPU worker processes died twice during this batch; retry it") from exc
             else:
                 parts = [f.result() for f in [ex.submit(_native_range, batch, lo, hi) if use_native
                                               else self._through_pipe(ex, batch, lo, hi, False) for lo, hi in bounds]]
@@ -535,7 +544,10 @@ class CpuBackend:
                 return
             self._procs = None
         log.warning("a CPU worker process died; starting a new process pool")
-        ex.shutdown(wait=True, cancel_futures=True)
+        # Not wait=True: on Python 3.11 the broken pool's manager thread can wait for ever on
+        # a feeder thread stuck writing a chunk to a dead worker (CPython gh-94777); the pool
+        # has terminated its workers already.
+        ex.shutdown(wait=False, cancel_futures=True)
 
     def _through_pipe(self, ex: Executor, batch: Batch, lo: int, hi: int, use_native: bool) -> Future:
         """Items [lo, hi) sent to ``ex`` as bytes (to a process worker: through the pool's pipe)."""
@@ -571,7 +583,7 @@ class CpuBackend:
             except TimeoutError:
                 broke = next((f for f in futures if _broke(f)), None)
                 if broke is not None:  # a worker died, perhaps holding the lock: the pool is broken
-                    raise broke.exception() from None  # type: ignore[misc]
+                    raise BrokenProcessPool("a worker died while the batch was copied in") from broke.exception()
                 raise
         except BaseException:
             if shared is not None:
@@ -581,7 +593,9 @@ class CpuBackend:
             wait(futures)  # a failed batch too: no worker may still read the segment when it is reused
             gone = any(not f.cancelled() and isinstance(f.exception(), SegmentGone) for f in futures)
             verdicts, leaves = shared.results() if shared is not None else (b"", b"")
-            self._segments.give(seg, reuse=not gone)
+            # A broken pool fails its futures before it terminates the workers still running:
+            # one may yet claim from this segment, so it is not offered to another batch.
+            self._segments.give(seg, reuse=not gone and not any(_broke(f) for f in futures))
         done = [span for f in futures if not isinstance(f.exception(), SegmentGone) for span in f.result()]
         missing = _missing(done, len(batch))
         if not missing:

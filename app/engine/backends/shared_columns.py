@@ -171,7 +171,7 @@ PIECE_BYTES = 1 << 20
 #: Seconds a worker that has caught up with the copying waits before it looks again.
 WAIT_SECONDS = 0.0002
 #: Seconds the server waits for the claim lock (held for microseconds at a time) before it
-#: gives up on the batch.
+#: stops copying the batch in and fails it.
 LOCK_SECONDS = 10.0
 
 #: What a worker needs to find a batch's regions in its segment: items, key bytes per item,
@@ -282,7 +282,8 @@ class SharedBatch:
 
     def results(self) -> tuple[bytes, bytes]:
         """The verdicts (``n`` bytes, 0/1) and leaf hashes (``32 n`` bytes) the workers wrote;
-        an item no worker claimed reads as zeros."""
+        what an item no worker claimed reads as is undefined (a reused segment keeps its old
+        bytes): the caller verifies those ranges elsewhere."""
         n, buf = self.layout[0], self._buf()
         return bytes(buf[self._at[4]:self._at[4] + n]), bytes(buf[self._at[5]:self._at[5] + 32 * n])
 
