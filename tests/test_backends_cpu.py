@@ -319,7 +319,7 @@ def test_a_failed_submit_waits_for_the_tasks_already_made_before_the_segment_is_
         made: list[Future] = []
 
         class OneSubmit(cpu._ProcessPool):  # the pool, failing its second submit of a batch
-            def __init__(self):  # noqa: D107 - a view of the running pool, not a new one
+            def __init__(self):  # a view of the running pool, not a new one
                 self.claim_lock = pool.claim_lock
 
             def submit(self, fn, *args, **kwargs):

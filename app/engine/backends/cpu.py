@@ -49,7 +49,7 @@ import numpy as np
 from app.engine.backends import native, shared_columns
 from app.engine.commit import merkle
 from app.engine.verify import bls_aggregate, reference
-from app.engine.verify.batch import AggregateItem, Batch
+from app.engine.verify.batch import AggregateItem, Batch, message_span
 from app.engine.verify.bls_batch import BlsBatchVerifier
 from app.engine.verify.schemes import SCHEMES, Scheme
 from app.errors import BackendUnavailable, SegmentGone
@@ -138,11 +138,10 @@ def _verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: By
 
 def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool) -> tuple:
     """:func:`_verify_range`'s arguments for items [lo, hi): the chunk's columns as bytes."""
-    off = batch.offsets[lo:hi + 1].astype(np.int64)
-    base = int(off[0])
+    base, end, off = message_span(batch.offsets, lo, hi)
     return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
-            batch.msgs[base:int(off[-1])].tobytes(), (off - base).tolist(), batch.ctx, batch.prehashed,
-            batch.allow_high_s, use_native, bls_batch)
+            batch.msgs[base:end].tobytes(), off.tolist(), batch.ctx, batch.prehashed, batch.allow_high_s,
+            use_native, bls_batch)
 
 
 #: In a process worker: the pool's claim lock (:func:`_worker_init`).
@@ -214,10 +213,9 @@ def _native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
     """Verify items [lo, hi) of ``batch`` in the native loop, on the batch's own columns."""
     loops = native.loops()
     assert loops is not None  # callers check native_family first
-    off = batch.offsets[lo:hi + 1].astype(np.uint64)
-    base = int(off[0])
+    base, end, off = message_span(batch.offsets, lo, hi)
     return loops.run(batch.scheme.family, batch.scheme.code, batch.pks[lo:hi], batch.sigs[lo:hi],
-                     batch.msgs[base:int(off[-1])], off - base, batch.prehashed, batch.allow_high_s)
+                     batch.msgs[base:end], off.astype(np.uint64), batch.prehashed, batch.allow_high_s)
 
 
 #: Helper counts that mean "released": a GIL-holding call can still let the helper in
@@ -514,17 +512,17 @@ class CpuBackend:
             ex = self._executor(processes)
             t0 = time.perf_counter()  # after the pool's start-up, which is no per-item cost
             if processes:
-                try:
-                    parts = self._on_processes(ex, batch, bounds, use_native)
-                except BrokenProcessPool:  # a worker died (the OOM killer, a crash): a new pool, once
-                    self._replace_broken(ex)
-                    ex = self._executor(True)
-                    t0 = time.perf_counter()  # the failed try and the new pool's start are no per-item cost
+                for last in (False, True):  # a worker died (the OOM killer, a crash): a new pool, once
                     try:
                         parts = self._on_processes(ex, batch, bounds, use_native)
+                        break
                     except BrokenProcessPool as exc:
                         self._replace_broken(ex)
-                        raise BackendUnavailable("CPU worker processes died twice during this batch; retry it") from exc
+                        if last:
+                            raise BackendUnavailable("CPU worker processes died twice during this batch; "
+                                                     "retry it") from exc
+                    ex = self._executor(True)
+                    t0 = time.perf_counter()  # the failed try and the new pool's start are no per-item cost
             else:
                 parts = [f.result() for f in [ex.submit(_native_range, batch, lo, hi) if use_native
                                               else self._through_pipe(ex, batch, lo, hi, False) for lo, hi in bounds]]

@@ -48,7 +48,7 @@ from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
 
-from app.engine.verify.batch import Batch
+from app.engine.verify.batch import Batch, message_span
 from app.errors import SegmentGone
 
 #: Bytes of idle segments kept for later batches, the most recently returned first (and always
@@ -322,10 +322,9 @@ class Claims:
         """Items [lo, hi) as views of their keys, signatures and messages, and their message
         offsets relative to those messages."""
         _, pk_len, sig_len, _ = self.layout
-        off = self.offsets[lo:hi + 1].astype(np.int64)
-        base = int(off[0])
-        return (self._pks[lo * pk_len:hi * pk_len], self._sigs[lo * sig_len:hi * sig_len],
-                self._msgs[base:int(off[-1])], (off - base).tolist())
+        base, end, off = message_span(self.offsets, lo, hi)
+        return (self._pks[lo * pk_len:hi * pk_len], self._sigs[lo * sig_len:hi * sig_len], self._msgs[base:end],
+                off.tolist())
 
     def put(self, lo: int, hi: int, verdicts: bytes, leaves: bytes) -> None:
         """Write items [lo, hi)'s verdicts (``hi - lo`` bytes) and leaf hashes back."""

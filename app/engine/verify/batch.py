@@ -17,6 +17,15 @@ OPT_PREHASHED = 0x01
 OPT_ALLOW_HIGH_S = 0x02
 
 
+def message_span(offsets: np.ndarray, lo: int, hi: int) -> tuple[int, int, np.ndarray]:
+    """Items [lo, hi)'s messages in a batch's ``msgs`` column, from its ``offsets``
+    (``uint64[N + 1]``): their start, their end, and their offsets relative to the start
+    (``int64[hi - lo + 1]``)."""
+    off = offsets[lo:hi + 1].astype(np.int64)
+    base = int(off[0])
+    return base, int(off[-1]), off - base
+
+
 @dataclass(frozen=True)
 class Item:
     """One verification item in row form (the JSON API and the vector files use this)."""
@@ -103,10 +112,9 @@ class Batch:
         n = len(self)
         if not 0 <= lo <= hi <= n:
             raise IndexError(f"slice [{lo}, {hi}) outside a batch of {n}")
-        off = self.offsets[lo:hi + 1].astype(np.uint64)
-        base = int(off[0])
-        return Batch(self.scheme, self.pks[lo:hi], self.sigs[lo:hi], self.msgs[base:int(off[-1])],
-                     off - np.uint64(base), self.ctx, self.prehashed, self.allow_high_s, self.source)
+        base, end, off = message_span(self.offsets, lo, hi)
+        return Batch(self.scheme, self.pks[lo:hi], self.sigs[lo:hi], self.msgs[base:end], off.astype(np.uint64),
+                     self.ctx, self.prehashed, self.allow_high_s, self.source)
 
     def validate(self) -> None:
         """Check the column shapes and offsets; raises :class:`RequestError` naming the field."""
