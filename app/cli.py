@@ -53,7 +53,7 @@ def _engine(backend: str):
 def _check_vectors(args: argparse.Namespace) -> int:
     from collections.abc import Sequence
 
-    from app.engine.verify.batch import AGGREGATE_LABELS
+    from app.core.batch import AGGREGATE_LABELS
     from app.engine.verify.kat import KnownAnswer
     from app.vectors import AggregateAnswer, read_jsonl
 
@@ -261,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--backend", default="auto", choices=backends)
     t.set_defaults(func=_selftest)
 
-    from app.engine.verify.schemes import SCHEMES
+    from app.core.schemes import SCHEMES
 
     b = sub.add_parser("bench", help="load a running server with real signed items; print throughput and latency")
     b.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)")
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Exception as exc:  # one clear line instead of a traceback for expected failures
-        from app.errors import ZapVerifyError
+        from app.core.errors import ZapVerifyError
 
         if isinstance(exc, ZapVerifyError):
             print(f"zapverify: {exc.code}: {exc.message}", file=sys.stderr)

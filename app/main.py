@@ -29,13 +29,13 @@ from app.api.schemas import loc_to_field
 from app.api.service import error_response, is_zap, json_error_response, zap_error_of
 from app.api.slowbody import BodyDeadline
 from app.config import Settings, get_settings
+from app.core.errors import FrameTooLarge, LimitExceeded, NotReady, StoreUnavailable, ZapVerifyError
 from app.engine.backends.factory import accelerated_backends
 from app.engine.ingest import Ingest, IngestConfig
 from app.engine.receipts.open import open_store
 from app.engine.receipts.pruner import Pruner
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine, EngineConfig
-from app.errors import FrameTooLarge, LimitExceeded, NotReady, StoreUnavailable, ZapVerifyError
 
 log = logging.getLogger("zapverify")
 

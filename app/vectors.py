@@ -13,7 +13,7 @@ A BLS aggregate record (docs/bls-aggregate.md) has ``mode`` instead of ``scheme`
      "signature": "<hex>", "expected": true, "source": "...", "id": "..."}
     {"mode": "aggregate", "public_keys": [...], "messages": ["<hex>", ...], ...}
 
-``expected`` is the verdict under zapverify's documented semantics (app/engine/verify/schemes.py).
+``expected`` is the verdict under zapverify's documented semantics (app/core/schemes.py).
 Where that differs from what the source file expects, ``rule`` names the rule; the rules are
 the constants ``RULE_*`` below, never lists of case ids.
 
@@ -30,9 +30,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.engine.verify.batch import AggregateItem, Item
+from app.core.batch import AggregateItem, Item
+from app.core.errors import BadVectorFile
 from app.engine.verify.kat import KnownAnswer
-from app.errors import BadVectorFile
 
 #: FIPS 205 slh_verify (external, pure) signs M' = 0 ‖ |ctx| ‖ ctx ‖ M; ACVP v1.1.0.37
 #: sigVer vectors exercise slh_verify_internal on M directly.  Under the external interface
@@ -98,7 +98,7 @@ def from_json(d: dict) -> KnownAnswer | AggregateAnswer:
     sig = bytes.fromhex(d["signature"])
     fmt = d.get("signature_format", "raw")
     if d["scheme"] == "secp256k1" and fmt != "raw":
-        from app.wire.encoding import compact_signature  # DER needs libsecp256k1
+        from app.core.encoding import compact_signature  # DER needs libsecp256k1
 
         sig = compact_signature(sig, fmt)
     item = Item(d["scheme"], bytes.fromhex(d["public_key"]), bytes.fromhex(d["message"]), sig,
@@ -108,7 +108,7 @@ def from_json(d: dict) -> KnownAnswer | AggregateAnswer:
 
 
 def read_jsonl(path: str | Path) -> Iterator[KnownAnswer | AggregateAnswer]:
-    """The records of a JSONL vector file.  Raises :class:`app.errors.BadVectorFile` naming
+    """The records of a JSONL vector file.  Raises :class:`app.core.errors.BadVectorFile` naming
     ``<path>:<line>`` for a file that cannot be opened or a line that is not a record."""
     try:
         f = open(path, encoding="utf-8")
@@ -268,8 +268,8 @@ def convert_all(root: str | Path = DEFAULT_ROOT) -> Iterator[dict]:
 
 def generated(valid: int, mutated: int, seed: int = 0, schemes: Iterable[str] | None = None) -> Iterator[dict]:
     """Freshly signed valid items and their one-bit mutations for every scheme, as records."""
+    from app.core.schemes import SCHEMES
     from app.engine.verify.kat import generate
-    from app.engine.verify.schemes import SCHEMES
 
     for s in schemes or SCHEMES:
         for ka in generate(s, valid, mutated, seed=seed):

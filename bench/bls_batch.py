@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.core.batch import Batch  # noqa: E402
+from app.core.schemes import SCHEMES  # noqa: E402
 from app.engine.backends.cpu import CpuBackend  # noqa: E402
 from app.engine.verify import kat  # noqa: E402
-from app.engine.verify.batch import Batch  # noqa: E402
-from app.engine.verify.schemes import SCHEMES  # noqa: E402
 
 FRACTIONS = (0.0, 0.01, 0.10, 0.50)
 

@@ -35,11 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.core.batch import Batch
+from app.core.schemes import SCHEMES
 from app.engine.backends.cpu import KIND_TRIALS, CpuBackend
 from app.engine.verify import kat, reference
-from app.engine.verify.batch import Batch
 from app.engine.verify.engine import Engine, EngineConfig
-from app.engine.verify.schemes import SCHEMES
 
 DISTINCT = {"slh-dsa": 2}  # SLH-DSA "s" signing costs up to a second: sign few, tile them
 

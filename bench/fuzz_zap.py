@@ -1,5 +1,5 @@
 """Mutation fuzzing of the ZAP decoders (docs/wire-format.md): every decode entry point, on
-frames mutated from valid ones, must either decode or raise a :class:`app.errors.ZapVerifyError`
+frames mutated from valid ones, must either decode or raise a :class:`app.core.errors.ZapVerifyError`
 — never another exception (a crash, which the server would answer 500), never hang.
 
 Seeds: a request frame of every scheme (1–3 items, random keys and signatures: the decoder
@@ -37,8 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.engine.verify.schemes import SCHEMES  # noqa: E402
-from app.errors import ZapVerifyError  # noqa: E402
+from app.core.errors import ZapVerifyError  # noqa: E402
+from app.core.schemes import SCHEMES  # noqa: E402
 from app.wire import zap  # noqa: E402
 
 U32_EDGES = (0, 1, 7, 8, 15, 16, 17, 31, 32, 255, 256, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFF8, 0xFFFF_FFFF)

@@ -46,14 +46,14 @@ os.environ.setdefault("ZAPVERIFY_KAT_CACHE", str(ROOT / ".cache" / "kat"))
 
 import numpy as np  # noqa: E402
 
+from app.core.batch import Batch  # noqa: E402
+from app.core.schemes import SCHEMES  # noqa: E402
 from app.engine.backends.cpu import CpuBackend  # noqa: E402
 from app.engine.commit import merkle  # noqa: E402
 from app.engine.memory.heap import land  # noqa: E402
 from app.engine.pipeline import verify_and_record  # noqa: E402
 from app.engine.receipts.open import open_store  # noqa: E402
-from app.engine.verify.batch import Batch  # noqa: E402
 from app.engine.verify.engine import Engine, EngineConfig  # noqa: E402
-from app.engine.verify.schemes import SCHEMES  # noqa: E402
 from app.wire import zap  # noqa: E402
 
 TARGET = 5e6  # items/s per process (the performance issue's target)

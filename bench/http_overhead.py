@@ -40,10 +40,10 @@ sys.path.insert(0, str(ROOT))
 
 from app import __version__
 from app.client import Client, json_body
+from app.core.batch import Batch
+from app.core.schemes import SCHEMES
 from app.engine.verify import kat
-from app.engine.verify.batch import Batch
 from app.engine.verify.engine import Engine, EngineConfig
-from app.engine.verify.schemes import SCHEMES
 from app.wire import zap
 
 TARGETS = {"zap": 0.9, "json": 0.75}

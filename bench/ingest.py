@@ -44,10 +44,10 @@ from http_overhead import _free_port, start_server, stop_server, wait_ready
 from app import __version__
 from app.client import Client
 from app.client.ingest import connect
+from app.core.batch import Batch
+from app.core.schemes import SCHEMES
 from app.engine.verify import kat
-from app.engine.verify.batch import Batch
 from app.engine.verify.engine import Engine, EngineConfig
-from app.engine.verify.schemes import SCHEMES
 from app.wire import zap
 
 MODES = ("engine", "tcp", "engine_small", "tcp_small")

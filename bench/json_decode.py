@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.api.schemas import VerifyRequest, to_items, to_work
+from app.core.batch import Batch
 from app.engine.verify import kat
-from app.engine.verify.batch import Batch
 from app.engine.verify.grouping import batch_of, group_items
 
 TARGET = 150_000

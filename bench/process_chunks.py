@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 from cpu_engine import _raw_pool, _spread, all_cores_raw, batch_for, items_for  # noqa: E402
 
+from app.core.batch import Batch  # noqa: E402
+from app.core.schemes import SCHEMES  # noqa: E402
 from app.engine.backends.cpu import CpuBackend, chunk_bounds  # noqa: E402
-from app.engine.verify.batch import Batch  # noqa: E402
-from app.engine.verify.schemes import SCHEMES  # noqa: E402
 
 CONFIGS = ("default", "pipe")
 

@@ -7,7 +7,7 @@ app/engine/verify/kat.py does), keyed by the pqcrypto version and the pool's sha
 mutated item derives from a pool item.  Verdicts: :func:`kernel_verdicts` calls the kernel
 contract's entry point ``zv_verify_slh_dsa_<set>`` of a host-built library directly (so a
 256-byte context or a wrong length reaches the kernel, which a
-:class:`app.engine.verify.batch.Batch` would refuse), and :func:`reference_verdicts` asks
+:class:`app.core.batch.Batch` would refuse), and :func:`reference_verdicts` asks
 pqcrypto through app.engine.verify.reference.
 """
 
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from app.core.batch import Item
+from app.core.schemes import SCHEMES
 from app.engine.verify import reference
-from app.engine.verify.batch import Item
-from app.engine.verify.schemes import SCHEMES
 from tests import slh_dsa_signer
 from tests.oracles.slh_dsa import PARAMS
 

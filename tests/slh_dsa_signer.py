@@ -23,8 +23,8 @@ import random
 from functools import cache
 from pathlib import Path
 
+from app.core.batch import Item
 from app.engine.kernels import hostbuild
-from app.engine.verify.batch import Item
 from tests.oracles.slh_dsa import PARAMS, Params, _Hashes
 
 SOURCE = Path(__file__).resolve().parent / "kernel_harness" / "slh_dsa_sign.cu"

@@ -16,11 +16,11 @@ from starlette.testclient import TestClient
 from app.api.admission import Admission, AdmissionControl
 from app.api.service import zap_error_response
 from app.config import Settings
+from app.core.batch import Batch
+from app.core.errors import Overloaded, PoolExhausted
+from app.core.schemes import SCHEMES
 from app.engine.verify import kat
-from app.engine.verify.batch import Batch
 from app.engine.verify.engine import Engine, EngineConfig
-from app.engine.verify.schemes import SCHEMES
-from app.errors import Overloaded, PoolExhausted
 from app.main import create_app
 from app.wire import zap
 from tests.server import LiveServer

@@ -4,10 +4,10 @@ import time
 
 import pytest
 
+from app.core.batch import Batch
+from app.core.schemes import SCHEMES
 from app.engine.backends.cpu import CHUNK_SECONDS, CLAIM_SECONDS, TAIL_PIECES, CpuBackend, chunk_bounds
 from app.engine.verify import kat
-from app.engine.verify.batch import Batch
-from app.engine.verify.schemes import SCHEMES
 
 
 def _batch(scheme_id, items):
@@ -339,7 +339,7 @@ def test_a_failed_submit_waits_for_the_tasks_already_made_before_the_segment_is_
 def test_a_batch_that_breaks_its_retry_pool_too_is_a_503_not_a_500(monkeypatch):
     from concurrent.futures.process import BrokenProcessPool
 
-    from app.errors import BackendUnavailable
+    from app.core.errors import BackendUnavailable
 
     items = kat.sign_items("ml-dsa-44", 4, seed=8)
     backend = CpuBackend(workers=2, parallelism="process")

@@ -8,11 +8,11 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from app.core.batch import Batch, Item
+from app.core.schemes import SCHEMES
 from app.engine.backends import native
 from app.engine.commit import merkle
 from app.engine.verify import kat, reference
-from app.engine.verify.batch import Batch, Item
-from app.engine.verify.schemes import SCHEMES
 from app.vectors import convert_all, from_json
 
 LOOPS = native.loops()

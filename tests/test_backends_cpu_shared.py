@@ -15,12 +15,12 @@ from multiprocessing.shared_memory import SharedMemory
 import numpy as np
 import pytest
 
+from app.core.batch import Batch
+from app.core.schemes import SCHEMES
 from app.engine.backends import shared_columns
 from app.engine.backends.cpu import CpuBackend
 from app.engine.backends.shared_columns import GRANULE, Claims, SegmentPool, SharedBatch, chunk_views, shared_size
 from app.engine.verify import kat
-from app.engine.verify.batch import Batch
-from app.engine.verify.schemes import SCHEMES
 
 
 def _batch(scheme_id, items):

@@ -9,19 +9,19 @@ verdicts it can check before the real signature kernels exist.
 import numpy as np
 import pytest
 
+from app.core.batch import Batch
+from app.core.errors import BackendUnavailable, KernelLaunchError
+from app.core.schemes import SCHEMES
 from app.engine.backends.cuda import CudaBackend
 from app.engine.backends.factory import accelerated_backends
 from app.engine.commit import merkle
 from app.engine.kernels import hostbuild, ops
 from app.engine.kernels.cudadev import CupyDevice
 from app.engine.verify import kat
-from app.engine.verify.batch import Batch
 from app.engine.verify.calibrate import NEVER, crossover
 from app.engine.verify.engine import Engine, EngineConfig
 from app.engine.verify.grouping import batch_of, group_items
-from app.engine.verify.schemes import SCHEMES
 from app.engine.verify.status import engine_status
-from app.errors import BackendUnavailable, KernelLaunchError
 from tests.fake_cupy import FakeCupy
 from tests.toy_scheme import ABSENT, BROKEN, TOY, TOY_ALL, ToyCpu, toy_answers, toy_items, toy_valid
 

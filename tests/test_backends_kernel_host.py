@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from app.cli import main
+from app.core.schemes import SCHEMES
 from app.engine.backends.factory import accelerated_backends
 from app.engine.backends.kernel_host import KernelHostBackend
 from app.engine.commit import merkle
@@ -17,7 +18,6 @@ from app.engine.kernels import hostbuild, registry
 from app.engine.verify import kat
 from app.engine.verify.engine import Engine, EngineConfig
 from app.engine.verify.grouping import batch_of, group_items
-from app.engine.verify.schemes import SCHEMES
 from app.vectors import generated, write_jsonl
 from tests.toy_scheme import TOY_ALL, ToyCpu, toy_answers
 

@@ -6,7 +6,7 @@ import pytest
 
 from app.cli import main
 from app.config import get_settings
-from app.engine.verify.schemes import SCHEMES
+from app.core.schemes import SCHEMES
 from app.vectors import generated, generated_aggregate, write_jsonl
 from tests import fakehost as fh
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from app.client import AsyncClient, BatchRequest, Client, json_body
+from app.core.errors import ConnectionFailed, RemoteError, RequestError
 from app.engine.verify import kat
-from app.errors import ConnectionFailed, RemoteError, RequestError
 from app.wire import zap
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from app import cli
 from app.client import loadgen
-from app.errors import ConnectionFailed, RequestError
+from app.core.errors import ConnectionFailed, RequestError
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from app.client import leaf_hash, verify_inclusion
+from app.core.errors import LeafIndexOutOfRange
+from app.core.schemes import SCHEMES
 from app.engine.receipts.store import Receipt
-from app.engine.verify.schemes import SCHEMES
-from app.errors import LeafIndexOutOfRange
 
 
 def _mth(leaves: list[bytes]) -> bytes:
@@ -115,7 +115,7 @@ def test_proof_of_a_real_engine_batch():
     """Receipt from Engine.verify_items: a user who holds (pk, msg, sig) proves their verdict."""
     import nacl.signing
 
-    from app.engine.verify.batch import Item
+    from app.core.batch import Item
     from app.engine.verify.engine import Engine
 
     rng = random.Random(8032)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from app.config import Settings
-from app.engine.verify.schemes import SCHEMES
+from app.core.schemes import SCHEMES
 from tests.system.cluster import DEPLOY, ROOT, Nginx, load_env_file, nginx_binary, render_nginx_conf
 
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())

@@ -1,11 +1,11 @@
-"""The error hierarchy (app/errors.py): stable codes and wire codes, documented in docs/wire-format.md."""
+"""The error hierarchy (app/core/errors.py): stable codes and wire codes, documented in docs/wire-format.md."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from app import errors
+from app.core import errors
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "wire-format.md"
 

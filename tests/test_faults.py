@@ -12,11 +12,11 @@ from starlette.testclient import TestClient
 
 from app.api.metrics import refresh_gauges
 from app.config import Settings
+from app.core.errors import ConfigError, KernelBuildError
 from app.engine.backends.kernel import KernelBackend
 from app.engine.kernels.registry import VERIFY_KERNELS
 from app.engine.verify import kat
 from app.engine.verify.engine import Engine, EngineConfig
-from app.errors import ConfigError, KernelBuildError
 from app.main import create_app
 
 ED = [ka.item for ka in kat.known_answers()["ed25519"]]

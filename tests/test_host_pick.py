@@ -7,10 +7,10 @@ import logging
 
 import pytest
 
+from app.core.errors import ConfigError, TransportUnavailable
 from app.engine.host.pick import TRANSPORTS, host_class, pick, render_report, report_dict
 from app.engine.host.probe import probe_host
 from app.engine.memory.pool import UmaPool
-from app.errors import ConfigError, TransportUnavailable
 from tests import fakehost as fh
 
 

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from app.client.ingest import connect
+from app.core.errors import ConfigError, RemoteError
+from app.core.schemes import SCHEMES
 from app.engine.commit import merkle
 from app.engine.ingest import Ingest, IngestConfig
 from app.engine.receipts.open import open_store
 from app.engine.verify import kat
 from app.engine.verify.engine import Engine, EngineConfig
-from app.engine.verify.schemes import SCHEMES
-from app.errors import ConfigError, RemoteError
 from app.wire import zap
 
 LOCAL = "127.0.0.1"

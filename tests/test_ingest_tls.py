@@ -8,8 +8,8 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from app.core.errors import ConfigError
 from app.engine.ingest import tls
-from app.errors import ConfigError
 
 
 def test_self_signed_names_loopback_and_the_bind_address():

@@ -20,9 +20,9 @@ from importlib.util import module_from_spec, spec_from_loader
 import numpy as np
 import pytest
 
+from app.core.batch import Item
 from app.engine.kernels import hostbuild
 from app.engine.verify import kat
-from app.engine.verify.batch import Item
 from app.vectors import _ethereum_bls, _wycheproof, from_json
 from tests.conftest import ROOT
 

@@ -20,9 +20,9 @@ import nacl.signing
 import numpy as np
 import pytest
 
+from app.core.batch import Item
 from app.engine.kernels import hostbuild
 from app.engine.verify import kat, reference
-from app.engine.verify.batch import Item
 from tests.conftest import ROOT
 from tests.oracles import ed25519_model as m
 

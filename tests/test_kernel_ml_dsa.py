@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.core.batch import Batch, Item
+from app.core.schemes import SCHEMES
 from app.engine.backends.kernel_host import KernelHostBackend
 from app.engine.kernels import hostbuild
 from app.engine.verify import kat
-from app.engine.verify.batch import Batch, Item
-from app.engine.verify.schemes import SCHEMES
 from tests.conftest import ROOT
 from tests.oracles import ml_dsa_model as m
 from tests.oracles.ml_dsa_model import buf as _buf

@@ -20,10 +20,10 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pytest
 
+from app.core.batch import Batch
+from app.core.schemes import SCHEMES
 from app.engine.backends.kernel_host import KernelHostBackend
 from app.engine.kernels import hostbuild, registry
-from app.engine.verify.batch import Batch
-from app.engine.verify.schemes import SCHEMES
 from app.vectors import RULE_SLH_INTERNAL, _acvp_slh_dsa, from_json
 from tests.oracles.slh_dsa import PARAMS, slh_verify
 from tests.slh_dsa_cases import (

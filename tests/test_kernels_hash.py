@@ -11,8 +11,8 @@ import random
 import numpy as np
 import pytest
 
+from app.core.errors import RequestError
 from app.engine.kernels import hostlib, ops
-from app.errors import RequestError
 
 pytestmark = pytest.mark.skipif(hostlib.hostbuild.compiler() is None, reason="no C++ compiler")
 

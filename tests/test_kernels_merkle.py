@@ -5,13 +5,13 @@ import random
 import numpy as np
 import pytest
 
+from app.core.batch import Batch
+from app.core.errors import EmptyBatch, RequestError
+from app.core.schemes import SCHEMES
 from app.engine.commit import merkle
 from app.engine.kernels import hostlib, ops
 from app.engine.verify import kat
-from app.engine.verify.batch import Batch
 from app.engine.verify.grouping import batch_of, group_items
-from app.engine.verify.schemes import SCHEMES
-from app.errors import EmptyBatch, RequestError
 
 pytestmark = pytest.mark.skipif(hostlib.hostbuild.compiler() is None, reason="no C++ compiler")
 

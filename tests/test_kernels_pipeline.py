@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.core.errors import KernelLaunchError
 from app.engine.backends.cuda import CudaBackend
 from app.engine.commit import merkle
 from app.engine.kernels import hostbuild, occupancy, ops, pipeline
 from app.engine.kernels.cudadev import CupyDevice
 from app.engine.verify import kat
 from app.engine.verify.grouping import batch_of, group_items
-from app.errors import KernelLaunchError
 from tests.fake_cupy import FakeCupy
 from tests.toy_scheme import TOY, TOY_ALL, toy_items, toy_valid
 

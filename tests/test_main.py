@@ -8,9 +8,9 @@ from fastapi.testclient import TestClient
 
 import app.main as main_mod
 from app.config import Settings
+from app.core.errors import NotReady, StoreUnavailable
 from app.engine.receipts.open import open_store
 from app.engine.verify.engine import Engine, EngineConfig
-from app.errors import NotReady, StoreUnavailable
 from app.main import create_app
 
 

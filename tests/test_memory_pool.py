@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from app.core.errors import AllocatorUnavailable, BufferMisuse, BufferTooLarge, ConfigError, PoolExhausted
 from app.engine.memory.heap import land
 from app.engine.memory.plan import CHUNK_BYTES, DEFAULT_POOL_BYTES, OWNERS, POISON, PinLimits, clamp_capacity
 from app.engine.memory.pool import PoolBuffer, UmaPool
 from app.engine.memory.selftest import selftest_cuda
 from app.engine.memory.sources import host_array
-from app.errors import AllocatorUnavailable, BufferMisuse, BufferTooLarge, ConfigError, PoolExhausted
 
 MIB = 1 << 20
 #: Limits that clamp nothing, so a test gets the capacity it asks for.

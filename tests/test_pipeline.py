@@ -12,13 +12,13 @@ from fastapi.testclient import TestClient
 
 from app.client.ingest import connect
 from app.config import Settings
+from app.core.batch import Batch
+from app.core.errors import StoreUnavailable
+from app.core.schemes import SCHEMES
 from app.engine.commit import merkle
 from app.engine.pipeline import Part, verify_and_record, verify_and_record_parts
 from app.engine.receipts.open import open_store
 from app.engine.verify import kat
-from app.engine.verify.batch import Batch
-from app.engine.verify.schemes import SCHEMES
-from app.errors import StoreUnavailable
 from app.main import create_app
 
 

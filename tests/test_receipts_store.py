@@ -14,12 +14,12 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from app.core.errors import ConfigError, RequestError, StoreSchemaTooNew, StoreUnavailable
 from app.engine.commit import merkle
 from app.engine.receipts.ids import new_batch_id
 from app.engine.receipts.open import open_store
 from app.engine.receipts.pruner import Pruner
 from app.engine.receipts.store import MAX_PAGE, Receipt, ReceiptStore
-from app.errors import ConfigError, RequestError, StoreSchemaTooNew, StoreUnavailable
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

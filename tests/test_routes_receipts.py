@@ -10,10 +10,10 @@ from fastapi.testclient import TestClient
 
 from app.client import leaf_hash, verify_inclusion
 from app.config import Settings
+from app.core.schemes import SCHEMES
 from app.engine.receipts.ids import new_batch_id
 from app.engine.receipts.open import open_store
 from app.engine.verify.engine import Engine
-from app.engine.verify.schemes import SCHEMES
 from app.main import create_app
 
 

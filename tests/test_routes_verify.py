@@ -7,9 +7,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.config import Settings
+from app.core.schemes import SCHEMES
 from app.engine.commit import merkle
 from app.engine.verify import kat
-from app.engine.verify.schemes import SCHEMES
 from app.main import create_app
 
 

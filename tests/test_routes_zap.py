@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from app.config import Settings
+from app.core.errors import by_wire_code
 from app.engine.verify import kat
 from app.engine.verify.engine import Engine, EngineConfig
-from app.errors import by_wire_code
 from app.main import create_app
 from app.wire import zap
 

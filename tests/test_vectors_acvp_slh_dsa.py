@@ -7,7 +7,7 @@ The rule is shown, not assumed: the FIPS 205 oracle (tests/oracles/slh_dsa.py) f
 rule-marked signature valid under slh_verify_internal (Alg. 20) and the others invalid.
 """
 
-from app.engine.verify.schemes import SCHEMES
+from app.core.schemes import SCHEMES
 from app.vectors import RULE_SLH_INTERNAL, _acvp_slh_dsa
 from tests.oracles.slh_dsa import slh_verify_internal
 from tests.vectors_util import run_records

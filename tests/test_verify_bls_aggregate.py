@@ -13,9 +13,9 @@ import random
 import py_arkworks_bls12381 as ark
 import pytest
 
+from app.core.batch import AggregateItem
 from app.engine.commit import merkle
 from app.engine.verify import bls_aggregate, kat
-from app.engine.verify.batch import AggregateItem
 from app.engine.verify.bls_aggregate import aggregate_verify, fast_aggregate_verify
 
 py_ecc_bls = pytest.importorskip("py_ecc.bls")
@@ -133,6 +133,6 @@ def test_aggregate_leaf_separates_mode_verdict_and_list_boundaries():
         merkle.aggregate_leaf_hash(1, False, pks + pks, [b"abc"], sig),
     }
     assert len(leaves) == 6
-    from app.engine.verify.schemes import SCHEMES
+    from app.core.schemes import SCHEMES
 
     assert merkle.AGGREGATE_LEAF_TAG not in {s.code for s in SCHEMES.values()}

@@ -9,11 +9,11 @@ import random
 import numpy as np
 import pytest
 
+from app.core.batch import Batch
+from app.core.schemes import SCHEMES
 from app.engine.backends.cpu import CpuBackend
 from app.engine.verify import bls_batch, kat, reference
-from app.engine.verify.batch import Batch
 from app.engine.verify.bls_batch import BlsBatchVerifier
-from app.engine.verify.schemes import SCHEMES
 
 
 @pytest.fixture(scope="module")

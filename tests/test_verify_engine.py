@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
+from app.core.batch import Batch
+from app.core.errors import BackendUnavailable, EmptyBatch, RequestError
+from app.core.schemes import SCHEMES
 from app.engine.commit import merkle
 from app.engine.verify import kat
-from app.engine.verify.batch import Batch
 from app.engine.verify.engine import Engine, EngineConfig
-from app.engine.verify.schemes import SCHEMES
 from app.engine.verify.status import engine_status
-from app.errors import BackendUnavailable, EmptyBatch, RequestError
 
 
 def mixed_items():

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
+from app.core.errors import AllocatorUnavailable, TransportUnavailable
 from app.engine.verify.engine import Engine, EngineConfig
 from app.engine.verify.status import host_status
-from app.errors import AllocatorUnavailable, TransportUnavailable
 from tests import fakehost as fh
 
 MIB = 1 << 20

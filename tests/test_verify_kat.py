@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from app.core.schemes import SCHEMES
 from app.engine.verify import kat, reference
-from app.engine.verify.schemes import SCHEMES
 
 
 def test_every_scheme_has_valid_and_invalid_answers():

@@ -1,7 +1,7 @@
 import pytest
 
-from app.engine.verify import schemes
-from app.errors import UnknownScheme
+from app.core import schemes
+from app.core.errors import UnknownScheme
 
 
 def test_eighteen_schemes_with_unique_codes():

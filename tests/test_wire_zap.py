@@ -10,9 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.engine.verify.batch import Batch
-from app.engine.verify.schemes import SCHEMES
-from app.errors import (
+from app.core.batch import Batch
+from app.core.errors import (
     BadContext,
     BadKeyLength,
     BadMagic,
@@ -33,6 +32,7 @@ from app.errors import (
     UnknownSchemeCode,
     WireError,
 )
+from app.core.schemes import SCHEMES
 from app.wire import zap
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

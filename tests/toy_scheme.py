@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from app.core.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED, Item
+from app.core.schemes import SCHEMES
 from app.engine.kernels.registry import KernelSource, VerifyKernel
-from app.engine.verify.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED, Item
 from app.engine.verify.kat import KnownAnswer
-from app.engine.verify.schemes import SCHEMES
 
 TOY_SOURCE = KernelSource("toy", Path(__file__).resolve().parent / "kernels")
 TOY = VerifyKernel(TOY_SOURCE, "zv_verify_toy")

@@ -5,7 +5,7 @@ Each verify request is charged its body bytes (``Content-Length``, or each chunk
 when the body is chunked) when it arrives, before any of its body is read, and its item
 count as soon as that is known (a ZAP header's ``count``; a JSON body once parsed).  While
 the process holds more than ``max_items`` items or ``max_bytes`` bytes, a new charge is
-refused with :class:`app.errors.Overloaded` (503, ``Retry-After``) instead of queueing: a
+refused with :class:`app.core.errors.Overloaded` (503, ``Retry-After``) instead of queueing: a
 queued request costs memory (about 8 MB per 4,096-item JSON batch) and time that the
 client would rather spend on another replica.  A request that finds nothing in flight is
 always admitted, so a request larger than the bound (but within the request limits) is
@@ -20,8 +20,8 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.service import error_response, is_zap
+from app.core.errors import Overloaded
 from app.engine.admission import Admission, Ticket
-from app.errors import Overloaded
 
 __all__ = ["ADMITTED_PATHS", "Admission", "AdmissionControl", "Ticket", "ticket_of"]
 

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas import decode_text
 from app.config import Settings
-from app.engine.verify.batch import AggregateItem
-from app.errors import LimitExceeded, RequestError
+from app.core.batch import AggregateItem
+from app.core.errors import LimitExceeded, RequestError
 
 # Secret keys 1, 2 and 3 of the POP suite signing the message "zapverify"
 # (py_ecc G2ProofOfPossession); the test suite checks that it verifies.

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import Request
 
 from app.config import Settings
+from app.core.errors import BadContentType
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
-from app.errors import BadContentType
 from app.wire.zap import Limits
 
 

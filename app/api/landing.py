@@ -23,8 +23,8 @@ async def landing(engine: Engine, nbytes: int) -> AsyncIterator[np.ndarray]:
     """A writable ``uint8[nbytes]`` buffer, given back to the pool on exit.
 
     Waiting for room in the pool happens off the event loop.  Raises what
-    :meth:`app.engine.memory.pool.UmaPool.acquire` raises: :class:`app.errors.PoolExhausted` (503)
-    when no room frees up in time, :class:`app.errors.BufferTooLarge` (413) for a frame
+    :meth:`app.engine.memory.pool.UmaPool.acquire` raises: :class:`app.core.errors.PoolExhausted` (503)
+    when no room frees up in time, :class:`app.core.errors.BufferTooLarge` (413) for a frame
     larger than the whole pool.
     """
     pool = getattr(engine, "pool", None)
@@ -56,7 +56,7 @@ class GrowingLanding:
     async def room_for(self, nbytes: int, filled: int) -> np.ndarray | None:
         """Make the buffer hold at least ``nbytes`` (≤ ``size``), its first ``filled`` bytes
         kept; returns the new ``uint8`` array when the buffer was replaced, else None.
-        Raises what :func:`landing` does (:class:`app.errors.PoolExhausted`, ...)."""
+        Raises what :func:`landing` does (:class:`app.core.errors.PoolExhausted`, ...)."""
         if nbytes <= self.capacity:
             return None
         want = min(self.size, max(nbytes, self.step, 2 * self.capacity))

@@ -9,10 +9,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from app.engine.verify import schemes
-from app.engine.verify.batch import Batch, Item
-from app.errors import LimitExceeded, RequestError, UnknownScheme
-from app.wire.encoding import compact_signature
+from app.core import schemes
+from app.core.batch import Batch, Item
+from app.core.encoding import compact_signature
+from app.core.errors import LimitExceeded, RequestError, UnknownScheme
 
 # RFC 8032 §7.1 TEST 1 (empty message): a valid Ed25519 item.
 _EXAMPLE_ITEM: dict[str, Any] = {

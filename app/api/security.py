@@ -31,7 +31,7 @@ from urllib.parse import parse_qs
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.config import Settings
-from app.errors import Forbidden, RateLimited, Unauthorized, ZapVerifyError
+from app.core.errors import Forbidden, RateLimited, Unauthorized, ZapVerifyError
 
 log = logging.getLogger("zapverify.security")
 

@@ -17,10 +17,10 @@ from app.api.bls_aggregate import BlsAggregateRequest, to_aggregate_items
 from app.api.deps import media_type
 from app.api.schemas import VerifyRequest, VerifyResponse, to_work
 from app.config import Settings
+from app.core.errors import ZapVerifyError
 from app.engine.pipeline import Recorded, verify_and_record
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
-from app.errors import ZapVerifyError
 
 if TYPE_CHECKING:
     from app.engine.admission import Ticket
@@ -79,7 +79,7 @@ async def verify_frame(engine: Engine, store: ReceiptStore | None, buf: np.ndarr
     record it; returns (batch id, response frame).  ``ticket``: the request's admission
     charge, charged the frame's items before they are verified.  Raises the
     :class:`ZapVerifyError` of a bad frame, a not-ready engine, an overload
-    (:class:`app.errors.Overloaded`) or a failed receipt write."""
+    (:class:`app.core.errors.Overloaded`) or a failed receipt write."""
     frame = zap.decode_request(buf, limits)
     if ticket is not None:
         ticket.add(items=len(frame.batch))
@@ -93,8 +93,8 @@ async def verify_json(engine: Engine, store: ReceiptStore | None, settings: Sett
     """Verify and record the items of a JSON request; the JSON answer.  ``ticket``: the
     request's admission charge, charged its items before they are decoded.  Raises the 4xx
     :class:`ZapVerifyError` naming ``items[i].<field>`` for items that cannot be decoded or a
-    limit exceeded, :class:`app.errors.NotReady`, :class:`app.errors.Overloaded` and
-    :class:`app.errors.StoreUnavailable`."""
+    limit exceeded, :class:`app.core.errors.NotReady`, :class:`app.core.errors.Overloaded` and
+    :class:`app.core.errors.StoreUnavailable`."""
     engine.require_ready()
     if ticket is not None:
         ticket.add(items=len(req.items))

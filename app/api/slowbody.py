@@ -9,7 +9,7 @@ that: every ``receive`` of a body chunk must complete by
 
 i.e. no gap longer than ``timeout`` seconds, and, after a grace of ``timeout`` seconds, an
 average rate of at least ``min_rate`` bytes per second (0 turns the rate off).  A body that
-misses its deadline raises :class:`app.errors.BodyTimeout` (408, answered with
+misses its deadline raises :class:`app.core.errors.BodyTimeout` (408, answered with
 ``Connection: close``) to whoever is reading it, as a body over the size limit does.
 """
 
@@ -20,7 +20,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import BodyTimeout
+from app.core.errors import BodyTimeout
 
 
 class BodyDeadline:

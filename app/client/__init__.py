@@ -22,7 +22,7 @@ from app.client.http import (
     leaf_hash,
     verify_inclusion,
 )
-from app.wire.encoding import compact_to_der, der_to_compact
+from app.core.encoding import compact_to_der, der_to_compact
 
 __all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream",
            "aggregate_body", "aggregate_leaf", "aggregate_leaf_hash", "json_body", "leaf_hash", "verify_inclusion",

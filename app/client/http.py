@@ -11,10 +11,10 @@
   connection — :meth:`Client.verify_stream` yields results in order,
   :meth:`AsyncClient.stream` hands out futures.
 
-Every failure is an :mod:`app.errors` exception: :class:`~app.errors.RemoteError` when the
+Every failure is an :mod:`app.core.errors` exception: :class:`~app.core.errors.RemoteError` when the
 server answered with an error (its ``code``, ``wire_code``, ``status``, ``field``),
-:class:`~app.errors.ConnectionFailed` when it could not be reached or went away, and the
-request errors of :class:`~app.engine.verify.batch.Batch` for items that cannot make a frame.
+:class:`~app.core.errors.ConnectionFailed` when it could not be reached or went away, and the
+request errors of :class:`~app.core.batch.Batch` for items that cannot make a frame.
 
 Example::
 
@@ -52,9 +52,9 @@ from typing import Any
 import httpx
 import numpy as np
 
-from app.engine.commit.merkle import aggregate_leaf_hash, leaf_hash, verify_inclusion
-from app.engine.verify.batch import AggregateItem, Item
-from app.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
+from app.core.batch import AggregateItem, Item
+from app.core.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
+from app.engine.commit.merkle import aggregate_leaf, aggregate_leaf_hash, leaf_hash, verify_inclusion
 from app.wire import zap
 
 __all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream",
@@ -167,7 +167,7 @@ def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | No
               allow_high_s: bool | None = None, signature_format: str = "raw") -> dict:
     """The JSON body of a verify request for ``items`` (base64 fields).
 
-    ``items`` are :class:`app.engine.verify.batch.Item` or mappings with ``scheme``, ``public_key``,
+    ``items`` are :class:`app.core.batch.Item` or mappings with ``scheme``, ``public_key``,
     ``message``, ``signature`` (bytes) and optionally ``context``.  ``prehashed`` and
     ``allow_high_s`` apply to the request's secp256k1 items; None takes them from the
     items, which must then agree (else :class:`RequestError`).
@@ -197,12 +197,6 @@ def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | No
             given = flags[name].pop() if flags[name] else False
         body[name] = given
     return body
-
-
-def aggregate_leaf(item: AggregateItem, verdict: bool) -> bytes:
-    """The Merkle leaf of an aggregate item with ``verdict``, to compare with a proof's
-    ``leaf_hash`` and pass to :func:`verify_inclusion` (docs/bls-aggregate.md)."""
-    return item.leaf(verdict)
 
 
 def aggregate_body(items: Sequence[AggregateItem]) -> dict:

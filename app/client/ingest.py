@@ -3,7 +3,7 @@
 Each is a stream of pipelined requests like :class:`app.client.VerifyStream`:
 ``submit(request)`` waits for one of ``max_in_flight`` slots, sends the frame with a fresh
 ``request_id`` and returns a future of :class:`app.client.BatchVerdicts` (or of a
-:class:`app.errors.RemoteError` for an error frame); replies are matched by
+:class:`app.core.errors.RemoteError` for an error frame); replies are matched by
 ``request_id`` (TCP, UDP) or by stream (QUIC).  Open one with :func:`connect`::
 
     async with connect("tcp", "127.0.0.1", 7100, max_in_flight=64) as s:
@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from app.client.http import BatchRequest, BatchVerdicts, VerifyResult, _Ids, _reply, _with_id
-from app.errors import ConnectionFailed, RemoteError, by_wire_code
+from app.core.errors import ConnectionFailed, RemoteError, by_wire_code
 from app.wire import zap
 
 __all__ = ["TRANSPORTS", "QuicStream", "TcpStream", "UdpStream", "connect"]

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from app.client.http import AsyncClient, BatchVerdicts, VerifyResult, json_body
+from app.core.errors import ConnectionFailed, RequestError, ZapVerifyError
 from app.engine.verify import kat
-from app.errors import ConnectionFailed, RequestError, ZapVerifyError
 from app.wire import zap
 
 HTTP_TRANSPORTS = ("json", "zap", "ws")

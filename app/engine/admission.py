@@ -3,7 +3,7 @@ and their bounds (docs/operations.md, "Load shedding").  Shared by the HTTP and 
 routes (app/api/admission.py, which also has the ASGI middleware) and the NIC ingest
 listeners, which charge each frame's bytes before landing it.
 
-A charge beyond a bound raises :class:`app.errors.Overloaded` (503, ``Retry-After``); a
+A charge beyond a bound raises :class:`app.core.errors.Overloaded` (503, ``Retry-After``); a
 ticket that finds nothing else in flight is always admitted.  Thread-safe: ingest receive
 threads and the event loop share one :class:`Admission`.
 """
@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from app.errors import Overloaded
+from app.core.errors import Overloaded
 
 
 @dataclass

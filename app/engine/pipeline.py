@@ -8,7 +8,7 @@ appear in the dashboard's recent batches with their ``source``.
 
 Blocking: call it from a worker thread (the HTTP routes use ``run_in_threadpool``; the
 ingest worker is a thread).  The receipt is written before anything is answered: when it
-cannot be, :class:`app.errors.StoreUnavailable` is raised and the caller must withhold
+cannot be, :class:`app.core.errors.StoreUnavailable` is raised and the caller must withhold
 the verdicts.
 """
 
@@ -22,11 +22,11 @@ from typing import TypeGuard, cast
 
 import numpy as np
 
+from app.core.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
 from app.engine.commit import merkle
 from app.engine.receipts.ids import new_batch_id
 from app.engine.receipts.store import Receipt, ReceiptStore
 from app.engine.stats import RecentRequest
-from app.engine.verify.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
 from app.engine.verify.engine import Committed, Engine
 
 #: What can be verified: one columnar batch (ZAP, ingest), a mixed list of items (JSON), or
@@ -83,9 +83,9 @@ def verify_and_record(engine: Engine, store: ReceiptStore | None, work: Work, *,
     the dashboard's recent batches, and return the result.
 
     ``source``: the transport (:data:`app.engine.receipts.store.SOURCES`); ``started``: the
-    ``time.perf_counter()`` of its arrival.  Raises :class:`app.errors.NotReady` before the
-    engine's self-test passed, the :class:`app.errors.RequestError` of an empty or
-    malformed batch, and :class:`app.errors.StoreUnavailable` when the receipt cannot be
+    ``time.perf_counter()`` of its arrival.  Raises :class:`app.core.errors.NotReady` before the
+    engine's self-test passed, the :class:`app.core.errors.RequestError` of an empty or
+    malformed batch, and :class:`app.core.errors.StoreUnavailable` when the receipt cannot be
     written.
     """
     return verify_and_record_parts(engine, store, work, [Part(len(work), started, source)])[0]
@@ -150,7 +150,7 @@ def verify_parts(engine: Engine, work: Work, parts: Sequence[Part]) -> Verified:
 def record(engine: Engine, store: ReceiptStore | None, verified: Verified) -> list[Recorded]:
     """The second half of :func:`verify_and_record_parts`: the receipts of every part in one
     transaction (joined with other threads' by the store's group commit), then the
-    dashboard entries.  Raises :class:`app.errors.StoreUnavailable` when the receipts cannot
+    dashboard entries.  Raises :class:`app.core.errors.StoreUnavailable` when the receipts cannot
     be written; nothing of ``verified`` may be answered then."""
     done = verified.parts
     if store is not None:

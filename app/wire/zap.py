@@ -2,13 +2,13 @@
 
 A frame is little-endian and every section starts at a multiple of 8 bytes from the frame
 start, so a frame received into memory the GPU can read (a pool slab) is verified where it
-lies: :func:`decode_request` returns a :class:`~app.engine.verify.batch.Batch` whose columns are
+lies: :func:`decode_request` returns a :class:`~app.core.batch.Batch` whose columns are
 numpy views into the frame buffer, never copies.
 
 Decoding checks every bound with plain integers before it makes a view or reads a section:
 header fields, the scheme's sizes, the configured :class:`Limits`, the section sizes against
 ``size`` and ``size`` against the buffer, the offsets, and that every padding byte is zero.
-Each failure raises a :class:`app.errors.WireError` subclass with a stable ``code`` and
+Each failure raises a :class:`app.core.errors.WireError` subclass with a stable ``code`` and
 ``wire_code``; nothing else escapes for any input (the property tests fuzz this).
 """
 
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.engine.verify import schemes
-from app.engine.verify.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED, Batch
-from app.errors import (
+from app.core import schemes
+from app.core.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED, Batch
+from app.core.errors import (
     BadContext,
     BadKeyLength,
     BadMagic,
@@ -152,7 +152,7 @@ class Response:
 
 @dataclass
 class ErrorFrame:
-    """A decoded error frame: ``code`` is the u16 ``wire_code`` of an :mod:`app.errors` class."""
+    """A decoded error frame: ``code`` is the u16 ``wire_code`` of an :mod:`app.core.errors` class."""
 
     request_id: int
     code: int
@@ -161,7 +161,7 @@ class ErrorFrame:
     @property
     def name(self) -> str:
         """The error's ``code`` string (``BAD_MAGIC``...), or ``WIRE_0x....`` if unknown here."""
-        from app.errors import by_wire_code
+        from app.core.errors import by_wire_code
 
         cls = by_wire_code(self.code)
         return cls.code if cls is not None else f"WIRE_0x{self.code:04x}"
@@ -405,7 +405,7 @@ def encode_request(batch: Batch, request_id: int = 0, *, want_batch_id: bool = F
     """Encode ``batch`` as a verify request frame (with :data:`FLAG_BATCH_ID` set when
     ``want_batch_id``: the server then answers with the batch id).
 
-    Returns a new ``bytearray`` of the frame's ``size``.  Raises :class:`app.errors.RequestError`
+    Returns a new ``bytearray`` of the frame's ``size``.  Raises :class:`app.core.errors.RequestError`
     for a batch of the wrong shapes, :class:`EmptyFrame` for zero items, :class:`FrameTooLarge`
     when the frame would not fit a u32 ``size``, :class:`BadContext` / :class:`BadOptions` for
     a context or options its scheme does not take.
@@ -448,7 +448,7 @@ def encode_items(scheme_id: str, pks: Sequence[bytes] | np.ndarray, msgs: Sequen
                  allow_high_s: bool = False, request_id: int = 0, want_batch_id: bool = False) -> bytearray:
     """Encode one scheme's items given as byte strings (or ``uint8[N, len]`` arrays).
 
-    Raises :class:`app.errors.UnknownScheme`, :class:`app.errors.RequestError` for keys or
+    Raises :class:`app.core.errors.UnknownScheme`, :class:`app.core.errors.RequestError` for keys or
     signatures of mixed or wrong lengths, and what :func:`encode_request` raises.
     """
     scheme = schemes.get(scheme_id)

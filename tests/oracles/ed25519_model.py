@@ -145,7 +145,7 @@ def off_curve_y(rng) -> int:
 
 
 def mutant(item, kind: str, rng):
-    """A copy of the valid Ed25519 ``item`` (an :class:`app.engine.verify.batch.Item`) broken by ``kind``.
+    """A copy of the valid Ed25519 ``item`` (an :class:`app.core.batch.Item`) broken by ``kind``.
 
     ``bitflip`` flips one random bit of pk, msg or sig; ``s_plus_l`` adds L to S (the same
     residue, not canonical); ``s_eq_l`` sets S = L; ``s_high`` draws S in [L, 2^256);
@@ -195,7 +195,7 @@ def mixed_order_items(rng, count: int, msg_len: int = 64) -> list:
     """
     import nacl.bindings as nb
 
-    from app.engine.verify.batch import Item
+    from app.core.batch import Item
 
     torsion = [encode(t) for t in torsion8()]
     out = []

@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from app.core.batch import Item
+from app.core.schemes import SCHEMES
 from app.engine.verify import reference
-from app.engine.verify.batch import Item
-from app.engine.verify.schemes import SCHEMES
 
 Q = 8380417  # FIPS 204 §4, Table 1
 D = 13

@@ -105,7 +105,7 @@ def test_dashboard_follows_verifies_sent_through_the_api(cluster, page):
         assert min(ys) < max(ys), "a flat line: no data in the chart"
         assert min(ys) > 8, "a peak drawn on the top grid line (clipped)"  # T = 8 in renderChart
     # every scheme's row shows without scrolling inside a box
-    from app.engine.verify.schemes import SCHEMES as ALL_SCHEMES
+    from app.core.schemes import SCHEMES as ALL_SCHEMES
 
     assert page.locator("#schemes tr").count() == len(ALL_SCHEMES)
     assert page.evaluate("() => { const t = document.getElementById('schemes').closest('div');"

@@ -8,8 +8,8 @@ from fastapi.responses import JSONResponse
 from app import __version__
 from app.api.deps import get_engine
 from app.api.status import status_body
+from app.core.schemes import SCHEMES
 from app.engine.verify.engine import Engine
-from app.engine.verify.schemes import SCHEMES
 
 router = APIRouter(tags=["ops"])
 

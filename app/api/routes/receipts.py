@@ -21,8 +21,8 @@ from pydantic import BaseModel, Field
 
 from app.api.deps import get_store
 from app.api.schemas import ErrorResponse
+from app.core.errors import ReceiptNotFound, ReceiptsDisabled
 from app.engine.receipts.store import MAX_PAGE, ReceiptStore, canonical_id
-from app.errors import ReceiptNotFound, ReceiptsDisabled
 
 #: What a UUID looks like (RFC 9562 §4, any version, either case): the ids are typed in the
 #: schema, so a client (or a schema-driven tester) knows what the server accepts.

@@ -39,7 +39,7 @@ from app.api.deps import zap_limits
 from app.api.landing import landing
 from app.api.schemas import VerifyRequest, loc_to_field
 from app.api.service import verify_bls_aggregate, verify_frame, verify_json
-from app.errors import BadSize, RequestError, ZapVerifyError
+from app.core.errors import BadSize, RequestError, ZapVerifyError
 from app.wire import zap
 
 log = logging.getLogger("zapverify.ws")

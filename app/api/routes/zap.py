@@ -14,7 +14,7 @@ from app.api.admission import ticket_of
 from app.api.deps import get_store, zap_limits
 from app.api.landing import GrowingLanding
 from app.api.service import is_zap, verify_frame, zap_error_of, zap_error_response
-from app.errors import BadContentType, ZapVerifyError
+from app.core.errors import BadContentType, ZapVerifyError
 from app.wire import zap
 from app.wire.zap import HEADER_SIZE
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from app.engine.verify.batch import AggregateItem, Batch
+from app.core.batch import AggregateItem, Batch
 
 
 @runtime_checkable

@@ -46,13 +46,13 @@ from typing import Literal
 
 import numpy as np
 
+from app.core.batch import AggregateItem, Batch, message_span
+from app.core.errors import BackendUnavailable, SegmentGone
+from app.core.schemes import SCHEMES, Scheme
 from app.engine.backends import native, shared_columns
 from app.engine.commit import merkle
 from app.engine.verify import bls_aggregate, reference
-from app.engine.verify.batch import AggregateItem, Batch, message_span
 from app.engine.verify.bls_batch import BlsBatchVerifier
-from app.engine.verify.schemes import SCHEMES, Scheme
-from app.errors import BackendUnavailable, SegmentGone
 
 log = logging.getLogger("zapverify.engine")
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from app.core.batch import Batch
 from app.engine.backends.kernel import KernelBackend
 from app.engine.kernels import pipeline
 from app.engine.kernels.cudadev import CupyDevice, Transfer
 from app.engine.kernels.registry import VerifyKernel
-from app.engine.verify.batch import Batch
 
 
 class CudaBackend(KernelBackend):
@@ -67,7 +67,7 @@ class CudaBackend(KernelBackend):
     def preferred_batch_items(self, scheme_id: str) -> int | None:
         """Items that fill the GPU for ``scheme_id`` (one chunk), for callers that join small
         frames into batches; None when the scheme has no ready kernel here."""
-        from app.engine.verify.schemes import SCHEMES
+        from app.core.schemes import SCHEMES
 
         scheme = SCHEMES.get(scheme_id)
         k = self.kernel(scheme) if scheme is not None else None

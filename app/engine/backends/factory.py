@@ -3,7 +3,7 @@
 ``auto`` and ``cuda`` add the CUDA backend where CuPy sees a GPU; ``kernel-host`` adds the
 host build of the kernels (slow; for checking kernels, never chosen by ``auto``); ``cpu``
 adds none.  A forced backend that is not available here is left out, so the engine refuses
-to start with a clear :class:`app.errors.BackendUnavailable`.
+to start with a clear :class:`app.core.errors.BackendUnavailable`.
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from app.core.batch import Batch
+from app.core.errors import BackendUnavailable, KernelError
+from app.core.schemes import SCHEMES, Scheme
 from app.engine.kernels import ops
 from app.engine.kernels.registry import MERKLE, KernelSource, VerifyKernel, verify_kernel
-from app.engine.verify.batch import Batch
-from app.engine.verify.schemes import SCHEMES, Scheme
-from app.errors import BackendUnavailable, KernelError
 
 READY = "ready"
 NO_KERNEL = "no kernel"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.errors import KernelBuildError
+from app.core.errors import KernelBuildError
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class NativeLoops:
         import nacl._sodium
         from coincurve._libsecp256k1 import ffi as k1_ffi
 
-        from app.wire.encoding import secp256k1_lib
+        from app.core.encoding import secp256k1_lib
 
         sodium = ctypes.CDLL(nacl._sodium.__file__)  # the copy PyNaCl loaded and initialised
         k1 = ctypes.CDLL(_k1_path())  # coincurve's bundled libsecp256k1
@@ -166,7 +166,7 @@ def prebuilt_path(directory: str | Path) -> Path:
 def prebuild(directory: str | Path) -> Path:
     """Build the native loops into ``directory`` for a host without a compiler (the CPU
     image builds them in its build stage); returns the library's path.  Raises
-    :class:`app.errors.KernelBuildError` when the build fails."""
+    :class:`app.core.errors.KernelBuildError` when the build fails."""
     from app.engine.kernels import hostbuild
 
     out = prebuilt_path(directory)

@@ -48,8 +48,8 @@ from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
 
-from app.engine.verify.batch import Batch, message_span
-from app.errors import SegmentGone
+from app.core.batch import Batch, message_span
+from app.core.errors import SegmentGone
 
 #: Bytes of idle segments kept for later batches, the most recently returned first (and always
 #: the last one returned, however large); the others are unlinked.

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from app.core.batch import AGGREGATE_MODES, AggregateItem
+
 _sha256 = hashlib.sha256
 #: What a leaf hashes: bytes, or a zero-copy view of a batch's columns.
 BytesLike = bytes | bytearray | memoryview
@@ -31,7 +33,7 @@ def leaf_hash(code: int, verdict: bool, pk: BytesLike, msg: BytesLike, sig: Byte
 
 
 #: First byte of an aggregate item's leaf data, a value no scheme's wire code takes
-#: (app/engine/verify/schemes.py), so aggregate and single leaves never share a preimage.
+#: (app/core/schemes.py), so aggregate and single leaves never share a preimage.
 AGGREGATE_LEAF_TAG = 0xA9
 
 
@@ -59,8 +61,15 @@ def aggregate_leaf_hash(mode: int, verdict: bool, pks: Sequence[bytes], msgs: Se
     return _sha256(b"\x00" + data).digest()
 
 
+def aggregate_leaf(item: AggregateItem, verdict: bool) -> bytes:
+    """The leaf hash of one :class:`app.core.batch.AggregateItem` with ``verdict``; an unknown
+    mode hashes as mode 0 (the API refuses those before they get here)."""
+    return aggregate_leaf_hash(AGGREGATE_MODES.get(item.mode, 0), verdict, item.public_keys, item.messages,
+                               item.signature)
+
+
 def batch_leaves(batch, verdicts: np.ndarray) -> np.ndarray:
-    """Leaf hashes of every item of ``batch`` (an :class:`app.engine.verify.batch.Batch`).
+    """Leaf hashes of every item of ``batch`` (an :class:`app.core.batch.Batch`).
 
     Returns ``uint8[N, 32]``.
     """

@@ -11,7 +11,7 @@
 
 ``auto`` tries gpudirect, dpdk, uma, then heap, taking the first whose prerequisites the
 probe found; a named transport (``ZAP_TRANSPORT``) is tried alone and raises
-:class:`app.errors.TransportUnavailable` listing what is missing.  Where a transport's data
+:class:`app.core.errors.TransportUnavailable` listing what is missing.  Where a transport's data
 path is not implemented yet the pick carries a note saying so, shown on the dashboard.
 """
 
@@ -21,9 +21,9 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from app.core.errors import ConfigError, TransportUnavailable
+from app.core.units import fmt_bytes
 from app.engine.host.probe import Capability, HostProbe
-from app.engine.memory.plan import fmt_bytes
-from app.errors import ConfigError, TransportUnavailable
 
 log = logging.getLogger("zapverify.pick")
 

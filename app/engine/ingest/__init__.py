@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core.errors import ConfigError
 from app.engine.admission import Admission
 from app.engine.backends.base import SizesBatches
 from app.engine.ingest.base import Listener, ListenerContext
@@ -43,7 +44,6 @@ from app.engine.ingest.ring import Ring
 from app.engine.ingest.worker import VerifyWorker
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
-from app.errors import ConfigError
 from app.wire import zap
 
 __all__ = ["DROP_REASONS", "OUTCOMES", "TRANSPORTS", "Ingest", "IngestConfig"]

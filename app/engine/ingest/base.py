@@ -36,7 +36,7 @@ class ListenerContext:
 
     def land(self, nbytes: int) -> PoolBuffer | HeapBuffer:
         """A buffer for a frame of ``nbytes`` (not waiting for room), charged to the admission
-        bound first; releasing it ends the charge.  Raises :class:`app.errors.Overloaded`
+        bound first; releasing it ends the charge.  Raises :class:`app.core.errors.Overloaded`
         beyond the bound, else what :func:`app.engine.memory.heap.land` raises."""
         if self.admission is None:
             return land(self.pool, nbytes, "ingest", timeout=0)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from app.engine.verify.batch import Batch
+from app.core.batch import Batch
 
 #: (scheme id, pk_len, ctx, prehashed, allow_high_s): frames that may share one batch.
 BatchKey = tuple[str, int, bytes, bool, bool]

@@ -40,12 +40,7 @@ from aioquic.asyncio.server import QuicServer
 from aioquic.quic import events
 from aioquic.quic.configuration import QuicConfiguration
 
-from app.engine.ingest import tls
-from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
-from app.engine.ingest.ring import Entry
-from app.engine.memory.heap import HeapBuffer
-from app.engine.memory.pool import PoolBuffer
-from app.errors import (
+from app.core.errors import (
     BadMagic,
     BadSize,
     BufferTooLarge,
@@ -56,6 +51,11 @@ from app.errors import (
     WireError,
     ZapVerifyError,
 )
+from app.engine.ingest import tls
+from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
+from app.engine.ingest.ring import Entry
+from app.engine.memory.heap import HeapBuffer
+from app.engine.memory.pool import PoolBuffer
 from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest.quic")
@@ -191,7 +191,7 @@ class QuicListener(Listener):
         reuse_port: bind with ``SO_REUSEPORT`` (several processes on one port; the kernel keeps a
             peer address on one of them, which holds as long as the set of processes does).
 
-    Raises :class:`OSError` when the address cannot be bound, :class:`app.errors.ConfigError`
+    Raises :class:`OSError` when the address cannot be bound, :class:`app.core.errors.ConfigError`
     for a certificate or key that cannot be read.
     """
 

@@ -43,11 +43,19 @@ from collections.abc import Callable
 
 import numpy as np
 
+from app.core.errors import (
+    BadMagic,
+    BufferTooLarge,
+    FrameTooLarge,
+    Overloaded,
+    PoolExhausted,
+    WireError,
+    ZapVerifyError,
+)
 from app.engine.ingest.base import Listener, ListenerContext
 from app.engine.ingest.ring import Entry
 from app.engine.memory.heap import HeapBuffer
 from app.engine.memory.pool import PoolBuffer
-from app.errors import BadMagic, BufferTooLarge, FrameTooLarge, Overloaded, PoolExhausted, WireError, ZapVerifyError
 from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest.tcp")

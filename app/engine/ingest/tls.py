@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from app.errors import ConfigError
+from app.core.errors import ConfigError
 
 
 def self_signed(bind_host: str = "127.0.0.1", days: int = 365) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:

@@ -24,9 +24,9 @@ import sys
 import threading
 from dataclasses import replace
 
+from app.core.errors import BufferTooLarge, FrameTooLarge, Overloaded, PoolExhausted, WireError, ZapVerifyError
 from app.engine.ingest.base import Listener, ListenerContext, datagram_socket
 from app.engine.ingest.ring import Entry
-from app.errors import BufferTooLarge, FrameTooLarge, Overloaded, PoolExhausted, WireError, ZapVerifyError
 from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest.udp")

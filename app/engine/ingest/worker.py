@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
+from app.core.errors import NotReady, PoolExhausted, StoreUnavailable, ZapVerifyError
 from app.engine.ingest.coalesce import batch_key, join, joined_bytes
 from app.engine.ingest.counters import TransportCounters
 from app.engine.ingest.ring import Entry, Ring
@@ -46,7 +47,6 @@ from app.engine.memory.heap import land
 from app.engine.pipeline import Part, Verified, record, verify_parts
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
-from app.errors import NotReady, PoolExhausted, StoreUnavailable, ZapVerifyError
 from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest")

@@ -27,9 +27,9 @@ key and R several times); a copy crosses it once per byte, so copy is the defaul
 zero-copy is kept for memory a batch cannot be copied out of fast enough.
 ``scripts/gpu_check`` times the modes side by side from pinned memory.
 
-Errors: a failed compile raises :class:`app.errors.KernelBuildError`; a launch refused by
+Errors: a failed compile raises :class:`app.core.errors.KernelBuildError`; a launch refused by
 the driver, or an error of queued work seen at the next :meth:`CupyDevice.get` /
-:meth:`CupyDevice.sync`, raises :class:`app.errors.KernelLaunchError` naming the entry
+:meth:`CupyDevice.sync`, raises :class:`app.core.errors.KernelLaunchError` naming the entry
 point.  The engine answers both by re-running the batch on the CPU.
 """
 
@@ -44,9 +44,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from app.core.errors import BackendUnavailable, KernelBuildError, KernelLaunchError
 from app.engine.kernels import prebuilt
 from app.engine.kernels.registry import KernelSource
-from app.errors import BackendUnavailable, KernelBuildError, KernelLaunchError
 
 Transfer = Literal["auto", "zero-copy", "copy"]
 

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.errors import KernelBuildError
+from app.core.errors import KernelBuildError
 
 KERNEL_DIR = Path(__file__).resolve().parent
 CXXFLAGS = ["-x", "c++", "-std=c++17", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing",

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from app.core.errors import KernelBuildError
 from app.engine.kernels import hostbuild
 from app.engine.kernels.registry import KernelSource
-from app.errors import KernelBuildError
 
 _SCALARS = {np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.uint32): ctypes.c_uint32,
             np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.int32): ctypes.c_int32,

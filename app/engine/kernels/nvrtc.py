@@ -18,7 +18,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from app.errors import KernelBuildError
+from app.core.errors import KernelBuildError
 
 
 class NvrtcError(KernelBuildError):

@@ -20,9 +20,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from app.core.batch import Batch
+from app.core.errors import EmptyBatch, RequestError
 from app.engine.kernels.registry import HASH, HASH_KERNELS, MERKLE, KernelSource, VerifyKernel
-from app.engine.verify.batch import Batch
-from app.errors import EmptyBatch, RequestError
 
 #: Levels at or below this many nodes are finished by one block (zv_merkle_tail).
 TAIL_MAX = 4096
@@ -50,7 +50,7 @@ class Device(Protocol):
 
     def get(self, buf: Any, nbytes: int) -> np.ndarray:
         """The first ``nbytes`` bytes of ``buf`` as a fresh host ``uint8`` array, after all
-        queued work is done; raises :class:`app.errors.KernelLaunchError` if it failed."""
+        queued work is done; raises :class:`app.core.errors.KernelLaunchError` if it failed."""
 
     def launch(self, source: KernelSource, entry: str, threads: int, args: tuple, *,
                block: int = HASH_BLOCK, one_block: bool = False) -> None:
@@ -60,7 +60,7 @@ class Device(Protocol):
         parameter order."""
 
     def sync(self) -> None:
-        """Wait for queued work; raises :class:`app.errors.KernelLaunchError` if it failed."""
+        """Wait for queued work; raises :class:`app.core.errors.KernelLaunchError` if it failed."""
 
 
 @dataclass

@@ -16,7 +16,7 @@ no SM idles inside a chunk; a batch of one chunk or less runs the plain path
 (:func:`app.engine.kernels.ops.verify_and_commit`), which has the least latency.
 
 Errors: as :mod:`app.engine.kernels.ops` — a failed copy or launch raises
-:class:`app.errors.KernelLaunchError` (seen at the latest at the final synchronisation).
+:class:`app.core.errors.KernelLaunchError` (seen at the latest at the final synchronisation).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from app.core.batch import Batch
+from app.core.errors import EmptyBatch
 from app.engine.kernels import occupancy, ops
 from app.engine.kernels.registry import VerifyKernel
-from app.engine.verify.batch import Batch
-from app.errors import EmptyBatch
 
 #: Streams a pipelined batch cycles through: one chunk copying in, one computing, one
 #: copying back.

@@ -37,10 +37,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from app.core.errors import KernelBuildError
 from app.engine.kernels import nvrtc, registry
 from app.engine.kernels.hostbuild import KERNEL_DIR, sources_digest
 from app.engine.kernels.registry import KernelSource
-from app.errors import KernelBuildError
 
 #: Real architectures a fatbin carries SASS for (A100, H100/H200); PTX of the last one is
 #: added so Blackwell and later GPUs JIT it once (the driver caches the result).

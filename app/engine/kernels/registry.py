@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.core.schemes import Scheme
 from app.engine.kernels.hostbuild import KERNEL_DIR
-from app.engine.verify.schemes import Scheme
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@
 #define ZV_SLH_FORS_ROOTS 4u
 
 /* FIPS 205 Table 2: X(name, shake, n, h, d, h', a, k, m); the order is the wire-code order
- * of app/engine/verify/schemes.py (0x20 sha2-128s ... 0x2B shake-256f) and of the hook's `set`. */
+ * of app/core/schemes.py (0x20 sha2-128s ... 0x2B shake-256f) and of the hook's `set`. */
 #define ZV_SLH_PARAM_SETS(X)                         \
     X(sha2_128s, 0, 16, 63, 7, 9, 12, 14, 30)        \
     X(sha2_128f, 0, 16, 66, 22, 3, 6, 33, 34)        \

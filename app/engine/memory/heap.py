@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.core.errors import BufferMisuse
 from app.engine.memory.plan import OWNERS
 from app.engine.memory.pool import PoolBuffer, UmaPool
-from app.errors import BufferMisuse
 
 
 class HeapBuffer:

@@ -14,8 +14,9 @@ import resource
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.errors import ConfigError
+from app.core.units import fmt_bytes
 from app.engine.host.probe import CAP_IPC_LOCK, parse_cap_bits
-from app.errors import ConfigError
 
 SLAB_CLASSES = (256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 1 << 20)
 CHUNK_BYTES = 1 << 20
@@ -29,17 +30,6 @@ SOURCES = ("pinned", "managed", "heap")
 POISON = 0xA5
 
 
-
-def fmt_bytes(n: int | None) -> str:
-    """``n`` bytes in binary units (``4.0 GiB``, ``512 B``); ``?`` for None."""
-    if n is None:
-        return "?"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
 
 # ------------------------------------------------------------------------------ capacity
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ it, see mlock(2)) and a quarter of RAM; the effective size and what clamped it a
 
 Buffers carry an owner tag (:data:`OWNERS`) passed on with :meth:`PoolBuffer.hand_off` and
 end with :meth:`PoolBuffer.release`.  When the pool has no room, :meth:`UmaPool.acquire` waits
-up to its timeout for a release, then raises :class:`app.errors.PoolExhausted` (counted).
+up to its timeout for a release, then raises :class:`app.core.errors.PoolExhausted` (counted).
 
 The pool's planning (capacity, constants) is :mod:`app.engine.memory.plan`, its memory
 sources :mod:`app.engine.memory.sources`, the heap fallback for engines without a pool
@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from app.core.errors import AllocatorUnavailable, BufferMisuse, BufferTooLarge, ConfigError, PoolExhausted
+from app.core.units import fmt_bytes
 from app.engine.memory.plan import (
     CHUNK_BYTES,
     DEFAULT_POOL_BYTES,
@@ -50,11 +52,9 @@ from app.engine.memory.plan import (
     SLAB_CLASSES,
     PinLimits,
     check_request,
-    fmt_bytes,
     plan_pool,
 )
 from app.engine.memory.sources import Arena, CudaArena, HeapArena, cuda_device, import_cupy
-from app.errors import AllocatorUnavailable, BufferMisuse, BufferTooLarge, ConfigError, PoolExhausted
 
 log = logging.getLogger("zapverify.pool")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from app.errors import AllocatorUnavailable
+from app.core.errors import AllocatorUnavailable
 
 log = logging.getLogger("zapverify.pool")
 

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.errors import StoreUnavailable
+from app.core.errors import StoreUnavailable
 
 
 @dataclass(eq=False)

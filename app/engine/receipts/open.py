@@ -6,17 +6,17 @@ own implementations (each of which imports the interface).
 
 from __future__ import annotations
 
+from app.core.errors import ConfigError
 from app.engine.receipts.postgres import PostgresStore
 from app.engine.receipts.sqlite import SqliteStore
 from app.engine.receipts.store import ReceiptStore
-from app.errors import ConfigError
 
 
 def open_store(url: str, *, pool_size: int = 8) -> ReceiptStore:
     """Open (and create or migrate) the store named by ``url``; see :mod:`app.engine.receipts.store` for the URL forms.
 
-    Raises :class:`app.errors.ConfigError` for a URL of another kind and
-    :class:`app.errors.StoreUnavailable` when the database cannot be opened.
+    Raises :class:`app.core.errors.ConfigError` for a URL of another kind and
+    :class:`app.core.errors.StoreUnavailable` when the database cannot be opened.
     """
     if url.startswith("sqlite://"):
         rest = url[len("sqlite://"):]

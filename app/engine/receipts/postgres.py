@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from app.core.errors import ConfigError, StoreUnavailable
 from app.engine.receipts.store import (
     COLUMNS,
     MAX_PAGE,
@@ -24,7 +25,6 @@ from app.engine.receipts.store import (
     receipt_from_row,
     to_micros,
 )
-from app.errors import ConfigError, StoreUnavailable
 
 #: Schema migrations; version v is ``MIGRATIONS[v - 1]``, applied in one transaction each.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -75,9 +75,9 @@ class PostgresStore(ReceiptStore):
         pool_size: most connections held open at once.
         connect_timeout: seconds to wait for a connection (at start and per request).
 
-    Raises :class:`app.errors.ConfigError` when psycopg is not installed,
+    Raises :class:`app.core.errors.ConfigError` when psycopg is not installed,
     :class:`StoreUnavailable` when the server cannot be reached in time and
-    :class:`app.errors.StoreSchemaTooNew` when the schema is newer than this build.
+    :class:`app.core.errors.StoreSchemaTooNew` when the schema is newer than this build.
     """
 
     kind = "postgresql"

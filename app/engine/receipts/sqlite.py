@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from app.core.errors import StoreUnavailable
 from app.engine.receipts.store import (
     COLUMNS,
     MAX_PAGE,
@@ -26,7 +27,6 @@ from app.engine.receipts.store import (
     receipt_from_row,
     to_micros,
 )
-from app.errors import StoreUnavailable
 
 #: Schema migrations; version v is ``MIGRATIONS[v - 1]``, applied in one transaction each.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -56,7 +56,7 @@ class SqliteStore(ReceiptStore):
     """Receipts in the SQLite database at ``path`` (``":memory:"`` for a throwaway one).
 
     The parent directory is created.  Raises :class:`StoreUnavailable` when the file
-    cannot be opened and :class:`app.errors.StoreSchemaTooNew` when it was migrated by a
+    cannot be opened and :class:`app.core.errors.StoreSchemaTooNew` when it was migrated by a
     newer zapverify.
     """
 

@@ -34,11 +34,11 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from app.core.errors import LeafIndexOutOfRange, RequestError, StoreSchemaTooNew, StoreUnavailable
 from app.engine.commit import merkle
 from app.engine.commit.proofs import InclusionProof
 from app.engine.receipts.group_commit import GroupCommit
 from app.engine.receipts.ids import new_batch_id
-from app.errors import LeafIndexOutOfRange, RequestError, StoreSchemaTooNew, StoreUnavailable
 
 log = logging.getLogger("zapverify.store")
 
@@ -153,7 +153,7 @@ class Receipt:
     def proof(self, index: int) -> InclusionProof:
         """The inclusion proof of item ``index`` (RFC 6962 §2.1.1 audit path).
 
-        Raises :class:`app.errors.LeafIndexOutOfRange` outside ``[0, count)``.
+        Raises :class:`app.core.errors.LeafIndexOutOfRange` outside ``[0, count)``.
         """
         if not 0 <= index < self.count:
             raise LeafIndexOutOfRange(f"index {index} outside [0, {self.count}) of receipt {self.id}",
@@ -220,7 +220,7 @@ _MICRO = datetime.resolution  # one microsecond
 # ------------------------------------------------------------------ interface
 class ReceiptStore(ABC):
     """Where receipts live.  Thread-safe; every method may raise
-    :class:`app.errors.StoreUnavailable` when the database cannot be reached or written.
+    :class:`app.core.errors.StoreUnavailable` when the database cannot be reached or written.
 
     Attributes:
         kind: ``"sqlite"`` or ``"postgresql"``.

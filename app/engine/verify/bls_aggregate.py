@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.engine.verify.batch import AggregateItem
+from app.core.batch import AggregateItem
+from app.engine.commit import merkle
 from app.engine.verify.reference import bls_constants, bls_hash, bls_public_key, bls_signature
 
 
@@ -93,4 +94,4 @@ def verify_item(item: AggregateItem) -> bool:
 def verify_with_leaf(item: AggregateItem) -> tuple[bool, bytes]:
     """The verdict of ``item`` and its leaf hash."""
     ok = verify_item(item)
-    return ok, item.leaf(ok)
+    return ok, merkle.aggregate_leaf(item, ok)

@@ -11,8 +11,8 @@ import math
 import statistics
 import time
 
+from app.core.batch import Batch, Item
 from app.engine.backends.base import Backend
-from app.engine.verify.batch import Batch, Item
 from app.engine.verify.grouping import batch_of, group_items
 
 #: A crossover that is never reached.

@@ -35,6 +35,9 @@ from typing import Literal, TypeGuard, cast
 
 import numpy as np
 
+from app.core.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
+from app.core.errors import BackendUnavailable, EmptyBatch, NotReady
+from app.core.schemes import SCHEMES, Scheme
 from app.engine.backends.base import (
     Backend,
     CommitsOnDevice,
@@ -51,10 +54,7 @@ from app.engine.host.pick import pick as pick_transport
 from app.engine.host.probe import HostProbe, probe_host
 from app.engine.memory.pool import UmaPool
 from app.engine.verify import calibrate, faults, kat, selftest
-from app.engine.verify.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
 from app.engine.verify.grouping import batch_of, group_items
-from app.engine.verify.schemes import SCHEMES, Scheme
-from app.errors import BackendUnavailable, EmptyBatch, NotReady
 
 log = logging.getLogger("zapverify.engine")
 
@@ -217,8 +217,8 @@ class Engine:
     def _open_pool(self) -> None:
         """Probe the host, pick the transport and allocator, and allocate the UMA pool.
 
-        Raises :class:`app.errors.TransportUnavailable` for a forced transport that cannot
-        run, :class:`app.errors.AllocatorUnavailable` for a pool source the host lacks.
+        Raises :class:`app.core.errors.TransportUnavailable` for a forced transport that cannot
+        run, :class:`app.core.errors.AllocatorUnavailable` for a pool source the host lacks.
         """
         cfg = self.config
         assert cfg.pool_bytes is not None  # only called when the engine has a pool
@@ -347,7 +347,7 @@ class Engine:
     def verify(self, batch: Batch) -> BatchResult:
         """Verify one columnar batch and commit it to a Merkle root.
 
-        Raises :class:`EmptyBatch` for zero items, :class:`app.errors.RequestError` for
+        Raises :class:`EmptyBatch` for zero items, :class:`app.core.errors.RequestError` for
         columns of the wrong shape.
         """
         if len(batch) == 0:
@@ -509,7 +509,7 @@ class Engine:
 
         Verdicts and aggregate leaves (docs/bls-aggregate.md) in input order, the root over
         them; counted per mode on the dashboard and in metrics under
-        :data:`app.engine.verify.batch.AGGREGATE_LABELS`.  Raises :class:`EmptyBatch` for no
+        :data:`app.core.batch.AGGREGATE_LABELS`.  Raises :class:`EmptyBatch` for no
         items, :class:`BackendUnavailable` when the CPU backend given cannot verify them.
         """
         if not items:

@@ -6,7 +6,7 @@ broken backend can be watched on a running server (/readyz, /v1/status, /metrics
 * ``selftest`` — the backend fails its start-up self-test for the scheme (it raises while
   the engine is starting); it then never serves the scheme: listed under ``degraded``, or,
   on the CPU, the engine is not ready.
-* ``raise`` — the backend passes its self-test, then raises :class:`app.errors.KernelLaunchError`
+* ``raise`` — the backend passes its self-test, then raises :class:`app.core.errors.KernelLaunchError`
   on every batch: the engine re-runs the batch on the CPU and marks the backend failed.
 * ``garbage`` — the backend passes its self-test, then answers every batch with a verdict
   array of the wrong length: the engine's shape check catches it, as ``raise``.
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.verify.batch import Batch
-from app.engine.verify.schemes import SCHEMES
-from app.errors import ConfigError, KernelLaunchError
+from app.core.batch import Batch
+from app.core.errors import ConfigError, KernelLaunchError
+from app.core.schemes import SCHEMES
 
 MODES = ("selftest", "raise", "garbage")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.engine.verify.batch import Batch, Item
-from app.engine.verify.schemes import MAX_CONTEXT_BYTES, SCHEMES
+from app.core.batch import Batch, Item
+from app.core.schemes import MAX_CONTEXT_BYTES, SCHEMES
 
 #: (scheme id, public-key length, context, prehashed, allow_high_s)
 GroupKey = tuple[str, int, bytes, bool, bool]

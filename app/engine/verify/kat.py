@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app.engine.verify.batch import Item
-from app.engine.verify.schemes import SCHEMES, Scheme
+from app.core.batch import Item
+from app.core.schemes import SCHEMES, Scheme
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def _sign_secp256k1(rng: random.Random, msgs: list[bytes], ctx: bytes, compresse
                     prehashed: bool = False, **_) -> list[tuple[bytes, bytes]]:
     import coincurve
 
-    from app.wire.encoding import der_to_compact
+    from app.core.encoding import der_to_compact
 
     sk = coincurve.PrivateKey(rng.randbytes(32))
     pk = sk.public_key.format(compressed=compressed)

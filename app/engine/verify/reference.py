@@ -19,8 +19,8 @@ from collections.abc import Callable
 import nacl.bindings
 import nacl.exceptions
 
-from app.engine.verify.schemes import MAX_CONTEXT_BYTES, Scheme
-from app.wire.encoding import secp256k1_lib
+from app.core.encoding import secp256k1_lib
+from app.core.schemes import MAX_CONTEXT_BYTES, Scheme
 
 #: True where the library call releases the GIL, so threads use every core (the CPU
 #: backend's assumption until its warm-up has measured it).
@@ -35,7 +35,7 @@ RELEASES_GIL: dict[str, bool] = {
 
 # ------------------------------------------------------------------ Ed25519 (libsodium)
 def verify_ed25519(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
-    """RFC 8032 §5.1.7 with libsodium's rules (see :mod:`app.engine.verify.schemes`)."""
+    """RFC 8032 §5.1.7 with libsodium's rules (see :mod:`app.core.schemes`)."""
     if len(pk) != 32 or len(sig) != 64:
         return False
     try:

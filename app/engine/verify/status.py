@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.core.schemes import SCHEMES
 from app.engine.backends.base import Device
 from app.engine.verify import calibrate
 from app.engine.verify.engine import Engine, SchemeRoute
-from app.engine.verify.schemes import SCHEMES
 
 
 def _crossover_shown(route: SchemeRoute) -> dict[str, int | None]:

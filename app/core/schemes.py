@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from app.errors import UnknownScheme
+from app.core.errors import UnknownScheme
 
 Family = Literal["ed25519", "secp256k1", "bls12-381", "ml-dsa", "slh-dsa"]
 

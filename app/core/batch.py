@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.engine.verify.schemes import Scheme
-from app.errors import RequestError
+from app.core.errors import RequestError
+from app.core.schemes import Scheme
 
 #: Batch option bits, shared with the ZAP wire format (docs/wire-format.md).
 OPT_PREHASHED = 0x01
@@ -55,15 +55,6 @@ class AggregateItem:
     public_keys: tuple[bytes, ...]
     messages: tuple[bytes, ...]
     signature: bytes
-
-    def leaf(self, verdict: bool) -> bytes:
-        """The 32-byte Merkle leaf hash of this item with ``verdict`` (docs/bls-aggregate.md);
-        an unknown mode hashes as mode 0 (the API refuses those before they get here)."""
-        from app.engine.commit.merkle import aggregate_leaf_hash
-
-        return aggregate_leaf_hash(AGGREGATE_MODES.get(self.mode, 0), verdict, self.public_keys, self.messages,
-                                   self.signature)
-
 
 
 @dataclass
