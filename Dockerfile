@@ -12,6 +12,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends g++ && rm -rf /
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY app ./app
+COPY zapverify ./zapverify
 RUN python -m venv /opt/zapverify \
  && /opt/zapverify/bin/pip install --only-binary=:all: ".[postgres]" \
  && ZAPVERIFY_KERNEL_CACHE=/tmp/kernels /opt/zapverify/bin/python -c \

@@ -54,7 +54,7 @@ def _check_vectors(args: argparse.Namespace) -> int:
     from collections.abc import Sequence
 
     from app.core.batch import AGGREGATE_LABELS
-    from app.engine.verify.kat import KnownAnswer
+    from app.engine.reference.kat import KnownAnswer
     from app.vectors import AggregateAnswer, read_jsonl
 
     records = [ka for path in args.files for ka in read_jsonl(path)]
@@ -185,7 +185,7 @@ def _bench(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from app.client import loadgen
+    from zapverify import loadgen
 
     cfg = loadgen.BenchConfig(url=args.url, scheme=args.scheme, batch=args.batch, duration=args.duration,
                               concurrency=args.concurrency, transport=args.transport, unique=args.unique,

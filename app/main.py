@@ -35,7 +35,8 @@ from app.engine.ingest import Ingest, IngestConfig
 from app.engine.receipts.open import open_store
 from app.engine.receipts.pruner import Pruner
 from app.engine.receipts.store import ReceiptStore
-from app.engine.verify.engine import Engine, EngineConfig
+from app.engine.runtime import PoolConfig, Runtime
+from app.engine.verify.engine import EngineConfig
 
 log = logging.getLogger("zapverify")
 
@@ -44,10 +45,12 @@ def engine_config(settings: Settings) -> EngineConfig:
     return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk,
                         bls_batch=settings.bls_batch,
                         crossover=dict(settings.crossover), hybrid=settings.hybrid,
-                        hybrid_min=settings.hybrid_min,
-                        pool_bytes=settings.uma_pool_bytes, transport=settings.transport,
-                        pool_source=settings.pool_source, pool_wait_seconds=settings.pool_wait_seconds,
-                        pool_debug=settings.pool_debug, faults=dict(settings.faults))
+                        hybrid_min=settings.hybrid_min, faults=dict(settings.faults))
+
+
+def pool_config(settings: Settings) -> PoolConfig:
+    return PoolConfig(size_bytes=settings.uma_pool_bytes, transport=settings.transport, source=settings.pool_source,
+                      wait_seconds=settings.pool_wait_seconds, debug=settings.pool_debug)
 
 
 def ingest_config(settings: Settings, *, reuse_port: bool = False, admission: Admission | None = None) -> IngestConfig:
@@ -69,12 +72,13 @@ def ingest_config(settings: Settings, *, reuse_port: bool = False, admission: Ad
                         reuse_port=reuse_port, admission=admission)
 
 
-def build_engine(settings: Settings) -> Engine:
-    """The engine of ``settings``, with the accelerated backends this host has."""
+def build_runtime(settings: Settings) -> Runtime:
+    """The runtime of ``settings``: its pool, and an engine with the accelerated backends this
+    host has."""
     backends = accelerated_backends(settings.backend, cuda_device=settings.cuda_device,
                                     cuda_transfer=settings.cuda_transfer, chunk_items=settings.cuda_chunk_items,
                                     waves=settings.cuda_waves, streams=settings.cuda_streams)
-    return Engine(engine_config(settings), backends=backends)
+    return Runtime.open(engine_config(settings), pool_config(settings), backends=backends)
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
@@ -154,8 +158,9 @@ async def _cancelled(task: asyncio.Task) -> None:
         await task
 
 
-def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
-    """The ASGI app.  ``engine`` may be given (tests); else one is built from ``settings``.
+def create_app(settings: Settings | None = None, runtime: Runtime | None = None) -> FastAPI:
+    """The ASGI app.  ``runtime`` may be given (tests); else one is built from ``settings``
+    (:func:`build_runtime`).  The app closes it when its life span ends.
 
     The engine's self-test runs in a background thread, so /healthz answers at once and
     /readyz turns 200 when the self-test has passed; with ``settings.listen_when_ready`` the
@@ -167,16 +172,17 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        eng = engine or build_engine(settings)
-        app.state.engine = eng
-        eng.stats.add_listener(metrics.LISTENER)
+        rt = runtime or build_runtime(settings)
+        eng = rt.engine
+        app.state.runtime = rt
+        rt.stats.add_listener(metrics.LISTENER)
         async with contextlib.AsyncExitStack() as stack:
-            stack.callback(eng.close)
+            stack.callback(rt.close)
             # Receipts (docs/architecture.md, "Merkle leaf and receipts"): opened, and migrated, before
             # the first request; a store that cannot be opened stops the start rather than serving
             # unrecorded verdicts.
             store = await open_store_waiting(settings) if settings.receipts else None
-            app.state.store = store
+            rt.store = store
             if store:
                 stack.callback(store.close)
             pruner = Pruner(store, max_age_seconds=settings.retention_max_age_seconds,
@@ -192,24 +198,24 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
                     raise NotReady("the engine's self-test failed; not accepting connections (see the log)")
             elif not eng.ready:
                 threading.Thread(target=eng.start, name="zv-engine-start", daemon=True).start()
-            gauges = asyncio.create_task(metrics.refresh_forever(eng))
+            gauges = asyncio.create_task(metrics.refresh_forever(rt))
             stack.push_async_callback(_cancelled, gauges)
             # Several workers: each shows the whole server (app/api/workers.py).
             path = workers.exchange_dir(metrics.multiprocess_dir())
-            app.state.workers = workers.WorkerExchange(path, eng) if path else None
+            app.state.workers = workers.WorkerExchange(path, rt) if path else None
             if app.state.workers:
                 exchange = app.state.workers
-                eng.stats.set_peers(exchange.peer_stats)
-                stack.callback(eng.stats.set_peers, None)
+                rt.stats.set_peers(exchange.peer_stats)
+                stack.callback(rt.stats.set_peers, None)
                 stack.callback(exchange.withdraw)
                 stack.push_async_callback(_cancelled, asyncio.create_task(exchange.publish_forever()))
             # NIC ingest (app/engine/ingest): frames that arrive before the self-test passed are
             # answered NOT_READY.  Its frame outcomes feed the dashboard and /metrics through the
             # engine's stats.  Stopped first on the way out (the stack unwinds last in, first out),
             # so every frame taken in is answered, with its receipt, before the store closes.
-            ingest = Ingest(eng, ingest_config(settings, reuse_port=app.state.workers is not None,
-                                               admission=app.state.admission), store=store,
-                            observer=eng.stats.record_frame)
+            ingest = Ingest(rt, ingest_config(settings, reuse_port=app.state.workers is not None,
+                                              admission=app.state.admission),
+                            observer=rt.stats.record_frame)
             app.state.ingest = ingest
             ingest.start()
             stack.push_async_callback(asyncio.to_thread, ingest.stop)

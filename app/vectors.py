@@ -32,7 +32,7 @@ from pathlib import Path
 
 from app.core.batch import AggregateItem, Item
 from app.core.errors import BadVectorFile
-from app.engine.verify.kat import KnownAnswer
+from app.engine.reference.kat import KnownAnswer
 
 #: FIPS 205 slh_verify (external, pure) signs M' = 0 ‖ |ctx| ‖ ctx ‖ M; ACVP v1.1.0.37
 #: sigVer vectors exercise slh_verify_internal on M directly.  Under the external interface
@@ -97,10 +97,11 @@ def from_json(d: dict) -> KnownAnswer | AggregateAnswer:
         return AggregateAnswer(aggregate, bool(d["expected"]), str(d["id"]), d.get("source", ""), d.get("rule", ""))
     sig = bytes.fromhex(d["signature"])
     fmt = d.get("signature_format", "raw")
-    if d["scheme"] == "secp256k1" and fmt != "raw":
-        from app.core.encoding import compact_signature  # DER needs libsecp256k1
+    if fmt != "raw":
+        from app.core.encoding import native_signature  # DER needs libsecp256k1
+        from app.core.schemes import SCHEMES
 
-        sig = compact_signature(sig, fmt)
+        sig = native_signature(SCHEMES[d["scheme"]], sig, fmt)
     item = Item(d["scheme"], bytes.fromhex(d["public_key"]), bytes.fromhex(d["message"]), sig,
                 bytes.fromhex(d.get("context", "")), bool(d.get("prehashed", False)),
                 bool(d.get("allow_high_s", False)))
@@ -269,7 +270,7 @@ def convert_all(root: str | Path = DEFAULT_ROOT) -> Iterator[dict]:
 def generated(valid: int, mutated: int, seed: int = 0, schemes: Iterable[str] | None = None) -> Iterator[dict]:
     """Freshly signed valid items and their one-bit mutations for every scheme, as records."""
     from app.core.schemes import SCHEMES
-    from app.engine.verify.kat import generate
+    from app.engine.reference.kat import generate
 
     for s in schemes or SCHEMES:
         for ka in generate(s, valid, mutated, seed=seed):
@@ -284,7 +285,7 @@ def generated_aggregate(count: int, seed: int = 0) -> Iterator[dict]:
 
     import py_arkworks_bls12381 as ark
 
-    from app.engine.verify.reference import BLS_POP_DST
+    from app.engine.reference.reference import BLS_POP_DST
 
     rng = random.Random(f"aggregate/{seed}")
     r = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001  # group order (RFC 9380 §8.8.1)

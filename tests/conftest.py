@@ -88,8 +88,9 @@ def pg_schema():
 def live_server(engine):
     """A real uvicorn server (in a thread) on loopback around the shared engine; receipts off."""
     from app.config import Settings
+    from app.engine.runtime import Runtime
     from app.main import create_app
     from tests.server import LiveServer
 
-    with LiveServer(create_app(Settings(receipts=False), engine=engine)) as server:
+    with LiveServer(create_app(Settings(receipts=False), runtime=Runtime(engine))) as server:
         yield server

@@ -1,14 +1,14 @@
-"""SLH-DSA cases for the kernel tests and scripts/slh_dsa_agreement: signed pools, mutations
+"""SLH-DSA cases for the kernel tests and scripts/agreement --scheme slh-dsa: signed pools, mutations
 that reach every part of an item, and the two verdicts to compare.
 
 Signing is the slow part (pqcrypto: up to ~2 s per signature for the "s" sets here), so a
 pool is signed once and cached on disk (``$ZAPVERIFY_KAT_CACHE``, as
-app/engine/verify/kat.py does), keyed by the pqcrypto version and the pool's shape; every
+app/engine/reference/kat.py does), keyed by the pqcrypto version and the pool's shape; every
 mutated item derives from a pool item.  Verdicts: :func:`kernel_verdicts` calls the kernel
 contract's entry point ``zv_verify_slh_dsa_<set>`` of a host-built library directly (so a
 256-byte context or a wrong length reaches the kernel, which a
 :class:`app.core.batch.Batch` would refuse), and :func:`reference_verdicts` asks
-pqcrypto through app.engine.verify.reference.
+pqcrypto through app.engine.reference.reference.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 
 from app.core.batch import Item
 from app.core.schemes import SCHEMES
-from app.engine.verify import reference
+from app.engine.reference import reference
 from tests import slh_dsa_signer
 from tests.oracles.slh_dsa import PARAMS
 

@@ -2,7 +2,7 @@
 built on the host, with R and the message digest computed here.
 
 pqcrypto signs the "s" sets at 0.04–4 signatures per second per core on the CI machine, too
-slow for the 10 000 valid items per set that scripts/slh_dsa_agreement checks; this signer
+slow for the 10 000 valid items per set that scripts/agreement --scheme slh-dsa checks; this signer
 hashes the trees in SIMD lanes.  It is test tooling only: every signature it makes goes to
 pqcrypto for checking before it is trusted (tests/test_slh_dsa_signer.py, and the agreement
 script's "expected-valid" check).

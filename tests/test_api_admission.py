@@ -19,8 +19,9 @@ from app.config import Settings
 from app.core.batch import Batch
 from app.core.errors import Overloaded, PoolExhausted
 from app.core.schemes import SCHEMES
-from app.engine.verify import kat
-from app.engine.verify.engine import Engine, EngineConfig
+from app.engine.reference import kat
+from app.engine.runtime import PoolConfig, Runtime
+from app.engine.verify.engine import EngineConfig
 from app.main import create_app
 from app.wire import zap
 from tests.server import LiveServer
@@ -49,7 +50,7 @@ def _error_code(frame: bytes) -> tuple[int, int]:
 @pytest.fixture(scope="module")
 def app(engine):
     return create_app(Settings(receipts=False, admission_max_items=8, admission_max_bytes=1 << 20,
-                               admission_retry_after_seconds=2.5), engine=engine)
+                               admission_retry_after_seconds=2.5), runtime=Runtime(engine))
 
 
 @pytest.fixture(scope="module")
@@ -162,37 +163,37 @@ def _header(size: int, request_id: int = 3) -> bytes:
 @pytest.fixture
 def pooled():
     """An engine with a 128 MiB heap pool (the session engine has none); the app closes it."""
-    eng = Engine(EngineConfig(backend="cpu", pool_bytes=128 << 20, pool_source="heap", pool_wait_seconds=0.2))
-    eng.start()
-    yield eng
-    eng.close()
+    rt = Runtime.open(EngineConfig(backend="cpu"), PoolConfig(128 << 20, source="heap", wait_seconds=0.2))
+    rt.engine.start()
+    yield rt
+    rt.close()
 
 
 def test_a_zap_header_reserves_only_a_step_of_pool_memory(pooled):
     """The header of a 64 MiB frame, then nothing: the pool holds one step (1 MiB), not 64 MiB."""
-    engine = pooled
-    assert engine.pool is not None
+    runtime = pooled
+    assert runtime.pool is not None
     size = 64 << 20
-    app = create_app(Settings(receipts=False, body_read_timeout_seconds=30), engine=engine)
+    app = create_app(Settings(receipts=False, body_read_timeout_seconds=30), runtime=runtime)
     with LiveServer(app) as srv:
-        before = engine.pool.stats()["in_use_bytes"]
+        before = runtime.pool.stats()["in_use_bytes"]
         s = _raw_request(srv.port, "/v1/verify/zap", {**ZAP, "Content-Length": str(size)}, _header(size) + bytes(4096))
         deadline = time.monotonic() + 10
-        while engine.pool.stats()["in_use_bytes"] == before and time.monotonic() < deadline:
+        while runtime.pool.stats()["in_use_bytes"] == before and time.monotonic() < deadline:
             time.sleep(0.02)
-        held = engine.pool.stats()["in_use_bytes"] - before
+        held = runtime.pool.stats()["in_use_bytes"] - before
         assert 0 < held <= 1 << 20
         s.close()  # the client goes away: the memory comes back
         deadline = time.monotonic() + 10
-        while engine.pool.stats()["in_use_bytes"] != before and time.monotonic() < deadline:
+        while runtime.pool.stats()["in_use_bytes"] != before and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert engine.pool.stats()["in_use_bytes"] == before
+        assert runtime.pool.stats()["in_use_bytes"] == before
 
 
 def test_a_zap_body_that_arrives_in_pieces_grows_its_buffer_and_verifies(pooled):
-    engine = pooled
+    runtime = pooled
     frame = _frame(400, request_id=8)  # about 40 KiB: several doublings from a 4 KiB step
-    app = create_app(Settings(receipts=False, zap_reserve_step_bytes=4096), engine=engine)
+    app = create_app(Settings(receipts=False, zap_reserve_step_bytes=4096), runtime=runtime)
     with LiveServer(app) as srv:
         s = _raw_request(srv.port, "/v1/verify/zap", {**ZAP, "Content-Length": str(len(frame))}, b"")
         for lo in range(0, len(frame), 3000):
@@ -201,13 +202,13 @@ def test_a_zap_body_that_arrives_in_pieces_grows_its_buffer_and_verifies(pooled)
         status, data = _status(s)
         s.close()
     assert status == 200, data[:300]
-    assert engine.pool.stats()["in_use_bytes"] == 0
+    assert runtime.pool.stats()["in_use_bytes"] == 0
 
 
 @pytest.mark.parametrize("path,headers", [("/v1/verify/zap", ZAP),
                                           ("/v1/verify", {"content-type": "application/json"})])
 def test_a_stalled_body_is_cut_with_408(engine, path, headers):
-    app = create_app(Settings(receipts=False, body_read_timeout_seconds=0.5), engine=engine)
+    app = create_app(Settings(receipts=False, body_read_timeout_seconds=0.5), runtime=Runtime(engine))
     with LiveServer(app) as srv:
         t0 = time.monotonic()
         first = _header(4096) if headers is ZAP else b'{"items": ['
@@ -221,7 +222,7 @@ def test_a_stalled_body_is_cut_with_408(engine, path, headers):
 
 def test_a_body_slower_than_the_minimum_rate_is_cut(engine):
     app = create_app(Settings(receipts=False, body_read_timeout_seconds=0.3, body_min_bytes_per_second=4096),
-                     engine=engine)
+                     runtime=Runtime(engine))
     with LiveServer(app) as srv:
         s = _raw_request(srv.port, "/v1/verify/zap", {**ZAP, "Content-Length": str(1 << 20)}, _header(1 << 20))
         t0 = time.monotonic()

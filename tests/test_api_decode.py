@@ -11,7 +11,7 @@ import pytest
 from app.api.schemas import VerifyRequest, _column, to_items, to_work
 from app.core.batch import Batch
 from app.core.errors import LimitExceeded, RequestError
-from app.engine.verify import kat
+from app.engine.reference import kat
 from app.engine.verify.grouping import batch_of, group_items
 
 LIMITS = {"max_items": 10_000, "max_message_bytes": 1 << 20}

@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.api import metrics
 from app.config import Settings
-from app.engine.verify import kat
+from app.engine.reference import kat
+from app.engine.runtime import Runtime
 from app.main import create_app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +32,7 @@ def value(name: str, **labels) -> float:
 @pytest.fixture(scope="module")
 def client(engine, tmp_path_factory):
     settings = Settings(instance="metrics-1", data_dir=tmp_path_factory.mktemp("data"), max_body_bytes=4096)
-    with TestClient(create_app(settings, engine=engine)) as c:
+    with TestClient(create_app(settings, runtime=Runtime(engine))) as c:
         yield c
 
 
@@ -101,7 +102,7 @@ def test_listener_records_frames_and_gauges_follow_the_pool():
     assert value("zapverify_ingest_frames_total", transport="tcp", outcome="bad_magic") == before + 1
     pool = SimpleNamespace(stats=lambda: {"in_use_bytes": 300, "capacity_bytes": 1000})
     routes = {"ed25519": SimpleNamespace(selftest={"cpu": True, "cuda": False})}
-    metrics.refresh_gauges(SimpleNamespace(routes=routes, pool=pool))
+    metrics.refresh_gauges(SimpleNamespace(engine=SimpleNamespace(routes=routes), pool=pool))
     assert value("zapverify_pool_bytes", state="in_use") == 300 and value("zapverify_pool_bytes", state="free") == 700
     assert value("zapverify_backend_available", backend="cuda", scheme="ed25519") == 0
 
@@ -114,14 +115,14 @@ WORKER = textwrap.dedent("""
     metrics.LISTENER.batch("ed25519", "cpu", 10, 7, 0.02)
     pool = SimpleNamespace(stats=lambda: {"in_use_bytes": in_use, "capacity_bytes": 1000})
     routes = {"ed25519": SimpleNamespace(selftest={"cpu": True, "cuda": cuda_ok})}
-    metrics.refresh_gauges(SimpleNamespace(routes=routes, pool=pool))
+    metrics.refresh_gauges(SimpleNamespace(engine=SimpleNamespace(routes=routes), pool=pool))
     print("ready", flush=True)
     sys.stdin.read()
 """)
 COLLECT = textwrap.dedent("""
     from types import SimpleNamespace
     from app.api import metrics
-    print(metrics.exposition(SimpleNamespace(routes={}, pool=None))[0].decode())
+    print(metrics.exposition(SimpleNamespace(engine=SimpleNamespace(routes={}), pool=None))[0].decode())
 """)
 
 

@@ -11,7 +11,8 @@ from starlette.websockets import WebSocketDisconnect
 
 from app.api import security
 from app.config import Settings
-from app.engine.verify import kat
+from app.engine.reference import kat
+from app.engine.runtime import Runtime
 from app.main import create_app
 
 VERIFY_KEY, RECEIPTS_KEY, ADMIN_KEY = "zv-test-verify-0123456789", "zv-test-receipts-0123456789", "zv-admin-01234"
@@ -27,7 +28,7 @@ def _item():
 
 @pytest.fixture(scope="module")
 def client(engine):
-    with TestClient(create_app(Settings(api_keys=KEYS, receipts=False), engine=engine)) as c:
+    with TestClient(create_app(Settings(api_keys=KEYS, receipts=False), runtime=Runtime(engine))) as c:
         yield c
 
 
@@ -79,7 +80,7 @@ def test_the_verify_websocket_needs_a_key(client):
 
 def test_a_key_past_its_rate_gets_429_with_retry_after(engine):
     settings = Settings(api_keys=KEYS, receipts=False, rate_limit_per_second=0.5, rate_limit_burst=2)
-    with TestClient(create_app(settings, engine=engine)) as c:
+    with TestClient(create_app(settings, runtime=Runtime(engine))) as c:
         codes = [c.get("/metrics", headers=bearer(ADMIN_KEY)).status_code for _ in range(2)]
         r = c.get("/metrics", headers=bearer(ADMIN_KEY))
         assert codes == [200, 200] and r.status_code == 429
@@ -99,7 +100,7 @@ def test_token_bucket_refills_at_its_rate():
 def test_websocket_origins(engine, origin, allowed):
     settings = Settings(receipts=False, allowed_origins=["http://ok.example"])
     headers = {"origin": origin} if origin else {}
-    with TestClient(create_app(settings, engine=engine)) as c:
+    with TestClient(create_app(settings, runtime=Runtime(engine))) as c:
         if allowed:
             with c.websocket_connect("/v1/ws/stats", headers=headers) as ws:
                 assert "engine" in ws.receive_json()
@@ -113,7 +114,7 @@ def test_a_loopback_server_refuses_foreign_host_headers(engine):
     # DNS rebinding: a page at evil.example resolving to 127.0.0.1 sends Host: evil.example.
     settings = Settings(receipts=False, host="127.0.0.1", allowed_hosts=[])
     assert settings.trusted_hosts[:2] == ["127.0.0.1", "localhost"]
-    with TestClient(create_app(settings, engine=engine), base_url="http://127.0.0.1:8000") as c:
+    with TestClient(create_app(settings, runtime=Runtime(engine)), base_url="http://127.0.0.1:8000") as c:
         assert c.get("/healthz").status_code == 200
         assert c.get("/healthz", headers={"host": "evil.example"}).status_code == 400
     assert Settings(host="0.0.0.0", allowed_hosts=[]).trusted_hosts == ["*"]

@@ -12,7 +12,8 @@ from app.core.batch import Batch, Item
 from app.core.schemes import SCHEMES
 from app.engine.backends import native
 from app.engine.commit import merkle
-from app.engine.verify import kat, reference
+from app.engine.commit.step import CommitStep
+from app.engine.reference import kat, reference
 from app.vectors import convert_all, from_json
 
 LOOPS = native.loops()
@@ -127,15 +128,20 @@ def test_native_merkle_root_is_the_python_tree(n):
     assert np.array_equal(leaves, _leaves(n))  # the caller's leaves are not overwritten
 
 
-def test_merkle_root_of_an_array_goes_through_the_loaded_loops(monkeypatch):
+def test_merkle_root_uses_the_hasher_it_is_given_and_no_process_wide_switch(monkeypatch):
     calls = []
     monkeypatch.setattr(native.NativeLoops, "merkle_root",
                         lambda self, leaves: calls.append(len(leaves)) or b"native")
-    assert native.loaded() is LOOPS
-    assert merkle.root(_leaves(5)) == b"native" and calls == [5]
-    assert merkle.root([bytes(x) for x in _leaves(5)]) != b"native"  # a list: hashlib
-    monkeypatch.setattr(native, "loaded", lambda: None)  # not loaded: hashlib, never a build
-    assert merkle.root(_leaves(5)) == merkle.root([bytes(x) for x in _leaves(5)])
+    assert native.loaded() is LOOPS  # loaded in this process, yet not used unless passed in
+    assert merkle.root(_leaves(5)) == merkle.root([bytes(x) for x in _leaves(5)]) and calls == []
+    assert merkle.root(_leaves(5), LOOPS) == b"native" and calls == [5]
+    assert merkle.root([bytes(x) for x in _leaves(5)], LOOPS) != b"native"  # a list: hashlib
+    # The engine's commit step asks for the hasher at each call (the CPU backend loads the loops
+    # at warm-up, after the engine is built): the loaded loops where they hash with OpenSSL.
+    step = CommitStep(native.leaf_hasher)
+    assert step.root(_leaves(5)) == (b"native" if LOOPS.sha256 == "openssl" else merkle.root(_leaves(5)))
+    monkeypatch.setattr(native, "_loops", None)  # not loaded: hashlib, never a build
+    assert step.root(_leaves(5)) == merkle.root([bytes(x) for x in _leaves(5)])
 
 
 def test_the_libsodium_fallback_hashes_the_same(monkeypatch):

@@ -20,7 +20,7 @@ from app.core.schemes import SCHEMES
 from app.engine.backends import shared_columns
 from app.engine.backends.cpu import CpuBackend
 from app.engine.backends.shared_columns import GRANULE, Claims, SegmentPool, SharedBatch, chunk_views, shared_size
-from app.engine.verify import kat
+from app.engine.reference import kat
 
 
 def _batch(scheme_id, items):
@@ -270,7 +270,8 @@ def test_shared_memory_pipe_and_threads_agree(scheme_id):
                           ("shared", {"parallelism": "process"})]:
         backend = CpuBackend(workers=2, chunk=5, **kwargs)
         try:
-            runs[label] = backend.verify_with_leaves(batch)
+            _r = backend.run(batch)
+            runs[label] = (_r.verdicts, _r.leaves)
             # Through a segment, which is kept for the next batch; never for the others.
             assert (backend._segments.idle_bytes() >= shared_size(batch)) == (label == "shared")
         finally:
@@ -287,7 +288,7 @@ def test_a_batch_without_a_segment_goes_through_the_pipe(monkeypatch):
     backend = CpuBackend(workers=2, chunk=4, parallelism="process")
     monkeypatch.setattr(backend._segments, "take", lambda size: None)
     try:
-        assert backend.verify(_batch("ed25519", items)).tolist() == _expected(12)
+        assert backend.run(_batch("ed25519", items)).verdicts.tolist() == _expected(12)
     finally:
         backend.close()
 
@@ -304,12 +305,13 @@ def test_a_segment_removed_under_the_server_is_answered_through_the_pipe(monkeyp
     batch = _batch("ml-dsa-44", items)
     backend = CpuBackend(workers=2, chunk=4, parallelism="process")
     try:
-        verdicts, leaves = backend.verify_with_leaves(batch)
+        _r = backend.run(batch)
+        verdicts, leaves = _r.verdicts, _r.leaves
         assert verdicts.tolist() == _expected(15)
         assert backend._segments.idle_bytes() == 0  # that segment is not offered again
         reference = CpuBackend(workers=1)
         try:
-            assert np.array_equal(leaves, reference.verify_with_leaves(batch)[1])
+            assert np.array_equal(leaves, reference.run(batch).leaves)
         finally:
             reference.close()
     finally:

@@ -17,7 +17,8 @@ from app.engine.backends.factory import accelerated_backends
 from app.engine.commit import merkle
 from app.engine.kernels import hostbuild, ops
 from app.engine.kernels.cudadev import CupyDevice
-from app.engine.verify import kat
+from app.engine.reference import kat
+from app.engine.runtime import Runtime
 from app.engine.verify.calibrate import NEVER, crossover
 from app.engine.verify.engine import Engine, EngineConfig
 from app.engine.verify.grouping import batch_of, group_items
@@ -77,7 +78,7 @@ def test_scheme_without_a_ready_kernel_is_refused_clearly():
     items = toy_items("secp256k1", 2)
     [(key, idx)] = group_items(items).items()
     with pytest.raises(BackendUnavailable) as e:
-        b.verify(batch_of(key, items))
+        b.run(batch_of(key, items))
     assert "secp256k1" in e.value.message
 
 
@@ -136,7 +137,8 @@ def test_large_batch_uses_the_level_kernel_then_the_tail(toy_kat):
     fake = FakeCupy()
     b = CudaBackend(cupy=fake, kernels=TOY_ALL)
     batch = toy_batch(n=5000, bad=range(0, 5000, 7))
-    verdicts, leaves, root = b.verify_commit(batch)
+    _r = b.run(batch, commit=True)
+    verdicts, root = _r.verdicts, _r.root
     assert verdicts.tolist() == truth(batch)
     assert root == merkle.root(merkle.batch_leaves(batch, verdicts))
     names = [name for name, *_ in fake.launches]
@@ -151,7 +153,8 @@ def test_block_size_is_lowered_to_what_the_kernel_allows():
     fake.max_threads = {"zv_merkle_tail": 200, "zv_verify_toy": 64}
     b = CudaBackend(cupy=fake, kernels=TOY_ALL)
     batch = toy_batch(n=300)
-    verdicts, _, root = b.verify_commit(batch)
+    _r = b.run(batch, commit=True)
+    verdicts, _, root = _r.verdicts, _r.leaves, _r.root
     assert verdicts.tolist() == truth(batch) and root == merkle.root(merkle.batch_leaves(batch, verdicts))
     blocks = {name: block for name, _, block, _ in fake.launches}
     assert blocks["zv_merkle_tail"] == (192,) and blocks["zv_verify_toy"] == (64,)
@@ -282,7 +285,10 @@ def test_hybrid_splits_by_rates_and_joins_in_order(toy_kat):
     assert res.backend == "cuda+cpu" and res.verdicts.tolist() == truth(batch)
     verify_n = [int(args[9]) for name, _, _, args in fake.launches if name == "zv_verify_toy"]
     assert verify_n == [30] and cpu.calls == [10]
-    assert res.merkle_backend == "cuda" and res.root == merkle.root(merkle.batch_leaves(batch, res.verdicts))
+    # The device made its share's leaves beside its verdicts (commit=True); the joined tree's
+    # root is the commit step's, on the host.
+    assert [name for name, _, _, _ in fake.launches].count("zv_merkle_leaves") == 1
+    assert res.merkle_backend == "cpu" and res.root == merkle.root(merkle.batch_leaves(batch, res.verdicts))
     rates = eng.routes["ed25519"].rates  # refined from this batch
     assert rates["cuda"] != 3.0 and rates["cpu"] != 1.0
     # Below hybrid_min the batch is not split.
@@ -327,7 +333,8 @@ def test_transfer_modes_give_the_same_results(transfer):
                  pinned_copy(fake, batch.msgs), pinned_copy(fake, batch.offsets))  # as in the UMA pool
     for src in (batch, pool):
         fake.transfers.clear()
-        verdicts, leaves, root = b.verify_commit(src)
+        _r = b.run(src, commit=True)
+        verdicts, root = _r.verdicts, _r.root
         assert verdicts.tolist() == truth(batch) and root == merkle.root(merkle.batch_leaves(batch, verdicts))
         copies = [t for t in fake.transfers if t[0] == "h2d"]
         assert all(pinned for _, _, pinned in copies)  # async copies only ever from pinned memory
@@ -353,7 +360,8 @@ def test_real_kernels_over_copied_columns_give_the_known_answers(scheme_id):
         batch = batch_of(key, [items[i] for i in idx])
         fake.launches.clear()
         fake.transfers.clear()
-        verdicts, leaves, root = b.verify_commit(batch)
+        _r = b.run(batch, commit=True)
+        verdicts, root = _r.verdicts, _r.root
         assert verdicts.tolist() == [kas[i].expected for i in idx]
         assert root == merkle.root(merkle.batch_leaves(batch, verdicts))
         assert len([t for t in fake.transfers if t[0] == "h2d"]) == 1
@@ -377,7 +385,7 @@ def test_failed_gpu_scheme_is_shown_on_readyz_and_status(toy_kat):
     fake = FakeCupy()
     fake.corrupt.add("zv_verify_toy")
     eng, _ = toy_engine(fake)
-    with TestClient(create_app(Settings(instance="t"), engine=eng)) as client:
+    with TestClient(create_app(Settings(instance="t"), runtime=Runtime(eng))) as client:
         ready = client.get("/readyz")
         assert ready.status_code == 200  # the CPU serves the scheme: degraded, not down
         assert "verdicts" in ready.json()["degraded"]["ed25519"]["cuda"]
@@ -385,15 +393,19 @@ def test_failed_gpu_scheme_is_shown_on_readyz_and_status(toy_kat):
         assert status["schemes"]["ed25519"]["backend"] == "cpu"
         assert status["schemes"]["ed25519"]["selftest"] == {"cuda": False, "cpu": True}
         assert status["devices"]["cuda"]["schemes"]["ed25519"] == "ready"  # built, but failed its answers
-        assert status["merkle"] == {"cuda": "ready"}
+        # Its Merkle kernels are checked through a scheme that passed (run with commit=True):
+        # none did, so the device commits nothing and says why.
+        assert status["merkle"] == {"cuda": "no scheme passed its self-test with valid and invalid known answers "
+                                            "to commit"}
 
 
 def test_settings_reach_the_engine():
     from app.config import Settings
-    from app.main import build_engine
+    from app.main import build_runtime
 
-    eng = build_engine(Settings(backend="kernel-host", crossover={"ed25519": 7}, hybrid=True, hybrid_min=99,
+    rt = build_runtime(Settings(backend="kernel-host", crossover={"ed25519": 7}, hybrid=True, hybrid_min=99,
                                 instance="t"))
+    eng = rt.engine
     assert [b.name for b in eng.backends] == ["kernel-host", "cpu"]
     assert eng.config.crossover == {"ed25519": 7} and eng.config.hybrid and eng.config.hybrid_min == 99
-    eng.close()
+    rt.close()

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from app.engine.verify import kat, reference
+from app.engine.reference import kat, reference
 
 py_ecc_bls = pytest.importorskip("py_ecc.bls")
 

@@ -1,4 +1,4 @@
-"""app/client/http.py against a real uvicorn server on loopback: JSON, ZAP, and the WebSocket stream."""
+"""zapverify/http.py against a real uvicorn server on loopback: JSON, ZAP, and the WebSocket stream."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import socket
 import numpy as np
 import pytest
 
-from app.client import AsyncClient, BatchRequest, Client, json_body
 from app.core.errors import ConnectionFailed, RemoteError, RequestError
-from app.engine.verify import kat
+from app.engine.reference import kat
+from app.engine.runtime import Runtime
 from app.wire import zap
+from zapverify import AsyncClient, BatchRequest, Client, json_body
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +141,7 @@ def receipts_server(engine, tmp_path_factory):
     from tests.server import LiveServer
 
     settings = Settings(receipts=True, data_dir=tmp_path_factory.mktemp("receipts"))
-    with LiveServer(create_app(settings, engine=engine)) as server:
+    with LiveServer(create_app(settings, runtime=Runtime(engine))) as server:
         yield server
 
 

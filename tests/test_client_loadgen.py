@@ -1,4 +1,4 @@
-"""app/client/loadgen.py (``zapverify bench``) against a real uvicorn server on loopback."""
+"""zapverify/loadgen.py (``zapverify bench``) against a real uvicorn server on loopback."""
 
 from __future__ import annotations
 
@@ -8,20 +8,21 @@ import json
 import pytest
 
 from app import cli
-from app.client import loadgen
 from app.core.errors import ConnectionFailed, RequestError
+from zapverify import loadgen
 
 
 @pytest.fixture(scope="module")
 def ingest_server(engine):
     """A live server with all three ingest ports open."""
     from app.config import Settings
+    from app.engine.runtime import Runtime
     from app.main import create_app
     from tests.server import LiveServer, free_port, free_udp_port
 
     settings = Settings(receipts=False, ingest_tcp_port=free_port(), ingest_udp_port=free_udp_port(),
                         ingest_quic_port=free_udp_port())
-    with LiveServer(create_app(settings, engine=engine)) as server:
+    with LiveServer(create_app(settings, runtime=Runtime(engine))) as server:
         yield server
 
 

@@ -1,7 +1,7 @@
 """Inclusion proofs of receipts (RFC 6962 §2.1.1 paths, RFC 9162 §2.1.3.2 verification).
 
 For random batches of 1–1,000 items every item's proof from :meth:`Receipt.proof` must
-verify with the user-side :func:`app.client.verify_inclusion`, and a changed verdict, leaf,
+verify with the user-side :func:`zapverify.verify_inclusion`, and a changed verdict, leaf,
 index, count, root or path must fail.  Seeded ``random`` keeps it reproducible and fast.
 """
 
@@ -13,10 +13,10 @@ import random
 import numpy as np
 import pytest
 
-from app.client import leaf_hash, verify_inclusion
 from app.core.errors import LeafIndexOutOfRange
 from app.core.schemes import SCHEMES
 from app.engine.receipts.store import Receipt
+from zapverify import leaf_hash, verify_inclusion
 
 
 def _mth(leaves: list[bytes]) -> bytes:

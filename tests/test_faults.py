@@ -13,9 +13,12 @@ from starlette.testclient import TestClient
 from app.api.metrics import refresh_gauges
 from app.config import Settings
 from app.core.errors import ConfigError, KernelBuildError
+from app.core.result import Result
+from app.engine.backends.base import READY, Backend, Capabilities
 from app.engine.backends.kernel import KernelBackend
 from app.engine.kernels.registry import VERIFY_KERNELS
-from app.engine.verify import kat
+from app.engine.reference import kat
+from app.engine.runtime import Runtime
 from app.engine.verify.engine import Engine, EngineConfig
 from app.main import create_app
 
@@ -23,7 +26,7 @@ ED = [ka.item for ka in kat.known_answers()["ed25519"]]
 ED_EXPECTED = [ka.expected for ka in kat.known_answers()["ed25519"]]
 
 
-class _CpuTwin:
+class _CpuTwin(Backend):
     """An accelerator stand-in that answers with the CPU's verdicts (a healthy backend)."""
 
     name = "twin"
@@ -33,18 +36,12 @@ class _CpuTwin:
 
         self.cpu, self.calls = CpuBackend(workers=1), 0
 
-    def available(self):
-        return True
+    def capabilities(self):
+        return Capabilities(schemes={"ed25519": READY})
 
-    def schemes(self):
-        return frozenset({"ed25519"})
-
-    def verify(self, batch):
+    def run(self, batch, *, commit=False):
         self.calls += 1
-        return self.cpu.verify(batch)
-
-    def close(self):
-        pass
+        return Result.of(self.name, self.cpu.run(batch).verdicts)
 
 
 @pytest.mark.parametrize("faults,field", [({"ed25519": "raise"}, "faults"), ({"twin:nope": "raise"}, "faults"),
@@ -122,9 +119,9 @@ def test_a_kernel_build_failure_is_degraded_everywhere():
     eng.start()
     assert "build failed" in eng.degraded()["ed25519"]["kernel-host"]
     assert eng.verify_items(ED).backends == {"ed25519": "cpu"}  # forced, but its kernel did not build
-    refresh_gauges(eng)
+    refresh_gauges(Runtime(eng))
     assert _gauge("kernel-host", "ed25519") == 0
-    with TestClient(create_app(Settings(receipts=False), engine=eng)) as client:
+    with TestClient(create_app(Settings(receipts=False), runtime=Runtime(eng))) as client:
         ready = client.get("/readyz")
         assert ready.status_code == 200 and "build failed" in ready.json()["degraded"]["ed25519"]["kernel-host"]
         status = client.get("/v1/status").json()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.kernels import hostbuild
+from bench import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKED = ["fastapi", "pydantic", "pydantic_settings", "starlette", "uvicorn", "httpx", "jinja2", "nacl",
@@ -68,7 +69,11 @@ def test_dry_run_checks_and_times_without_web_stack_or_signing_libraries(data, t
     assert result["checks"]["merkle"]["failed"] == 0 and result["checks"]["merkle"]["checked"] >= 38
     assert set(result["timings"]["sha256 64 B"]) == {"256", "512", "1024"}
     assert result["timings"]["merkle leaves+root (ed25519 items, 64 B msgs)"]["1024"]["items_per_second"] > 0
-    assert (out / report.name.replace(".json", ".md")).read_text().startswith("# GPU check")
+    md = (out / report.name.replace(".json", ".md")).read_text()
+    assert md.startswith("# GPU check")
+    # provenance: the commit (from git here; from the manifest on a GPU host without git), date, machine
+    assert result["provenance"]["commit"] == provenance.parse(md)["commit"] != "unknown"
+    assert result["provenance"]["machine"]["cores"] and result["data_manifest"]["commit"]
     for size in (32, 64, 256):  # Ed25519 at fixed message sizes; no pynacl here, so no CPU row
         assert result["timings"][f"verify ed25519 {size} B msgs (kernel)"]["1024"]["items_per_second"] > 0
         [cpu_row] = [r for name, r in result["timings"].items()

@@ -1,30 +1,23 @@
 """scripts/gpu_model: the SASS classes, the occupancy and issue arithmetic, and the host
-build's operation counts it predicts from (the nvcc / cuobjdump half runs in the script)."""
+build's operation counts its ``ops`` method predicts from (the nvcc / cuobjdump half runs in
+the script); the other methods' SASS readers; every report labelled a PREDICTION."""
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-import sys
+import json
+import runpy
 from pathlib import Path
 
 import pytest
 
+from app.core.schemes import SCHEMES
 from app.engine.kernels import hostbuild, registry
+from bench import provenance
+from scripts.lib import gpu_model
+from scripts.lib.gpu_model import bls12_381, slh_dsa
+from scripts.lib.gpu_model import ops as gm
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load():
-    loader = importlib.machinery.SourceFileLoader("gpu_model", str(ROOT / "scripts" / "gpu_model"))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[loader.name] = mod  # dataclasses look their module up there
-    loader.exec_module(mod)
-    return mod
-
-
-gm = _load()
 
 SASS = """
         Function : zv_probe
@@ -38,9 +31,8 @@ SASS = """
 """
 
 
-def test_sass_lines_are_classified_by_issue_pipe(tmp_path, monkeypatch):
-    monkeypatch.setattr(gm.subprocess, "run", lambda *a, **k: type("P", (), {"stdout": SASS})())
-    mix = gm.sass_mix(tmp_path / "x.cubin")
+def test_sass_lines_are_classified_by_issue_pipe():
+    mix = gm.sass_mix(SASS)
     assert mix == {"zv_probe": {"imad_wide": 1, "imad": 1, "alu": 2, "mem": 1, "ctrl": 1, "other": 0}}
 
 
@@ -89,6 +81,45 @@ def test_report_labels_every_rate_a_prediction():
            "cycles_per_item_per_smsp": 1.0, "predicted_kernel_rate": 2e7, "predicted_leaves_rate": 1e8,
            "predicted_device_rate": 1.6e7, "h2d_bytes_per_item": 150.0, "d2h_bytes_per_item": 33,
            "predicted_pcie_rate": 3e8, "predicted_end_to_end": 1.4e7, "predicted_serial": 1.3e7, "target": 15e6}
-    text = gm.markdown([row], {}, "nvcc test")
+    text = "\n".join(gm.markdown([row], {}, "nvcc test"))
     assert "PREDICTION" in text and "(predicted)" in text
     assert "Below the target of 15.0 M/s" in text and "kernel (20.0 M/s)" in text
+
+
+NVDISASM = """
+\t.section\t.text.zv_verify_x,"ax",@progbits
+zv_verify_x:
+.text.zv_verify_x:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   CALL.REL.NOINC `($zv_verify_x$_Z10zv_fp6_mulP6zv_fp6) ;
+        /*0020*/                   CALL.REL.NOINC `($zv_verify_x$_Z10zv_fp6_mulP6zv_fp6) ;
+        /*0030*/                   EXIT ;
+.L_x_1:
+        /*0040*/                   BRA `(.L_x_1) ;
+$zv_verify_x$_Z10zv_fp6_mulP6zv_fp6:
+        /*0050*/                   IMAD.WIDE.U32 R2, R4, R5, RZ ;
+        /*0060*/                   NOP;
+        /*0070*/                   RET.REL.NODEC R20 `(zv_verify_x) ;
+"""
+
+
+def test_nvdisasm_labels_split_kernels_from_their_routines_and_follow_calls():
+    sass, calls = bls12_381.sass_by_function(NVDISASM)
+    assert sum(sass["zv_verify_x"].values()) == 5 and sum(sass["_Z10zv_fp6_mulP6zv_fp6"].values()) == 2  # no NOP
+    assert calls == {"zv_verify_x": {"_Z10zv_fp6_mulP6zv_fp6": 2}}
+    assert bls12_381.dynamic_count("zv_verify_x", sass, calls) == 5 + 2 * 2
+    # the SLH-DSA method counts every listed instruction of a label, padding included
+    assert slh_dsa.sass_counts(NVDISASM) == {"zv_verify_x": 5, "$zv_verify_x$_Z10zv_fp6_mulP6zv_fp6": 3}
+    assert slh_dsa.warps_per_sm(128) == 16 and slh_dsa.warps_per_sm(64) == 32
+
+
+def test_every_family_has_one_method_and_every_report_is_labelled(tmp_path):
+    cli = runpy.run_path(str(ROOT / "scripts" / "gpu_model"), run_name="gpu_model_cli")
+    assert set(cli["FAMILY_METHOD"]) == {s.family for s in SCHEMES.values()}
+    prov = provenance.collect()
+    gpu_model.write(tmp_path, "x", ["# PREDICTED rates", "", "| a |"], {"rows": []}, prov, "test method")
+    md = (tmp_path / "x.md").read_text()
+    assert provenance.parse(md)["kind"] == "PREDICTION" and "(method: test method)" in md
+    assert json.loads((tmp_path / "x.json").read_text())["kind"] == "PREDICTION"
+    with pytest.raises(ValueError):
+        gpu_model.write(tmp_path, "y", ["# rates"], None, prov, "m")  # a title that hides it

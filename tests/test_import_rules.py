@@ -1,7 +1,10 @@
 """The layout's import rules (docs/architecture.md, "Layout"), checked on the real import
 graph (grimp; imports inside functions count too):
 
-- no import cycle between modules of ``app``;
+- no import cycle between modules of ``app``, nor between its packages: an import from one
+  package into another is an edge between the two siblings that hold them (``app.engine.verify``
+  → ``app.engine.backends``), so a cycle through several modules of two packages counts;
+- ``app.core`` imports nothing from the rest of ``app`` (it is the bottom floor);
 - ``app.engine`` imports nothing from ``app.api`` (the engine runs without the web stack);
 - no route module imports another route module (shared code lives in app.api.service and
   app.api.status).
@@ -56,16 +59,65 @@ def _cycles(graph) -> list[list[str]]:
     return out
 
 
+def _package_edges(graph) -> dict[str, set[str]]:
+    """Sibling-package (or sibling-module) edges: ``m`` importing ``w`` is an edge between the
+    children of their deepest common package that hold them; a module importing one of its
+    own ancestors' ``__init__`` is no edge."""
+    edges: dict[str, set[str]] = {}
+    for m in graph.modules:
+        for w in graph.find_modules_directly_imported_by(m):
+            a, b = m.split("."), w.split(".")
+            k = 0
+            while k < min(len(a), len(b)) and a[k] == b[k]:
+                k += 1
+            if k < len(a) and k < len(b):
+                edges.setdefault(".".join(a[:k + 1]), set()).add(".".join(b[:k + 1]))
+    return edges
+
+
+def _edge_graph(edges: dict[str, set[str]]):
+    g = grimp.ImportGraph()
+    for a, targets in edges.items():
+        g.add_module(a)
+        for b in targets:
+            g.add_module(b)
+            g.add_import(importer=a, imported=b)
+    return g
+
+
 def test_the_graph_covers_the_packages(graph):
     # A rule checked on an empty or partial graph would pass for nothing.
     for module in ("app.engine.pipeline", "app.engine.verify.engine", "app.api.routes.ws", "app.api.service",
-                   "app.wire.zap", "app.client.http", "app.engine.receipts.open"):
+                   "app.wire.zap", "app.core.schemes", "app.engine.receipts.open"):
         assert module in graph.modules
     assert graph.direct_import_exists(importer="app.api.routes.ws", imported="app.api.service")
 
 
 def test_no_import_cycles(graph):
     assert _cycles(graph) == []
+
+
+def test_no_import_cycles_between_packages(graph):
+    assert _cycles(_edge_graph(_package_edges(graph))) == []
+
+
+def test_the_package_rule_sees_a_cycle_through_two_packages():
+    # x.p.a → x.q.b and x.q.c → x.p.d: no module cycle, but the packages p and q import each other.
+    g = grimp.ImportGraph()
+    for m in ("x", "x.p", "x.p.a", "x.p.d", "x.q", "x.q.b", "x.q.c"):
+        g.add_module(m)
+    g.add_import(importer="x.p.a", imported="x.q.b")
+    g.add_import(importer="x.q.c", imported="x.p.d")
+    g.add_import(importer="x.p.a", imported="x")  # an ancestor's __init__: no edge
+    assert _cycles(g) == []
+    assert _cycles(_edge_graph(_package_edges(g))) == [["x.p", "x.q"]]
+
+
+def test_core_imports_nothing_else_from_app(graph):
+    outside = {(m, w) for m in graph.find_children("app.core") | {"app.core"}
+               for w in graph.find_modules_directly_imported_by(m)
+               if w.startswith("app") and not (w == "app.core" or w.startswith("app.core."))}
+    assert outside == set()
 
 
 def test_the_cycle_finder_finds_a_cycle():

@@ -16,15 +16,18 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from app.client.ingest import connect
 from app.core.errors import ConfigError, RemoteError
+from app.core.result import Result
 from app.core.schemes import SCHEMES
+from app.engine.backends.base import READY, Backend, Capabilities
 from app.engine.commit import merkle
 from app.engine.ingest import Ingest, IngestConfig
 from app.engine.receipts.open import open_store
-from app.engine.verify import kat
-from app.engine.verify.engine import Engine, EngineConfig
+from app.engine.reference import kat
+from app.engine.runtime import PoolConfig, Runtime
+from app.engine.verify.engine import EngineConfig
 from app.wire import zap
+from zapverify.ingest import connect
 
 LOCAL = "127.0.0.1"
 TRANSPORTS = ("tcp", "udp", "quic")
@@ -32,26 +35,26 @@ TRANSPORTS = ("tcp", "udp", "quic")
 LIMITS = zap.Limits(max_frame_bytes=64 * 1024, max_items=4096, max_message_bytes=4096)
 
 
-def pooled_engine(backends=(), pool_bytes: int = 16 << 20) -> Engine:
-    eng = Engine(EngineConfig(backend="cpu" if not backends else "auto", cpu_workers=2, cpu_parallelism="thread",
-                              pool_bytes=pool_bytes, pool_source="heap", pool_debug=True), backends=backends)
-    eng.start()
-    assert eng.ready
-    return eng
+def pooled_runtime(backends=(), pool_bytes: int = 16 << 20) -> Runtime:
+    rt = Runtime.open(EngineConfig(backend="cpu" if not backends else "auto", cpu_workers=2, cpu_parallelism="thread"),
+                      PoolConfig(pool_bytes, source="heap", debug=True), backends=backends)
+    rt.engine.start()
+    assert rt.engine.ready
+    return rt
 
 
 @pytest.fixture(scope="module")
 def engine_p():
-    eng = pooled_engine()
-    yield eng
-    eng.close()
+    rt = pooled_runtime()
+    yield rt
+    rt.close()
 
 
 @contextmanager
-def running(engine, store=None, **kw):
+def running(rt: Runtime, store=None, **kw):
     cfg = dict(tcp_port=0, udp_port=0, quic_port=0, limits=LIMITS, shutdown_seconds=10.0)
     cfg.update(kw)
-    ing = Ingest(engine, IngestConfig(**cfg), store=store)
+    ing = Ingest(with_store(rt, store), IngestConfig(**cfg))
     ing.start()
     try:
         yield ing
@@ -286,7 +289,7 @@ def test_tcp_client_that_stops_reading_does_not_stall_others(engine_p, catalogue
     assert st["frames_received"] < sent
 
 
-class SlowBackend:
+class SlowBackend(Backend):
     """An accelerator stand-in for Ed25519: CPU verdicts, ``delay`` seconds late for frames, and
     a check that the memory it was given did not change while it held it.
 
@@ -302,15 +305,12 @@ class SlowBackend:
         self.calls = self.changed = self.owned_by_backend = 0
         self.addresses: set[int] = set()
 
-    def available(self):
-        return True
+    def capabilities(self):
+        return Capabilities(schemes={"ed25519": READY})
 
-    def schemes(self):
-        return frozenset({"ed25519"})
-
-    def verify(self, batch):
+    def run(self, batch, *, commit=False):
         if batch.source != "zap":  # the start-up self-test
-            return self.cpu.verify(batch)
+            return Result.of(self.name, self.cpu.run(batch).verdicts)
         self.calls += 1
         self.addresses.add(batch.pks.ctypes.data)
         before = [c.copy() for c in (batch.pks, batch.sigs, batch.msgs, batch.offsets)]
@@ -322,16 +322,21 @@ class SlowBackend:
         after = (batch.pks, batch.sigs, batch.msgs, batch.offsets)
         if not all(np.array_equal(a, b) for a, b in zip(before, after)):
             self.changed += 1
-        return self.cpu.verify(batch)
+        return Result.of(self.name, self.cpu.run(batch).verdicts)
 
     def close(self):
         self.cpu.close()
 
 
-def _engine_with(backend) -> Engine:
-    eng = pooled_engine(backends=[backend], pool_bytes=4 << 20)
-    backend.pool = eng.pool
-    return eng
+def with_store(rt: Runtime, store) -> Runtime:
+    """``rt``'s engine and pool with ``store`` for receipts (None: off)."""
+    return Runtime(rt.engine, host=rt.host, pick=rt.pick, pool=rt.pool, store=store)
+
+
+def _engine_with(backend) -> Runtime:
+    rt = pooled_runtime(backends=[backend], pool_bytes=4 << 20)
+    backend.pool = rt.pool
+    return rt
 
 
 def _ed25519(catalogue) -> list[int]:
@@ -407,7 +412,7 @@ def test_the_check_sees_memory_released_under_a_backend(catalogue):
             again.array[:] = np.frombuffer(other, dtype=np.uint8)
 
         slow = SlowBackend(0.0, hold=release_and_reuse)
-        slow.verify(batch)
+        slow.run(batch)
     assert slow.changed == 1
 
 
@@ -415,7 +420,7 @@ def test_no_pool_room_is_answered_pool_exhausted_and_the_connection_goes_on(cata
     """A 4 KiB pool holds four 1 KiB frames; a slow backend keeps them, so the next ones find no
     room: TCP waits pool_wait_seconds then answers POOL_EXHAUSTED (and reads on), QUIC at once."""
     slow = SlowBackend(0.1)
-    eng = pooled_engine(backends=[slow], pool_bytes=4096)
+    eng = pooled_runtime(backends=[slow], pool_bytes=4096)
     frame = catalogue[7]  # 8 items: a 1 KiB slot
     try:
         with running(eng, udp_port=None, pool_wait_seconds=0.05, coalesce_items=1) as ing:
@@ -442,7 +447,7 @@ def test_no_pool_room_is_answered_pool_exhausted_and_the_connection_goes_on(cata
 # ------------------------------------------------------------------ shutdown
 def test_shutdown_answers_every_frame_taken_in_and_closes_the_ports(engine_p, catalogue, tmp_path):
     store = open_store(f"sqlite:///{tmp_path / 'receipts.sqlite3'}")
-    ing = Ingest(engine_p, IngestConfig(tcp_port=0, udp_port=0, quic_port=0, limits=LIMITS), store=store)
+    ing = Ingest(with_store(engine_p, store), IngestConfig(tcp_port=0, udp_port=0, quic_port=0, limits=LIMITS))
     ing.start()
     ports = ing.ports
     received: dict[str, list] = {t: [] for t in TRANSPORTS}
@@ -530,7 +535,7 @@ def test_workers_can_share_the_ports_with_reuse_port(engine_p, catalogue):
 
 
 def test_frames_before_the_engine_is_ready_are_answered_not_ready(catalogue):
-    eng = Engine(EngineConfig(backend="cpu", cpu_workers=1, cpu_parallelism="thread"))
+    eng = Runtime.open(EngineConfig(backend="cpu", cpu_workers=1, cpu_parallelism="thread"))
     try:
         with running(eng, udp_port=None, quic_port=None) as ing:
             async def main():
@@ -586,13 +591,13 @@ def test_the_next_batch_verifies_while_the_last_one_commits(engine_p, catalogue,
 
     store.group_commit.insert = slow_insert
     verified = []
-    real_verify = engine_p.verify
+    real_verify = engine_p.engine.verify
 
     def counting_verify(batch):
         verified.append(len(batch))
         return real_verify(batch)
 
-    engine_p.verify = counting_verify
+    engine_p.engine.verify = counting_verify
     try:
         with running(engine_p, store=store, udp_port=None, quic_port=None, coalesce_items=1) as ing:
             async def go():
@@ -613,5 +618,5 @@ def test_the_next_batch_verifies_while_the_last_one_commits(engine_p, catalogue,
         assert store.count() == 4
     finally:
         gate.set()
-        del engine_p.verify
+        del engine_p.engine.verify
         store.close()

@@ -9,7 +9,7 @@ from app.engine.commit import merkle
 from app.engine.ingest.coalesce import batch_key, join, joined_bytes
 from app.engine.memory.pool import UmaPool
 from app.engine.pipeline import Part, verify_and_record_parts
-from app.engine.verify import kat
+from app.engine.reference import kat
 from app.wire import zap
 
 

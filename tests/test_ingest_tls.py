@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives import serialization
 
 from app.core.errors import ConfigError
 from app.engine.ingest import tls
+from app.engine.runtime import Runtime
 
 
 def test_self_signed_names_loopback_and_the_bind_address():
@@ -41,10 +42,10 @@ def test_configured_files_load_and_bad_ones_name_the_setting(tmp_path):
 def test_a_client_that_pins_the_configured_certificate_connects(engine, tmp_path):
     import asyncio
 
-    from app.client.ingest import connect
     from app.engine.ingest import Ingest, IngestConfig
-    from app.engine.verify import kat
+    from app.engine.reference import kat
     from app.wire import zap
+    from zapverify.ingest import connect
 
     cert, key = tls.self_signed()
     (tmp_path / "c.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
@@ -53,7 +54,8 @@ def test_a_client_that_pins_the_configured_certificate_connects(engine, tmp_path
     items = kat.sign_items("ed25519", 2, seed=3)
     frame = bytes(zap.encode_items("ed25519", [i.public_key for i in items], [i.message for i in items],
                                    [i.signature for i in items]))
-    ing = Ingest(engine, IngestConfig(quic_port=0, quic_cert=str(tmp_path / "c.pem"), quic_key=str(tmp_path / "k.pem")))
+    ing = Ingest(Runtime(engine), IngestConfig(quic_port=0, quic_cert=str(tmp_path / "c.pem"),
+                                               quic_key=str(tmp_path / "k.pem")))
     ing.start()
     try:
         async def main():

@@ -2,37 +2,34 @@
 
 The Fp6/Fp12 tower and the pairing are checked through host hooks against py_ecc's FQ12
 and pairing on random elements and points; every verdict is compared with arkworks
-(:func:`app.engine.verify.reference.verify_bls12_381`) on the handed vectors and on a CI sample
-of generated valid and mutated items.  ``scripts/bls_agreement`` runs the same comparison
+(:func:`app.engine.reference.reference.verify_bls12_381`) on the handed vectors and on a CI sample
+of generated valid and mutated items.  ``scripts/agreement --scheme bls12-381`` runs the same comparison
 on >= 20 k valid and >= 20 k mutated items.  Every test ends with zero failed ZV_CHECKs.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib
 import random
 import subprocess
 import sys
 from dataclasses import replace
-from importlib.machinery import SourceFileLoader
-from importlib.util import module_from_spec, spec_from_loader
 
 import numpy as np
 import pytest
 
 from app.core.batch import Item
 from app.engine.kernels import hostbuild
-from app.engine.verify import kat
+from app.engine.reference import kat
 from app.vectors import _ethereum_bls, _wycheproof, from_json
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
 
-_loader = SourceFileLoader("bls_agreement", str(ROOT / "scripts" / "bls_agreement"))
-agreement = module_from_spec(spec_from_loader("bls_agreement", _loader))
-_loader.exec_module(agreement)
+agreement = importlib.import_module("scripts.lib.agreement.bls12_381")  # scripts/agreement --scheme bls12-381
 kernel_verdicts, reference_verdicts = agreement.kernel_verdicts, agreement.reference_verdicts
-encodings = agreement.encodings  # scripts/bls12_381_arith_agreement: compress, make_encoding
+encodings = agreement.encodings  # scripts/lib/agreement/bls12_381_arith.py: compress, make_encoding
 
 P = 0x1A0111EA397FE69A4B1BA7B6434BACD764774B84F38512BF6730D2A0F6B0F6241EABFFFEB153FFFFB9FEFFFFFFFFAAAB
 X_ABS = 0xD201000000010000  # the curve parameter is x = −X_ABS
@@ -273,7 +270,7 @@ def test_ethereum_verify_vectors(vectors_root):
 
 
 def test_generated_valid_and_every_mutant_kind():
-    """A CI sample of scripts/bls_agreement: valid items and every mutant kind of them."""
+    """A CI sample of scripts/agreement --scheme bls12-381: valid items and every mutant kind of them."""
     valid = kat.sign_items("bls12-381", 6, seed=1)
     others = kat.sign_items("bls12-381", 6, seed=2)
     rng = random.Random(10)

@@ -34,9 +34,10 @@ def _load_script(name: str):
     return mod
 
 
-# scripts/bls12_381_arith_agreement holds the ctypes calls of the host build (and the
-# ≥ 10 k-item agreement runs); the tests below run its pieces on small samples.
-kern = _load_script("bls12_381_arith_agreement")
+# scripts/lib/agreement/bls12_381_arith.py holds the ctypes calls of the host build (and the
+# ≥ 10 k-item agreement runs of scripts/agreement --scheme bls12-381-arith); the tests below
+# run its pieces on small samples.
+kern = importlib.import_module("scripts.lib.agreement.bls12_381_arith")
 gen = _load_script("gen_bls12_381_tables")
 P, lib, fp_batch, fp2_batch, fp_from_be64 = kern.P, kern.lib, kern.fp_batch, kern.fp2_batch, kern.fp_from_be64
 
@@ -296,7 +297,7 @@ def test_ethereum_deserialization_vectors(group):
 
 @pytest.mark.parametrize("group", [1, 2])
 def test_decoding_agrees_with_arkworks_on_generated_encodings(group):
-    """A CI sample of scripts/bls12_381_arith_agreement: valid and deliberately corrupted
+    """A CI sample of scripts/agreement --scheme bls12-381-arith: valid and deliberately corrupted
     encodings of every kind, decoded by the kernel and by arkworks."""
     import py_arkworks_bls12381 as ark
 
@@ -418,7 +419,7 @@ def test_hash_to_g2_ethereum_vectors():
 
 
 def test_hash_to_g2_agrees_with_arkworks_on_random_messages():
-    """A CI sample; scripts/bls12_381_arith_agreement runs ≥ 10 k."""
+    """A CI sample; scripts/agreement --scheme bls12-381-arith runs ≥ 10 k."""
     rng = random.Random(52)
     msgs = _messages(rng, 40)
     got = kern.hash_to_g2(msgs, kern.POP_DST)
@@ -426,8 +427,9 @@ def test_hash_to_g2_agrees_with_arkworks_on_random_messages():
 
 
 def test_sass_histogram_reads_cuobjdump_lines():
-    """scripts/bls12_381_ptxas counts the Fp product's instructions from cuobjdump -sass."""
-    ptx = _load_script("bls12_381_ptxas")
+    """scripts/ptxas --kernel bls12_381_parts counts the Fp product's SASS from cuobjdump -sass."""
+    from scripts.lib import kernels
+
     sass = "\n".join([
         "        /*0040*/                   LDG.E R26, desc[UR4][R18.64] ;        /* 0x00000004121a7981 */",
         "                                                                         /* 0x001ea8000c1e1900 */",
@@ -436,4 +438,4 @@ def test_sass_histogram_reads_cuobjdump_lines():
         "        /*00b0*/                   IMAD.WIDE.U32 R6, R2, R9, R4 ;",
         "        /*4870*/                   NOP;                                  /* 0x0000000000007918 */",
     ])
-    assert ptx.histogram(sass) == {"LDG.E": 1, "IMAD.WIDE.U32": 2, "IADD3.X": 1}
+    assert kernels.histogram(kernels.instructions(sass)) == {"LDG.E": 1, "IMAD.WIDE.U32": 2, "IADD3.X": 1}

@@ -1,8 +1,8 @@
 """The Ed25519 kernel (app/engine/kernels/ed25519.cu), host build, against libsodium.
 
-Every verdict is compared with :func:`app.engine.verify.reference.verify_ed25519` (libsodium via
+Every verdict is compared with :func:`app.engine.reference.reference.verify_ed25519` (libsodium via
 pynacl); the field, scalar and group layers are also checked one by one against Python
-integers and the pure-Python model.  ``scripts/ed25519_agreement`` runs the same
+integers and the pure-Python model.  ``scripts/agreement --scheme ed25519`` runs the same
 comparison on >= 100k valid and >= 100k mutated items; this file runs a CI-sized sample.
 The sm_90 build is checked with the other kernels by tests/test_kernels_nvcc.py.
 """
@@ -22,7 +22,7 @@ import pytest
 
 from app.core.batch import Item
 from app.engine.kernels import hostbuild
-from app.engine.verify import kat, reference
+from app.engine.reference import kat, reference
 from tests.conftest import ROOT
 from tests.oracles import ed25519_model as m
 

@@ -1,12 +1,12 @@
 """The ML-DSA kernel (app/engine/kernels/ml_dsa.cu), host build, against OpenSSL.
 
 Every verdict is compared with the CPU backend's reference,
-:func:`app.engine.verify.reference.make_verify_mldsa` (OpenSSL through ``cryptography``), on every
+:func:`app.engine.reference.reference.make_verify_mldsa` (OpenSSL through ``cryptography``), on every
 Wycheproof ML-DSA vector (read in place from ../shared/vectors; skipped where absent) and on
 a CI-sized sample of generated valid items and adversarial mutations of them
 (tests/oracles/ml_dsa_model.py).  The ring arithmetic, SampleInBall and UseHint are
 also checked one by one against Python.  Every run asserts that no ZV_CHECK bound failed.
-``scripts/ml_dsa_agreement`` runs the same comparison on >= 100k valid and >= 100k mutated
+``scripts/agreement --scheme ml-dsa`` runs the same comparison on >= 100k valid and >= 100k mutated
 items per parameter set; the sm_90 build is checked by tests/test_kernels_nvcc.py.
 """
 
@@ -27,7 +27,7 @@ from app.core.batch import Batch, Item
 from app.core.schemes import SCHEMES
 from app.engine.backends.kernel_host import KernelHostBackend
 from app.engine.kernels import hostbuild
-from app.engine.verify import kat
+from app.engine.reference import kat
 from tests.conftest import ROOT
 from tests.oracles import ml_dsa_model as m
 from tests.oracles.ml_dsa_model import buf as _buf
@@ -155,7 +155,7 @@ def test_kernel_host_backend_serves_the_scheme(lib, level):
                              [it.signature for it in items], ctx=b"batch ctx")
     backend = KernelHostBackend()
     assert backend.availability()[scheme.id] == "ready"
-    assert backend.verify(batch).tolist() == [True, False, True]
+    assert backend.run(batch).verdicts.tolist() == [True, False, True]
 
 
 # ------------------------------------------------------------------ external vectors

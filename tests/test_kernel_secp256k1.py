@@ -1,5 +1,5 @@
 """The secp256k1 ECDSA kernel (app/engine/kernels/secp256k1.cu), host build, against
-libsecp256k1 through coincurve (app/engine/verify/reference.py verify_secp256k1).
+libsecp256k1 through coincurve (app/engine/reference/reference.py verify_secp256k1).
 
 Three layers: the kernel's field, scalar and group routines against Python integers
 (through tests/kernel_harness/secp256k1_unit.cu); the verify entry point against the
@@ -22,10 +22,10 @@ import coincurve
 import numpy as np
 import pytest
 
+from app.core import encoding
 from app.engine.kernels import hostbuild
-from app.engine.verify import kat, reference
+from app.engine.reference import kat, reference
 from app.vectors import DEFAULT_ROOT, convert_all, from_json
-from app.wire import encoding
 from tests.conftest import vectors_missing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,14 +49,15 @@ def _load_generator():
 
 
 gen = _load_generator()
-agreement = _load_script("secp256k1_agreement")
+agreement = importlib.import_module("scripts.lib.agreement.secp256k1")
 P, N, G = gen.P, gen.N, gen.G
 R_MONT = 2**256
 
 
 # ------------------------------------------------------------------ calling the kernel
-# scripts/secp256k1_agreement holds the ctypes call of the host build and the generator of
-# mutated items; the CI sample below runs its chunks at a small size.
+# scripts/lib/agreement/secp256k1.py (scripts/agreement --scheme secp256k1) holds the ctypes
+# call of the host build and the generator of mutated items; the CI sample below runs its
+# chunks at a small size.
 kernel_verify = agreement.kernel_verify
 
 
@@ -376,13 +377,16 @@ def test_generated_sample_agrees():
 
 def test_agreement_script_sample():
     """Every variant (key encoding × prehashed) and every mutation kind of the full
-    agreement run (scripts/secp256k1_agreement), at CI size."""
+    agreement run (scripts/agreement --scheme secp256k1), at CI size."""
+    from scripts.lib.agreement import Chunk
+
     kinds: set[str] = set()
     for chunk in range(len(agreement.VARIANTS)):
-        res = agreement.run_chunk((3, chunk, 30, len(agreement.MUTATIONS) * 2))
-        assert res["disagreements"] == [], res["disagreements"][:3]
-        assert res["per_kind"]["valid"]["reference_valid"] == 30
-        kinds |= set(res["per_kind"])
+        counts = {"valid": 30, "mutated": len(agreement.MUTATIONS) * 2}
+        tally = agreement.run_chunk(Chunk("secp256k1", chunk, 3, counts))
+        assert tally.failures() == 0, tally.examples
+        assert tally.kinds[("secp256k1", "valid")]["accepted"] == 30
+        kinds |= {kind for _, kind in tally.kinds}
     assert kinds == {"valid", *agreement.MUTATIONS}
 
 
@@ -570,7 +574,7 @@ ptxas info    : Function properties for _Z13k1_gej_doubleP6k1_gejPKS_
 
 def test_ptxas_report_keeps_the_register_cap_and_spill_budget():
     """sm_90 resources of zv_verify_secp256k1, from bench/results/kernels_ptxas.txt (written by
-    scripts/kernels_ptxas; tests/test_kernels_nvcc.py checks it describes these sources): the
+    scripts/ptxas; tests/test_kernels_nvcc.py checks it describes these sources): the
     168-register cap of secp256k1.cu and at most 64 bytes spilled (36 B stores, 40 B loads
     when the report was made), outside the field arithmetic's hot loop."""
     from pathlib import Path

@@ -1,12 +1,12 @@
 """The SLH-DSA kernel (app/engine/kernels/slh_dsa.cu), host build, against pqcrypto.
 
-Every verdict is compared with pqcrypto (PQClean; app.engine.verify.reference), the library of the
+Every verdict is compared with pqcrypto (PQClean; app.engine.reference.reference), the library of the
 CPU backend, on all 12 parameter sets: a pool of valid signatures (contexts of 0, 1 and 255
 bytes; messages of 0, 33 and 300 bytes) signed once and cached (tests/slh_dsa_cases.py), and
 mutations of it reaching every part of pk, msg, ctx and sig, wrong lengths, and 256-byte
 contexts.  The ACVP sigVer vectors (internal interface) are checked both ways: the pure entry
 point under the project's rule (tests/test_vectors_acvp_slh_dsa.py) and the kernel's
-internal-interface hook against the source's verdicts.  scripts/slh_dsa_agreement runs the
+internal-interface hook against the source's verdicts.  scripts/agreement --scheme slh-dsa runs the
 comparison at full size; the sm_90 build is checked by tests/test_kernels_nvcc.py.
 """
 
@@ -118,8 +118,9 @@ def test_kernel_host_backend_serves_every_set(pools):
         bad = dict(mutants(it, random.Random(3)))["sig.fors.sk"]
         batch = Batch.from_items(SCHEMES[sid], [it.public_key] * 2, [it.message] * 2,
                                  [it.signature, bad.signature], ctx=it.context)
-        assert backend.verify(batch).tolist() == [True, False]
-        verdicts, leaves, root = backend.verify_commit(batch)
+        assert backend.run(batch).verdicts.tolist() == [True, False]
+        _r = backend.run(batch, commit=True)
+        verdicts, leaves, root = _r.verdicts, _r.leaves, _r.root
         assert verdicts.tolist() == [True, False] and leaves.shape == (2, 32) and len(root) == 32
 
 

@@ -10,7 +10,7 @@ from app.core.errors import EmptyBatch, RequestError
 from app.core.schemes import SCHEMES
 from app.engine.commit import merkle
 from app.engine.kernels import hostlib, ops
-from app.engine.verify import kat
+from app.engine.reference import kat
 from app.engine.verify.grouping import batch_of, group_items
 
 pytestmark = pytest.mark.skipif(hostlib.hostbuild.compiler() is None, reason="no C++ compiler")

@@ -1,7 +1,7 @@
 """nvcc check (docs/kernels.md): every kernel source compiles for sm_90.
 
 Runs where nvcc is on PATH.  Registers, stack and spill bytes per entry point are written to
-bench/results/kernels_ptxas.txt by scripts/kernels_ptxas (never typed); the test checks that
+bench/results/kernels_ptxas.txt by scripts/ptxas (never typed); the test checks that
 report describes the current sources.
 """
 
@@ -32,7 +32,7 @@ ptxas info    : Used 72 registers, used 0 barriers, 104 bytes cumulative stack s
 @pytest.mark.timeout(1800)  # nvcc's front end on every module, two at a time, on a busy 2-core machine
 def test_every_kernel_compiles_for_sm90():
     """Every .cu compiles for sm_90 (to PTX: ptxas's register report is slower by minutes per
-    module and is written by scripts/kernels_ptxas) and exports its entry points."""
+    module and is written by scripts/ptxas) and exports its entry points."""
     from concurrent.futures import ThreadPoolExecutor
 
     sources = registry.sources()
@@ -50,8 +50,8 @@ def test_every_kernel_compiles_for_sm90():
 
 
 def test_the_ptxas_report_is_of_the_current_sources():
-    """bench/results/kernels_ptxas.txt (scripts/kernels_ptxas) describes these sources: a
+    """bench/results/kernels_ptxas.txt (scripts/ptxas) describes these sources: a
     kernel change without a new report fails here, not silently."""
     digest = sources_digest()
     head = RESULTS.read_text().splitlines()[:6]
-    assert f"# kernel sources sha256: {digest}" in head, "rerun scripts/kernels_ptxas"
+    assert f"# kernel sources sha256: {digest}" in head, "rerun scripts/ptxas"

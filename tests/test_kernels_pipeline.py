@@ -12,7 +12,7 @@ from app.engine.backends.cuda import CudaBackend
 from app.engine.commit import merkle
 from app.engine.kernels import hostbuild, occupancy, ops, pipeline
 from app.engine.kernels.cudadev import CupyDevice
-from app.engine.verify import kat
+from app.engine.reference import kat
 from app.engine.verify.grouping import batch_of, group_items
 from tests.fake_cupy import FakeCupy
 from tests.toy_scheme import TOY, TOY_ALL, toy_items, toy_valid
@@ -97,7 +97,8 @@ def test_small_batches_take_the_one_launch_path():
     fake = FakeCupy()
     b = CudaBackend(cupy=fake, kernels=TOY_ALL, chunk_items=64)
     batch = toy_batch(40)
-    verdicts, _, root = b.verify_commit(batch)
+    _r = b.run(batch, commit=True)
+    verdicts = _r.verdicts
     assert verdicts.tolist() == truth(batch)
     assert [what for kind, what, _ in fake.ops if kind == "launch"].count("zv_verify_toy") == 1
 
@@ -112,7 +113,8 @@ def test_real_kernels_pipelined_give_the_known_answers(scheme_id):
     key, idx = max(groups.items(), key=lambda kv: len(kv[1]))
     assert len(idx) > 2 * 40
     batch = batch_of(key, [items[i] for i in idx])
-    verdicts, leaves, root = b.verify_commit(batch)
+    _r = b.run(batch, commit=True)
+    verdicts, root = _r.verdicts, _r.root
     assert verdicts.tolist() == [kas[i].expected for i in idx]
     assert root == merkle.root(merkle.batch_leaves(batch, verdicts))
 

@@ -10,13 +10,14 @@ from starlette.testclient import TestClient
 
 from app.api.routes.receipts import UUID_PATTERN
 from app.config import Settings
+from app.engine.runtime import Runtime
 from app.main import create_app
 
 
 @pytest.fixture(scope="module")
 def client(engine, tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("openapi"))
-    with TestClient(create_app(settings, engine=engine)) as c:
+    with TestClient(create_app(settings, runtime=Runtime(engine))) as c:
         yield c
 
 

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.client.ingest import connect
 from app.config import Settings
 from app.core.batch import Batch
 from app.core.errors import StoreUnavailable
@@ -18,8 +17,11 @@ from app.core.schemes import SCHEMES
 from app.engine.commit import merkle
 from app.engine.pipeline import Part, verify_and_record, verify_and_record_parts
 from app.engine.receipts.open import open_store
-from app.engine.verify import kat
+from app.engine.reference import kat
+from app.engine.runtime import Runtime
+from app.engine.verify.engine import Engine, EngineConfig
 from app.main import create_app
+from zapverify.ingest import connect
 
 
 def _batch(items) -> Batch:
@@ -27,11 +29,23 @@ def _batch(items) -> Batch:
                             [i.signature for i in items])
 
 
-def _recent(engine, batch_id: str) -> dict:
-    return next(r for r in engine.stats.snapshot()["recent"] if r["batch_id"] == batch_id)
+@pytest.fixture
+def fresh():
+    """An engine of its own for a test that asserts its stats: nothing another test verified is
+    listed (its CPU backend passed the session engine's self-test, so it is marked ready)."""
+    eng = Engine(EngineConfig(backend="cpu", cpu_workers=1, cpu_parallelism="thread"))
+    eng.ready = True
+    yield eng
+    eng.close()
 
 
-def test_items_are_verified_committed_receipted_and_listed(engine, tmp_path):
+def _recent(engine) -> list[dict]:
+    """The engine's recent batches, newest first."""
+    return engine.stats.snapshot()["recent"]
+
+
+def test_items_are_verified_committed_receipted_and_listed(fresh, tmp_path):
+    engine = fresh
     kas = kat.known_answers()["ed25519"] + kat.known_answers()["secp256k1"]
     items = [ka.item for ka in kas]
     with open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
@@ -41,14 +55,15 @@ def test_items_are_verified_committed_receipted_and_listed(engine, tmp_path):
         receipt = store.get(rec.batch_id)
     assert receipt.source == "ws" and receipt.merkle_root == rec.root and receipt.count == len(items)
     assert receipt.verdicts().tolist() == rec.verdicts.tolist()
-    listed = _recent(engine, rec.batch_id)
-    assert listed["source"] == "ws" and listed["valid"] == rec.valid
+    (listed,) = _recent(engine)
+    assert listed["batch_id"] == rec.batch_id and listed["source"] == "ws" and listed["valid"] == rec.valid
     assert listed["schemes"] == {"ed25519": len(kat.known_answers()["ed25519"]),
                                  "secp256k1": len(kat.known_answers()["secp256k1"])}
     assert listed["receipt"] == f"/v1/receipts/{rec.batch_id}"
 
 
-def test_joined_parts_get_their_own_roots_receipts_and_sources(engine, tmp_path):
+def test_joined_parts_get_their_own_roots_receipts_and_sources(fresh, tmp_path):
+    engine = fresh
     items = kat.sign_items("ed25519", 7, seed=21)
     items[4] = kat.Item("ed25519", items[4].public_key, items[4].message + b"!", items[4].signature)
     calls = []
@@ -64,18 +79,19 @@ def test_joined_parts_get_their_own_roots_receipts_and_sources(engine, tmp_path)
         alone = engine.verify(_batch(items[lo:hi]))
         assert rec.root == alone.root and np.array_equal(rec.leaves, alone.leaves)
     assert [r.source for r in receipts] == ["tcp", "udp", "quic"]
-    assert [_recent(engine, r.batch_id)["source"] for r in recs] == ["tcp", "udp", "quic"]
+    assert [(r["batch_id"], r["source"]) for r in reversed(_recent(engine))] == [
+        (r.batch_id, source) for r, source in zip(recs, ["tcp", "udp", "quic"])]
 
 
-def test_a_failed_receipt_write_answers_nothing_and_lists_nothing(engine, tmp_path):
+def test_a_failed_receipt_write_answers_nothing_and_lists_nothing(fresh, tmp_path):
+    engine = fresh
     class DownStore:
         def put_many(self, receipts):
             raise StoreUnavailable("database down")
 
-    before = engine.stats.snapshot()["recent"]
     with pytest.raises(StoreUnavailable):
         verify_and_record(engine, DownStore(), kat.sign_items("ed25519", 2, seed=3), source="http", started=0.0)
-    assert engine.stats.snapshot()["recent"] == before
+    assert _recent(engine) == []
 
 
 def test_parts_must_cover_the_work(engine):
@@ -89,10 +105,10 @@ def _free_tcp_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_tcp_ingest_frame_shows_in_status_recent_batches_with_source_tcp(engine, tmp_path):
+def test_a_tcp_ingest_frame_shows_in_status_recent_batches_with_source_tcp(fresh, tmp_path):
     settings = Settings(data_dir=tmp_path, ingest_tcp_port=_free_tcp_port(), instance="pipeline-1")
     items = kat.sign_items("ed25519", 3, seed=44)
-    with TestClient(create_app(settings, engine=engine)) as client:
+    with TestClient(create_app(settings, runtime=Runtime(fresh))) as client:
         port = client.app.state.ingest.ports["tcp"]
 
         async def send():
@@ -102,12 +118,8 @@ def test_a_tcp_ingest_frame_shows_in_status_recent_batches_with_source_tcp(engin
                     [i.signature for i in items]), 60)
 
         answer = asyncio.run(send())
-        recent = client.get("/v1/status").json()["stats"]["recent"]  # newest first
-        # The session's engine also lists other tests' batches (some without receipts).
-        receipts = {r["batch_id"]: client.get(r["receipt"]).json() for r in recent
-                    if r["source"] == "tcp" and r["receipt"] is not None}
-    mine = [bid for bid, rc in receipts.items() if rc.get("merkle_root") == answer.merkle_root.hex()]
-    assert answer.verdicts.tolist() == [True] * 3 and len(mine) == 1
-    entry = next(r for r in recent if r["batch_id"] == mine[0])
+        (entry,) = client.get("/v1/status").json()["stats"]["recent"]  # this engine's only batch
+        receipt = client.get(entry["receipt"]).json()
+    assert answer.verdicts.tolist() == [True] * 3
     assert entry["source"] == "tcp" and entry["count"] == 3 and entry["valid"] == 3
-    assert receipts[mine[0]]["source"] == "tcp"
+    assert receipt["source"] == "tcp" and receipt["merkle_root"] == answer.merkle_root.hex()

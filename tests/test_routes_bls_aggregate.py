@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.client import AggregateItem, Client, aggregate_body, aggregate_leaf, verify_inclusion
 from app.config import Settings
 from app.engine.commit import merkle
+from app.engine.runtime import Runtime
 from app.main import create_app
 from app.vectors import from_json, generated_aggregate
+from zapverify import AggregateItem, Client, aggregate_body, aggregate_leaf, verify_inclusion
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -29,7 +30,7 @@ def answers():
 def client(engine, tmp_path_factory):
     settings = Settings(data_dir=tmp_path_factory.mktemp("agg"), bls_aggregate_max_keys=8,
                         bls_aggregate_max_pairings=64, max_message_bytes=100, instance="agg")
-    with TestClient(create_app(settings, engine=engine)) as c:
+    with TestClient(create_app(settings, runtime=Runtime(engine))) as c:
         yield c
 
 
@@ -133,7 +134,7 @@ def test_dashboard_status_and_metrics_count_each_mode(engine, client, answers):
 def test_python_clients_blocking_and_async(live_server, answers):
     import asyncio
 
-    from app.client import AsyncClient
+    from zapverify import AsyncClient
 
     want = [a.expected for a in answers]
     root = merkle.root([aggregate_leaf(a.item, a.expected) for a in answers])

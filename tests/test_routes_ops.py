@@ -6,28 +6,29 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.config import Settings
-from app.engine.verify.engine import Engine, EngineConfig
-from app.main import create_app, engine_config, ingest_config
+from app.engine.runtime import PoolConfig, Runtime
+from app.engine.verify.engine import EngineConfig
+from app.main import create_app, ingest_config, pool_config
 from tests.server import free_port, free_udp_port
 
 MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def pool_engine():
-    eng = Engine(EngineConfig(backend="cpu", pool_bytes=8 * MIB))
-    eng.start()
-    return eng
+def pool_runtime():
+    rt = Runtime.open(EngineConfig(backend="cpu"), PoolConfig(8 * MIB))
+    rt.engine.start()
+    return rt
 
 
 @pytest.fixture(scope="module")
-def client(pool_engine):
-    with TestClient(create_app(Settings(instance="ops-1"), engine=pool_engine)) as c:
+def client(pool_runtime):
+    with TestClient(create_app(Settings(instance="ops-1"), runtime=pool_runtime)) as c:
         yield c
 
 
-def test_status_shows_host_pick_and_pool(client, pool_engine):
-    with pool_engine.pool.acquire(5000, "ingest") as buf:
+def test_status_shows_host_pick_and_pool(client, pool_runtime):
+    with pool_runtime.pool.acquire(5000, "ingest") as buf:
         buf.hand_off("dispatch")
         s = client.get("/v1/status").json()
     pick, pool, host = s["pick"], s["pool"], s["host"]
@@ -49,36 +50,36 @@ def test_dashboard_has_host_and_pool_sections(client):
         assert marker in html
 
 
-def test_settings_reach_the_engine_config(monkeypatch):
+def test_settings_reach_the_pool_config(monkeypatch):
     monkeypatch.setenv("ZAP_UMA_POOL_BYTES", str(32 * MIB))
     monkeypatch.setenv("ZAP_TRANSPORT", "heap")
     monkeypatch.setenv("ZAPVERIFY_POOL_WAIT_SECONDS", "2.5")
-    cfg = engine_config(Settings())
-    assert (cfg.pool_bytes, cfg.transport, cfg.pool_source, cfg.pool_wait_seconds, cfg.pool_debug) == (
+    cfg = pool_config(Settings())
+    assert (cfg.size_bytes, cfg.transport, cfg.source, cfg.wait_seconds, cfg.debug) == (
         32 * MIB, "heap", "auto", 2.5, False)
 
 
 @pytest.fixture
-def own_engine():
-    """An engine for one app: an app's lifespan closes its engine (and pool) when it ends."""
-    eng = Engine(EngineConfig(backend="cpu", pool_bytes=8 * MIB))
-    eng.start()
-    return eng
+def own_runtime():
+    """A runtime for one app: an app's lifespan closes its runtime (engine and pool) when it ends."""
+    rt = Runtime.open(EngineConfig(backend="cpu"), PoolConfig(8 * MIB))
+    rt.engine.start()
+    return rt
 
 
-def test_status_reports_ingest_ports_and_counters(own_engine):
+def test_status_reports_ingest_ports_and_counters(own_runtime):
     import asyncio
 
-    from app.client.ingest import connect
-    from app.engine.verify import kat
+    from app.engine.reference import kat
     from app.wire import zap
+    from zapverify.ingest import connect
 
     tcp, udp, quic = free_port(), free_udp_port(), free_udp_port()
     settings = Settings(receipts=False, ingest_tcp_port=tcp, ingest_udp_port=udp, ingest_quic_port=quic)
     items = kat.sign_items("ed25519", 3, seed=2)
     frame = bytes(zap.encode_items("ed25519", [i.public_key for i in items], [i.message for i in items],
                                    [i.signature for i in items]))
-    with TestClient(create_app(settings, engine=own_engine)) as c:
+    with TestClient(create_app(settings, runtime=own_runtime)) as c:
         async def send():
             async with connect("tcp", "127.0.0.1", tcp) as s:
                 return await (await s.submit(frame))
@@ -94,7 +95,7 @@ def test_status_reports_ingest_ports_and_counters(own_engine):
     assert t["quic"]["alpn"] == "zap/1" and len(t["quic"]["certificate_sha256"]) == 64
 
 
-def test_ingest_frames_reach_metrics_and_the_dashboard_feed(own_engine, tmp_path):
+def test_ingest_frames_reach_metrics_and_the_dashboard_feed(own_runtime, tmp_path):
     """Each frame's outcome goes to zapverify_ingest_frames_total and to the stats the
     dashboard reads (``stats.ingest``), next to the listener's own counters (``ingest``)."""
     import asyncio
@@ -102,9 +103,9 @@ def test_ingest_frames_reach_metrics_and_the_dashboard_feed(own_engine, tmp_path
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from app.client.ingest import connect
-    from app.engine.verify import kat
+    from app.engine.reference import kat
     from app.wire import zap
+    from zapverify.ingest import connect
 
     tcp = free_port()
     settings = Settings(receipts=False, ingest_tcp_port=tcp, data_dir=tmp_path)
@@ -117,7 +118,7 @@ def test_ingest_frames_reach_metrics_and_the_dashboard_feed(own_engine, tmp_path
         return {s.labels["outcome"]: s.value for f in fams if f.name == "zapverify_ingest_frames"
                 for s in f.samples if s.name.endswith("_total") and s.labels.get("transport") == "tcp"}
 
-    with TestClient(create_app(settings, engine=own_engine)) as c:
+    with TestClient(create_app(settings, runtime=own_runtime)) as c:
         before = samples(c)
 
         async def send():

@@ -8,13 +8,14 @@ import nacl.signing
 import pytest
 from fastapi.testclient import TestClient
 
-from app.client import leaf_hash, verify_inclusion
 from app.config import Settings
 from app.core.schemes import SCHEMES
 from app.engine.receipts.ids import new_batch_id
 from app.engine.receipts.open import open_store
+from app.engine.runtime import Runtime
 from app.engine.verify.engine import Engine
 from app.main import create_app
+from zapverify import leaf_hash, verify_inclusion
 
 
 def _items(rng: random.Random, n: int, bad: set[int] = frozenset()):
@@ -42,7 +43,7 @@ def make_client(tmp_path):
     def make(**settings):
         engine = Engine()
         engine.start()
-        app = create_app(Settings(data_dir=tmp_path, instance="t", **settings), engine=engine)
+        app = create_app(Settings(data_dir=tmp_path, instance="t", **settings), runtime=Runtime(engine))
         client = TestClient(app)
         client.__enter__()
         clients.append(client)
@@ -122,7 +123,7 @@ def test_bad_input_is_422_naming_the_field(make_client, path, field):
 
 def test_failed_receipt_write_is_503_without_verdicts(make_client):
     client = make_client()
-    client.app.state.store.close()  # the database is gone: every write fails
+    client.app.state.runtime.store.close()  # the database is gone: every write fails
     r = client.post("/v1/verify", json=_request(_items(random.Random(4), 3)))
     assert r.status_code == 503
     body = r.json()

@@ -8,14 +8,15 @@ from fastapi.testclient import TestClient
 
 from app.api.routes import stats as stats_routes
 from app.config import Settings
-from app.engine.verify import kat
+from app.engine.reference import kat
+from app.engine.runtime import Runtime
 from app.main import create_app
 
 
 @pytest.fixture(scope="module")
 def client(engine, tmp_path_factory):
     settings = Settings(instance="ws-1", data_dir=tmp_path_factory.mktemp("data"))
-    with TestClient(create_app(settings, engine=engine)) as c:
+    with TestClient(create_app(settings, runtime=Runtime(engine))) as c:
         yield c
 
 
@@ -43,7 +44,7 @@ def test_feed_pushes_status_snapshots_with_recent_batches(client, monkeypatch):
 def test_batches_without_receipts_have_no_link(engine, tmp_path):
     settings = Settings(instance="ws-2", data_dir=tmp_path, receipts=False)
     ka = kat.known_answers()["ed25519"][0]
-    with TestClient(create_app(settings, engine=engine)) as c:
+    with TestClient(create_app(settings, runtime=Runtime(engine))) as c:
         body = {"items": [{"scheme": "ed25519", "public_key": ka.item.public_key.hex(),
                            "message": ka.item.message.hex(), "signature": ka.item.signature.hex()}]}
         batch_id = c.post("/v1/verify", json=body).json()["batch_id"]

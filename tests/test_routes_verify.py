@@ -9,14 +9,15 @@ from fastapi.testclient import TestClient
 from app.config import Settings
 from app.core.schemes import SCHEMES
 from app.engine.commit import merkle
-from app.engine.verify import kat
+from app.engine.reference import kat
+from app.engine.runtime import Runtime
 from app.main import create_app
 
 
 @pytest.fixture(scope="module")
 def client(engine):
     settings = Settings(max_items=50, max_body_bytes=200_000, max_message_bytes=1000, instance="test-1")
-    with TestClient(create_app(settings, engine=engine)) as c:
+    with TestClient(create_app(settings, runtime=Runtime(engine))) as c:
         yield c
 
 

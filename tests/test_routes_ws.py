@@ -12,7 +12,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from app.config import Settings
-from app.engine.verify import kat
+from app.engine.reference import kat
+from app.engine.runtime import PoolConfig, Runtime
 from app.engine.verify.engine import Engine, EngineConfig
 from app.main import create_app
 from app.wire import zap
@@ -38,7 +39,7 @@ def _json(items, rid) -> str:
 
 def test_thousand_pipelined_requests_with_bad_messages_mid_stream(engine, signed):
     a, b, bad = signed
-    app = create_app(Settings(ws_max_in_flight=16), engine=engine)
+    app = create_app(Settings(ws_max_in_flight=16), runtime=Runtime(engine))
     expected: dict[tuple[str, object], list[bool]] = {}
     with TestClient(app) as client, client.websocket_connect("/v1/ws/verify") as ws:
         for i in range(1000):
@@ -88,7 +89,7 @@ def test_thousand_pipelined_requests_with_bad_messages_mid_stream(engine, signed
 
 
 def test_json_errors_name_the_field(engine, signed):
-    with TestClient(create_app(Settings(), engine=engine)) as client, \
+    with TestClient(create_app(Settings(), runtime=Runtime(engine))) as client, \
             client.websocket_connect("/v1/ws/verify") as ws:
         ws.send_text(json.dumps({"items": []}))
         body = json.loads(ws.receive_text())
@@ -176,8 +177,8 @@ async def _drive(app, frame: bytes, *, total: int, peer_reads: bool, release=Non
 
 def test_a_peer_that_never_reads_holds_the_server_at_the_bound(engine, signed):
     bound = 4
-    app = create_app(Settings(ws_max_in_flight=bound), engine=engine)
-    app.state.engine = engine
+    app = create_app(Settings(ws_max_in_flight=bound), runtime=Runtime(engine))
+    app.state.runtime = Runtime(engine)
     pulled, replies, stats = asyncio.run(_drive(app, _frame([signed[0]], 1), total=10_000, peer_reads=False))
     # The server read `bound` requests, verified them, blocked sending, and read no more.
     assert pulled == bound
@@ -189,8 +190,8 @@ def test_a_slow_engine_stops_the_reader_then_drains(signed):
     bound = 3
     gate = threading.Event()
     eng = _GatedEngine(gate)
-    app = create_app(Settings(ws_max_in_flight=bound), engine=eng)
-    app.state.engine = eng
+    app = create_app(Settings(ws_max_in_flight=bound), runtime=Runtime(eng))
+    app.state.runtime = Runtime(eng)
     try:
         pulled, replies, stats = asyncio.run(_drive(app, _frame([signed[0]], 9), total=40, peer_reads=True,
                                                     release=gate.set))
@@ -204,7 +205,7 @@ def test_a_slow_engine_stops_the_reader_then_drains(signed):
 
 def test_ws_answers_are_recorded_as_receipts(engine, signed, tmp_path):
     a, b, bad = signed
-    with TestClient(create_app(Settings(data_dir=tmp_path), engine=engine)) as client, \
+    with TestClient(create_app(Settings(data_dir=tmp_path), runtime=Runtime(engine))) as client, \
             client.websocket_connect("/v1/ws/verify") as ws:
         ws.send_text(_json([a, bad], 1))
         body = json.loads(ws.receive_text())
@@ -219,13 +220,13 @@ def test_ws_answers_are_recorded_as_receipts(engine, signed, tmp_path):
 
 
 def test_ws_frames_land_in_the_pool(signed):
-    eng = Engine(EngineConfig(backend="cpu", cpu_workers=1, cpu_parallelism="thread", pool_bytes=4 << 20,
-                              pool_source="heap", pool_debug=True))
-    eng.ready = True
-    with TestClient(create_app(Settings(receipts=False), engine=eng)) as client, \
+    rt = Runtime.open(EngineConfig(backend="cpu", cpu_workers=1, cpu_parallelism="thread"),
+                      PoolConfig(4 << 20, source="heap", debug=True))
+    rt.engine.ready = True
+    with TestClient(create_app(Settings(receipts=False), runtime=rt)) as client, \
             client.websocket_connect("/v1/ws/verify") as ws:
         for rid in range(1, 6):
             ws.send_bytes(_frame([signed[0], signed[1]], rid))
         assert sorted(zap.decode(ws.receive_bytes()).request_id for _ in range(5)) == [1, 2, 3, 4, 5]
-        stats = eng.pool.stats()
+        stats = rt.pool.stats()
         assert stats["acquired_total"] == stats["released_total"] == 5 and stats["in_use_bytes"] == 0

@@ -15,7 +15,8 @@ from starlette.testclient import TestClient
 
 from app.config import Settings
 from app.core.errors import by_wire_code
-from app.engine.verify import kat
+from app.engine.reference import kat
+from app.engine.runtime import PoolConfig, Runtime
 from app.engine.verify.engine import Engine, EngineConfig
 from app.main import create_app
 from app.wire import zap
@@ -96,7 +97,7 @@ def expected_root(code: int, items, verdicts) -> bytes:
 
 @pytest.fixture(scope="module")
 def client(engine):
-    with TestClient(create_app(Settings(), engine=engine)) as c:
+    with TestClient(create_app(Settings(), runtime=Runtime(engine))) as c:
         yield c
 
 
@@ -185,7 +186,7 @@ def test_wrong_content_type_is_415(client):
 
 def test_limits_are_413_error_frames(engine):
     s = Settings(zap_max_frame_bytes=256, zap_max_items=2, max_message_bytes=4)
-    with TestClient(create_app(s, engine=engine)) as c:
+    with TestClient(create_app(s, runtime=Runtime(engine))) as c:
         big = hand_frame(0x01, [RFC1, RFC2, RFC1])  # 3 items, 312 bytes
         r = _post(c, big)
         assert r.status_code == 413 and by_wire_code(parse_error(r.content)[1]).code == "FRAME_TOO_LARGE"
@@ -196,7 +197,7 @@ def test_limits_are_413_error_frames(engine):
         r = _post(c, hand_frame(0x01, [(RFC1[0], b"12345", RFC1[2])]))
         assert r.status_code == 413 and by_wire_code(parse_error(r.content)[1]).code == "MESSAGE_LIMIT"
     s = Settings(zap_max_items=1)
-    with TestClient(create_app(s, engine=engine)) as c:
+    with TestClient(create_app(s, runtime=Runtime(engine))) as c:
         r = _post(c, hand_frame(0x01, [RFC1, RFC2], request_id=6))
         assert r.status_code == 413 and parse_error(r.content)[:2] == (6, 0x0012)
 
@@ -207,7 +208,7 @@ class _NeverReady(Engine):
 
 
 def test_not_ready_is_503_error_frame():
-    with TestClient(create_app(Settings(), engine=_NeverReady(EngineConfig(cpu_workers=1)))) as c:
+    with TestClient(create_app(Settings(), runtime=Runtime(_NeverReady(EngineConfig(cpu_workers=1))))) as c:
         r = _post(c, hand_frame(0x01, [RFC1], request_id=12))
         assert r.status_code == 503 and parse_error(r.content)[:2] == (12, 0x0100)
 
@@ -257,16 +258,16 @@ def test_fuzz_hostile_headers(client, fields, head, tail):
 
 
 # ------------------------------------------------------------------ pool slabs and receipts
-def _pool_engine(pool_bytes: int) -> Engine:
-    eng = Engine(EngineConfig(backend="cpu", cpu_workers=1, cpu_parallelism="thread", pool_bytes=pool_bytes,
-                              pool_source="heap", pool_wait_seconds=0.1, pool_debug=True))
-    eng.ready = True  # the session engine's self-test covers the CPU backend
-    return eng
+def _pool_runtime(pool_bytes: int) -> Runtime:
+    rt = Runtime.open(EngineConfig(backend="cpu", cpu_workers=1, cpu_parallelism="thread"),
+                      PoolConfig(pool_bytes, source="heap", wait_seconds=0.1, debug=True))
+    rt.engine.ready = True  # the session engine's self-test covers the CPU backend
+    return rt
 
 
 def test_frames_land_in_a_pool_slab_released_after_the_answer():
-    eng = _pool_engine(4 << 20)
-    with TestClient(create_app(Settings(receipts=False), engine=eng)) as c:
+    eng = _pool_runtime(4 << 20)
+    with TestClient(create_app(Settings(receipts=False), runtime=eng)) as c:
         frame = hand_frame(0x01, [RFC1, RFC2], request_id=77)
         for _ in range(3):
             r = _post(c, frame)
@@ -288,7 +289,7 @@ def test_frames_land_in_a_pool_slab_released_after_the_answer():
 def test_zap_answer_is_recorded_as_a_receipt(engine, tmp_path):
     items = [RFC1, RFC2, (RFC1[0], b"x", RFC1[2])]
     s = Settings(data_dir=tmp_path)
-    with TestClient(create_app(s, engine=engine)) as c:
+    with TestClient(create_app(s, runtime=Runtime(engine))) as c:
         r = _post(c, hand_frame(0x01, items, request_id=5))
         _, count, valid, root, verdicts = parse_response(r.content)
         receipt = c.get(f"/v1/receipts/{r.headers['x-zapverify-batch-id']}").json()

@@ -3,7 +3,7 @@
 import httpx
 import pytest
 
-from app.engine.verify import kat
+from app.engine.reference import kat
 from tests.server import running_server
 from tests.test_routes_verify import as_json, five_scheme_items
 

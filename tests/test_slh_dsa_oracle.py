@@ -14,8 +14,8 @@ from dataclasses import replace
 import pytest
 
 from app.core.schemes import SCHEMES
-from app.engine.verify.kat import known_answers, mutate, sign_items
-from app.engine.verify.reference import verifier
+from app.engine.reference.kat import known_answers, mutate, sign_items
+from app.engine.reference.reference import verifier
 from tests.oracles.slh_dsa import PARAMS, base_2b, slh_verify, slh_verify_internal
 
 SLH = sorted(s for s in SCHEMES if s.startswith("slh-dsa"))

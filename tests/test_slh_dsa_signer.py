@@ -1,6 +1,6 @@
 """The fast test signer (tests/slh_dsa_signer.py) makes signatures that pqcrypto, the
 pure-Python FIPS 205 oracle and the kernel all accept, for every parameter set — which is what
-scripts/slh_dsa_agreement relies on when it signs its 10 000 valid items per set with it."""
+scripts/agreement --scheme slh-dsa relies on when it signs its 10 000 valid items per set with it."""
 
 from __future__ import annotations
 

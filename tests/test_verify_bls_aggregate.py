@@ -1,4 +1,4 @@
-"""FastAggregateVerify and AggregateVerify (app/engine/verify/bls_aggregate.py) against py_ecc.
+"""FastAggregateVerify and AggregateVerify (app/engine/reference/bls_aggregate.py) against py_ecc.
 
 Keys, signatures and aggregates are made with py_ecc's Ethereum ``G2ProofOfPossession``, and
 every expected verdict is checked against py_ecc's own FastAggregateVerify/AggregateVerify
@@ -15,8 +15,8 @@ import pytest
 
 from app.core.batch import AggregateItem
 from app.engine.commit import merkle
-from app.engine.verify import bls_aggregate, kat
-from app.engine.verify.bls_aggregate import aggregate_verify, fast_aggregate_verify
+from app.engine.reference import bls_aggregate, kat
+from app.engine.reference.bls_aggregate import aggregate_verify, fast_aggregate_verify
 
 py_ecc_bls = pytest.importorskip("py_ecc.bls")
 POP = py_ecc_bls.G2ProofOfPossession

@@ -1,4 +1,4 @@
-"""Batch CoreVerify by random linear combination (app/engine/verify/bls_batch.py): verdicts equal the
+"""Batch CoreVerify by random linear combination (app/engine/reference/bls_batch.py): verdicts equal the
 single CoreVerify's item by item.  The 10 k-item agreement run per invalid fraction is
 ``bench/bls_batch.py --agreement`` (bench/results/bls_batch_agreement.md); this is a sample."""
 
@@ -12,8 +12,8 @@ import pytest
 from app.core.batch import Batch
 from app.core.schemes import SCHEMES
 from app.engine.backends.cpu import CpuBackend
-from app.engine.verify import bls_batch, kat, reference
-from app.engine.verify.bls_batch import BlsBatchVerifier
+from app.engine.reference import bls_batch, kat, reference
+from app.engine.reference.bls_batch import BlsBatchVerifier
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,8 @@ def test_cpu_backend_gives_the_same_verdicts_and_leaves_either_way(valid, bls_ba
     batch = Batch.from_items(SCHEMES["bls12-381"], *_columns(items))
     backend = CpuBackend(workers=2, chunk=16, bls_batch=bls_batch_on)
     try:
-        verdicts, leaves = backend.verify_with_leaves(batch)
+        _r = backend.run(batch)
+        verdicts, leaves = _r.verdicts, _r.leaves
     finally:
         backend.close()
     assert verdicts.tolist() == _single(items)

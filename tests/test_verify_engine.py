@@ -5,9 +5,11 @@ import pytest
 
 from app.core.batch import Batch
 from app.core.errors import BackendUnavailable, EmptyBatch, RequestError
+from app.core.result import Result
 from app.core.schemes import SCHEMES
+from app.engine.backends.base import READY, Backend, Capabilities
 from app.engine.commit import merkle
-from app.engine.verify import kat
+from app.engine.reference import kat
 from app.engine.verify.engine import Engine, EngineConfig
 from app.engine.verify.status import engine_status
 
@@ -64,30 +66,24 @@ def test_columnar_batch_verify_and_validation(engine):
     assert e.value.field == "offsets"
 
 
-class MockBackend:
-    """A stand-in accelerator: answers from a function, or raises."""
+class MockBackend(Backend):
+    """A stand-in accelerator: answers verdicts from a function, or raises."""
 
     def __init__(self, name, fn):
         self.name, self.fn, self.calls = name, fn, 0
 
-    def available(self):
-        return True
+    def capabilities(self):
+        return Capabilities(schemes={"ed25519": READY})
 
-    def schemes(self):
-        return frozenset({"ed25519"})
-
-    def verify(self, batch):
+    def run(self, batch, *, commit=False):
         self.calls += 1
-        return self.fn(batch)
-
-    def close(self):
-        pass
+        return Result.of(self.name, self.fn(batch))
 
 
 def _cpu_truth(batch):
     from app.engine.backends.cpu import CpuBackend
 
-    return CpuBackend(workers=1).verify(batch)
+    return CpuBackend(workers=1).run(batch).verdicts
 
 
 def test_backend_that_fails_selftest_is_routed_to_cpu():

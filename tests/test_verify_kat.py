@@ -1,11 +1,11 @@
-"""The fixed known answers shipped with the package (app/engine/verify/known_answers.json)."""
+"""The fixed known answers shipped with the package (app/engine/reference/known_answers.json)."""
 
 from __future__ import annotations
 
 import pytest
 
 from app.core.schemes import SCHEMES
-from app.engine.verify import kat, reference
+from app.engine.reference import kat, reference
 
 
 def test_every_scheme_has_valid_and_invalid_answers():

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from app.core.schemes import SCHEMES
-from app.engine.verify import kat, reference
+from app.engine.reference import kat, reference
 
 L = 2**252 + 27742317777372353535851937790883648493  # RFC 8032 §5.1 group order
 N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141  # SEC 2 secp256k1 order

@@ -13,12 +13,12 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 from app.core.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED, Item
+from app.core.result import Result
 from app.core.schemes import SCHEMES
+from app.engine.backends.base import READY, Backend, Capabilities
 from app.engine.kernels.registry import KernelSource, VerifyKernel
-from app.engine.verify.kat import KnownAnswer
+from app.engine.reference.kat import KnownAnswer
 
 TOY_SOURCE = KernelSource("toy", Path(__file__).resolve().parent / "kernels")
 TOY = VerifyKernel(TOY_SOURCE, "zv_verify_toy")
@@ -61,24 +61,19 @@ def toy_answers() -> dict[str, list[KnownAnswer]]:
     return out
 
 
-class ToyCpu:
-    """CPU stand-in applying the toy rule; reports the calls it got."""
+class ToyCpu(Backend):
+    """CPU stand-in applying the toy rule; reports the calls it got (verdicts only: the
+    engine's commit step makes the leaves)."""
 
     name = "cpu"
 
     def __init__(self):
         self.calls: list[int] = []
 
-    def available(self) -> bool:
-        return True
+    def capabilities(self) -> Capabilities:
+        return Capabilities(schemes={s: READY for s in SCHEMES})
 
-    def schemes(self) -> frozenset[str]:
-        return frozenset(SCHEMES)
-
-    def verify(self, batch) -> np.ndarray:
+    def run(self, batch, *, commit: bool = False) -> Result:
         self.calls.append(len(batch))
-        return np.array([toy_valid(batch.pks[i].tobytes(), batch.message(i), batch.sigs[i].tobytes(),
-                                   batch.ctx, batch.options) for i in range(len(batch))], dtype=bool)
-
-    def close(self) -> None:
-        pass
+        return Result.of(self.name, [toy_valid(batch.pks[i].tobytes(), batch.message(i), batch.sigs[i].tobytes(),
+                                               batch.ctx, batch.options) for i in range(len(batch))])

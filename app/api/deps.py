@@ -1,4 +1,5 @@
-"""Shared request dependencies: the engine and settings live on ``app.state``."""
+"""Shared request dependencies: the runtime (engine, stats, pool, store) and the settings live on
+``app.state`` (:mod:`app.engine.runtime`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,17 @@ from fastapi import Request
 from app.config import Settings
 from app.core.errors import BadContentType
 from app.engine.receipts.store import ReceiptStore
+from app.engine.runtime import Runtime
 from app.engine.verify.engine import Engine
 from app.wire.zap import Limits
 
 
+def get_runtime(request: Request) -> Runtime:
+    return request.app.state.runtime
+
+
 def get_engine(request: Request) -> Engine:
-    return request.app.state.engine
+    return get_runtime(request).engine
 
 
 def get_settings(request: Request) -> Settings:
@@ -21,7 +27,7 @@ def get_settings(request: Request) -> Settings:
 
 def get_store(request: Request) -> ReceiptStore | None:
     """The receipt store, or ``None`` when receipts are off."""
-    return getattr(request.app.state, "store", None)
+    return get_runtime(request).store
 
 
 def zap_limits(settings: Settings) -> Limits:

@@ -1,5 +1,5 @@
-"""Where a received frame lands: a buffer of the engine's UMA pool (docs/architecture.md, "Memory"), or
-heap memory when the engine has no pool (scripts, tests).  The engine then verifies the
+"""Where a received frame lands: a buffer of the runtime's UMA pool (docs/architecture.md, "Memory"), or
+heap memory when the runtime has no pool (scripts, tests).  The engine then verifies the
 frame's columns in that buffer, so the bytes are copied once, from the socket's chunks.
 The socket listeners of :mod:`app.engine.ingest` land frames with the same
 :func:`app.engine.memory.heap.land`."""
@@ -14,20 +14,18 @@ import numpy as np
 from starlette.concurrency import run_in_threadpool
 
 from app.engine.memory.heap import HeapBuffer, land
-from app.engine.memory.pool import PoolBuffer
-from app.engine.verify.engine import Engine
+from app.engine.memory.pool import PoolBuffer, UmaPool
 
 
 @asynccontextmanager
-async def landing(engine: Engine, nbytes: int) -> AsyncIterator[np.ndarray]:
-    """A writable ``uint8[nbytes]`` buffer, given back to the pool on exit.
+async def landing(pool: UmaPool | None, nbytes: int) -> AsyncIterator[np.ndarray]:
+    """A writable ``uint8[nbytes]`` buffer of ``pool`` (heap memory where None), given back on exit.
 
     Waiting for room in the pool happens off the event loop.  Raises what
     :meth:`app.engine.memory.pool.UmaPool.acquire` raises: :class:`app.core.errors.PoolExhausted` (503)
     when no room frees up in time, :class:`app.core.errors.BufferTooLarge` (413) for a frame
     larger than the whole pool.
     """
-    pool = getattr(engine, "pool", None)
     buf = land(None, nbytes) if pool is None else await run_in_threadpool(land, pool, nbytes)
     try:
         yield buf.array
@@ -45,8 +43,8 @@ class GrowingLanding:
     ``max(step, 2 × received)``; the copies add up to less than ``2 × size``.
     """
 
-    def __init__(self, engine: Engine, size: int, step: int):
-        self.engine, self.size, self.step = engine, size, step
+    def __init__(self, pool: UmaPool | None, size: int, step: int):
+        self.pool, self.size, self.step = pool, size, step
         self._buf: PoolBuffer | HeapBuffer | None = None
 
     @property
@@ -60,7 +58,7 @@ class GrowingLanding:
         if nbytes <= self.capacity:
             return None
         want = min(self.size, max(nbytes, self.step, 2 * self.capacity))
-        pool = getattr(self.engine, "pool", None)
+        pool = self.pool
         new = land(None, want) if pool is None else await run_in_threadpool(land, pool, want)
         array = new.array[:want]
         if self._buf is not None:

@@ -1,7 +1,7 @@
 """Prometheus metrics of zapverify: definitions, recording, exposition.
 
 Every metric is defined here, once per process.  Batches and ingest frames are recorded by
-:data:`LISTENER`, which the app subscribes to the engine's :class:`app.engine.stats.Stats`
+:data:`LISTENER`, which the app subscribes to the runtime's :class:`app.engine.stats.Stats`
 (the engine itself never imports prometheus_client); HTTP requests by the
 :class:`HttpMetrics` middleware; gauges (pool bytes, backend availability) are refreshed
 from the engine every second and at each scrape.
@@ -89,26 +89,27 @@ class _Listener:
 LISTENER = _Listener()
 
 
-def refresh_gauges(engine: Any) -> None:
-    """Set the pool and backend-availability gauges from ``engine`` (an :class:`Engine`).
+def refresh_gauges(runtime: Any) -> None:
+    """Set the pool and backend-availability gauges from ``runtime`` (an
+    :class:`app.engine.runtime.Runtime`: its engine's routes and its pool).
 
-    The pool gauges are only set when the engine has a UMA pool (``engine.pool``).
+    The pool gauges are only set when the runtime has a UMA pool (``runtime.pool``).
     """
-    for scheme, route in engine.routes.items():
+    for scheme, route in runtime.engine.routes.items():
         for backend, ok in route.selftest.items():
             BACKEND_AVAILABLE.labels(backend, scheme).set(1 if ok else 0)
-    pool = getattr(engine, "pool", None)
+    pool = runtime.pool
     if pool is not None:
         stats = pool.stats()
         POOL_BYTES.labels("in_use").set(stats["in_use_bytes"])
         POOL_BYTES.labels("free").set(stats["capacity_bytes"] - stats["in_use_bytes"])
 
 
-async def refresh_forever(engine: Any, interval: float = 1.0) -> None:
+async def refresh_forever(runtime: Any, interval: float = 1.0) -> None:
     """Keep this worker's gauges current (every worker must: a scrape reads all of them)."""
     while True:
         try:
-            refresh_gauges(engine)
+            refresh_gauges(runtime)
         except Exception:  # a gauge must never take the server down
             log.exception("refreshing metrics gauges failed")
         await asyncio.sleep(interval)
@@ -140,12 +141,12 @@ def clear_multiprocess_dir(path: str) -> None:
         os.remove(f)
 
 
-def exposition(engine: Any) -> tuple[bytes, str]:
+def exposition(runtime: Any) -> tuple[bytes, str]:
     """The text exposition format of every zapverify metric, and its content type.
 
     In multiprocess mode the values of every worker are merged (see the module doc).
     """
-    refresh_gauges(engine)
+    refresh_gauges(runtime)
     path = multiprocess_dir()
     if path:
         reap_dead_workers(path)

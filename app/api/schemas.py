@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.core import schemes
 from app.core.batch import Batch, Item
-from app.core.encoding import compact_signature
+from app.core.encoding import native_signature
 from app.core.errors import LimitExceeded, RequestError, UnknownScheme
 
 # RFC 8032 §7.1 TEST 1 (empty message): a valid Ed25519 item.
@@ -49,6 +49,27 @@ class VerifyItem(BaseModel):
     context: str | None = Field(None, description="FIPS 204/205 context (ML-DSA, SLH-DSA only), ≤ 255 bytes")
 
 
+def _option(name: str) -> Any:
+    """The request field of batch option ``name``: off by default, described as the registry
+    says, naming the schemes it applies to."""
+    o = schemes.OPTIONS[name]
+    return Field(False, description=f"{'/'.join(schemes.accepting(o.bit))}: {o.summary}")
+
+
+def _formats_description() -> str:
+    """What each signature format other than ``raw`` does, naming the schemes that accept it."""
+    return "; ".join(f"{'/'.join(s.id for s in schemes.SCHEMES.values() if f.name in s.signature_formats)}: "
+                     f"'{f.name}' {f.summary}" for f in schemes.SIGNATURE_FORMATS.values() if f.name != schemes.RAW)
+
+
+if TYPE_CHECKING:
+    SignatureFormatName = str
+else:
+    # The registry's format names as a Literal (Literal[("raw", "der")] is Literal["raw", "der"]),
+    # so the schema's enum and pydantic's error list exactly the formats some scheme accepts.
+    SignatureFormatName = Literal[tuple(schemes.SIGNATURE_FORMATS)]
+
+
 class VerifyRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "encoding": "hex", "items": [_EXAMPLE_ITEM]}]})
@@ -56,10 +77,11 @@ class VerifyRequest(BaseModel):
     # minItems in the schema only: an empty list stays the engine's EMPTY_BATCH (422, field items).
     items: list[VerifyItem] = Field(json_schema_extra={"minItems": 1})
     encoding: Literal["hex", "base64"] = "hex"
-    prehashed: StrictBool = Field(False, description="secp256k1: messages are 32-byte digests")
-    allow_high_s: StrictBool = Field(False, description="secp256k1: accept s > n/2 (normalised first)")
-    signature_format: Literal["raw", "der"] = Field(
-        "raw", description="secp256k1: 'der' converts ASN.1 DER signatures to compact r‖s")
+    # One field per option of schemes.OPTIONS (tests/test_schemes_layers.py checks the set);
+    # each applies to the items of the schemes that accept it (Scheme.options).
+    prehashed: StrictBool = _option("prehashed")
+    allow_high_s: StrictBool = _option("allow_high_s")
+    signature_format: SignatureFormatName = Field(schemes.RAW, description=_formats_description())
 
 
 class VerifyResponse(BaseModel):
@@ -132,6 +154,8 @@ def to_items(req: VerifyRequest, *, max_items: int, max_message_bytes: int) -> l
     """
     if len(req.items) > max_items:
         raise LimitExceeded(f"{len(req.items)} items, the limit is {max_items}", field="items")
+    bits = schemes.option_bits(req)
+    flags: dict[str, dict[str, bool]] = {}  # per scheme id: the request's options it accepts
     out = []
     for i, it in enumerate(req.items):
         where = f"items[{i}]"
@@ -148,12 +172,12 @@ def to_items(req: VerifyRequest, *, max_items: int, max_message_bytes: int) -> l
             if not scheme.has_context:
                 raise RequestError(f"{scheme.id} takes no context", field=f"{where}.context")
             ctx = decode_text(it.context, req.encoding, f"{where}.context")
-        sig = decode_text(it.signature, req.encoding, f"{where}.signature")
-        if scheme.family == "secp256k1":
-            sig = compact_signature(sig, req.signature_format)
+        sig = native_signature(scheme, decode_text(it.signature, req.encoding, f"{where}.signature"),
+                               req.signature_format)
+        if scheme.id not in flags:
+            flags[scheme.id] = schemes.option_flags(bits & scheme.option_bits)
         out.append(Item(scheme.id, decode_text(it.public_key, req.encoding, f"{where}.public_key"), msg, sig,
-                        ctx, req.prehashed and scheme.family == "secp256k1",
-                        req.allow_high_s and scheme.family == "secp256k1"))
+                        ctx, **flags[scheme.id]))
     return out
 
 
@@ -195,9 +219,8 @@ def _one_batch(req: VerifyRequest, max_message_bytes: int) -> Batch | None:
     if any(it.scheme != sid for it in items) or sid not in schemes.SCHEMES:
         return None
     scheme = schemes.SCHEMES[sid]
-    k1 = scheme.family == "secp256k1"
-    if k1 and req.signature_format != "raw":
-        return None
+    if scheme.signature_format_for(req.signature_format) != schemes.RAW:
+        return None  # signatures to convert: to_items reads them one by one
     contexts = {it.context for it in items}
     if len(contexts) != 1:
         return None
@@ -223,8 +246,8 @@ def _one_batch(req: VerifyRequest, max_message_bytes: int) -> Batch | None:
     np.cumsum(msgs[1], out=offsets[1:])
     return Batch(scheme, np.frombuffer(pks[0], dtype=np.uint8).reshape(n, pk_len),
                  np.frombuffer(sigs[0], dtype=np.uint8).reshape(n, scheme.sig_len),
-                 np.frombuffer(msgs[0], dtype=np.uint8), offsets, ctx, req.prehashed and k1,
-                 req.allow_high_s and k1)
+                 np.frombuffer(msgs[0], dtype=np.uint8), offsets, ctx, source="api",
+                 **schemes.option_flags(schemes.option_bits(req) & scheme.option_bits))
 
 
 def to_work(req: VerifyRequest, *, max_items: int, max_message_bytes: int) -> Batch | list[Item]:

@@ -11,19 +11,19 @@ from starlette.datastructures import State
 
 from app import __version__
 from app.config import Settings
-from app.engine.verify.engine import Engine
-from app.engine.verify.status import engine_status, host_status
+from app.engine.runtime import Runtime
+from app.engine.verify.status import engine_status
 
 
 def status_body(state: State) -> dict[str, Any]:
     """Host (class and probe), transport pick, UMA pool use, backends and self-test per
     scheme, counters and throughput per scheme, limits, WebSocket and NIC ingest counters,
     admission control (items and bytes in flight, refusals),
-    from an app's ``state`` (its ``engine``, ``settings``, ``ws_stats`` and ``ingest``).
-    ``pick`` and ``pool`` are null for an engine built without a pool."""
-    engine: Engine = state.engine
+    from an app's ``state`` (its ``runtime``, ``settings``, ``ws_stats`` and ``ingest``).
+    ``pick`` and ``pool`` are null for a runtime built without a pool."""
+    runtime: Runtime = state.runtime
     settings: Settings = state.settings
-    hs = host_status(engine)
+    hs = runtime.host_status()
     pick = hs["pick"]
     ingest = getattr(state, "ingest", None)  # None in an app whose lifespan has not run
     return {
@@ -39,8 +39,8 @@ def status_body(state: State) -> dict[str, Any]:
                    "max_message_bytes": settings.max_message_bytes,
                    "zap_max_frame_bytes": settings.zap_max_frame_bytes, "zap_max_items": settings.zap_max_items,
                    "ws_max_in_flight": settings.ws_max_in_flight},
-        "engine": engine_status(engine),
-        "stats": engine.stats.snapshot(),
+        "engine": engine_status(runtime.engine),
+        "stats": runtime.stats.snapshot(),
         "websocket": state.ws_stats.snapshot(),
         "ingest": ingest.status() if ingest is not None else {"enabled": False, "transports": {}},
         "admission": state.admission.snapshot() if hasattr(state, "admission") else None,

@@ -53,23 +53,23 @@ class WorkerExchange:
 
     Args:
         path: the exchange directory (created if absent).
-        engine: this worker's :class:`app.engine.verify.engine.Engine`.
+        runtime: this worker's :class:`app.engine.runtime.Runtime` (its stats and pool).
         pid: this worker's process id.
     """
 
-    def __init__(self, path: Path, engine: Any, pid: int | None = None):
+    def __init__(self, path: Path, runtime: Any, pid: int | None = None):
         self.path = Path(path)
-        self.engine = engine
+        self.runtime = runtime
         self.pid = pid or os.getpid()
         self.path.mkdir(parents=True, exist_ok=True)
 
     def _pool_stats(self) -> dict | None:
-        pool = getattr(self.engine, "pool", None)
+        pool = self.runtime.pool
         return pool.stats() if pool is not None else None
 
     def publish(self) -> None:
         """Write this worker's stats and pool (OSError is logged, never raised)."""
-        data = {"pid": self.pid, "time": time.time(), "stats": self.engine.stats.export(),
+        data = {"pid": self.pid, "time": time.time(), "stats": self.runtime.stats.export(),
                 "pool": self._pool_stats()}
         tmp = self.path / f".{self.pid}.tmp"
         try:

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.core.errors import RequestError
-from app.core.schemes import Scheme
+from app.core.schemes import OPTIONS, Scheme, option_bits
 
-#: Batch option bits, shared with the ZAP wire format (docs/wire-format.md).
-OPT_PREHASHED = 0x01
-OPT_ALLOW_HIGH_S = 0x02
+#: Batch option bits, shared with the ZAP wire format (docs/wire-format.md); the registry's
+#: :data:`~app.core.schemes.OPTIONS` defines them and which schemes accept each.
+OPT_PREHASHED = OPTIONS["prehashed"].bit
+OPT_ALLOW_HIGH_S = OPTIONS["allow_high_s"].bit
 
 
 def message_span(offsets: np.ndarray, lo: int, hi: int) -> tuple[int, int, np.ndarray]:
@@ -28,7 +29,11 @@ def message_span(offsets: np.ndarray, lo: int, hi: int) -> tuple[int, int, np.nd
 
 @dataclass(frozen=True)
 class Item:
-    """One verification item in row form (the JSON API and the vector files use this)."""
+    """One verification item in row form (the JSON API and the vector files use this).
+
+    ``prehashed`` and ``allow_high_s`` are the batch options (:data:`~app.core.schemes.OPTIONS`)
+    the item is verified under; they matter only for a scheme that accepts them
+    (``Scheme.options``)."""
 
     scheme: str
     public_key: bytes
@@ -57,6 +62,17 @@ class AggregateItem:
     signature: bytes
 
 
+@dataclass(frozen=True)
+class AggregateBatch:
+    """BLS12-381 aggregate items verified as one batch (a backend's ``run`` takes it where its
+    capabilities say ``aggregates``); ``items`` in order, any mix of modes."""
+
+    items: tuple[AggregateItem, ...]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
 @dataclass
 class Batch:
     """N items of one scheme, stored column by column.
@@ -68,8 +84,9 @@ class Batch:
         msgs: ``uint8[M]`` all messages back to back.
         offsets: ``uint32`` or ``uint64[N + 1]``; message i is ``msgs[offsets[i]:offsets[i+1]]``.
         ctx: the FIPS 204/205 context string for every item (≤ 255 bytes; empty elsewhere).
-        prehashed: secp256k1 only — messages are 32-byte digests, not hashed again.
-        allow_high_s: secp256k1 only — accept s > n/2 after normalising it.
+        prehashed: messages are 32-byte digests, not hashed again (for a scheme whose
+            ``options`` accept it: secp256k1).
+        allow_high_s: accept s > n/2 after normalising it (likewise).
 
     Arrays may be zero-copy views into a received frame or pool slab; a Batch never copies
     them.  :meth:`validate` checks shapes and offsets and raises :class:`RequestError`.
@@ -91,7 +108,7 @@ class Batch:
     @property
     def options(self) -> int:
         """The option bits of this batch as on the wire (bit0 prehashed, bit1 allow_high_s)."""
-        return (OPT_PREHASHED if self.prehashed else 0) | (OPT_ALLOW_HIGH_S if self.allow_high_s else 0)
+        return option_bits(self)
 
     def message(self, i: int) -> memoryview:
         """Message ``i`` as a zero-copy view."""

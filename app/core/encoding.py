@@ -1,12 +1,17 @@
-"""Signature encodings a client may send: secp256k1 ECDSA signatures as strict DER (SEC 1
-§C.5, as Bitcoin and most HSMs emit them) or as 64-byte compact r ‖ s (what every backend
-verifies).  Both directions use libsecp256k1 (through coincurve), so "is this DER?" has the
-library's answer, the same one the CPU reference gives.  Exported by :mod:`app.client`.
+"""Signature encodings a client may send (the registry's
+:data:`~app.core.schemes.SIGNATURE_FORMATS`; each scheme names those it accepts):
+``raw``, the scheme's own encoding, and for secp256k1 ECDSA ``der``, strict DER (SEC 1
+§C.5, as Bitcoin and most HSMs emit them), read into the 64-byte compact r ‖ s every backend
+verifies.  Both directions use libsecp256k1 (through coincurve), so "is this DER?" has the
+library's answer, the same one the CPU reference gives.  Exported by :mod:`zapverify`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from app.core.schemes import SIGNATURE_FORMATS, Scheme
 
 _k1: tuple[Any, Any, Any] | None = None
 
@@ -55,12 +60,35 @@ def compact_to_der(compact: bytes) -> bytes | None:
     return bytes(ffi.buffer(out, size[0]))
 
 
+def _der(sig: bytes) -> bytes:
+    # Not DER -> the empty signature, invalid by length (see compact_signature).
+    return der_to_compact(sig) or b""
+
+
+#: How a signature sent in each format of SIGNATURE_FORMATS becomes the verifier's bytes.
+_READERS: dict[str, Callable[[bytes], bytes]] = {"raw": bytes, "der": _der}
+if set(_READERS) != set(SIGNATURE_FORMATS):  # the registry and this table name the same formats
+    raise ValueError(f"signature formats {sorted(SIGNATURE_FORMATS)} but readers for {sorted(_READERS)}")
+
+
 def compact_signature(sig: bytes, signature_format: str) -> bytes:
     """The 64-byte compact form of a secp256k1 signature sent as ``raw`` or ``der``.
 
     A DER signature that does not parse becomes the empty signature, which is invalid by
     length: the item gets a ``False`` verdict and its Merkle leaf commits to empty bytes.
+    Raises ``ValueError`` for a format not in :data:`~app.core.schemes.SIGNATURE_FORMATS`.
     """
-    if signature_format == "raw":
-        return bytes(sig)
-    return der_to_compact(sig) or b""
+    try:
+        read = _READERS[signature_format]
+    except KeyError:
+        raise ValueError(f"unknown signature format {signature_format!r}; known: "
+                         f"{', '.join(SIGNATURE_FORMATS)}") from None
+    return read(bytes(sig))
+
+
+def native_signature(scheme: Scheme, sig: bytes, signature_format: str) -> bytes:
+    """``sig`` as ``scheme``'s verifier takes it, sent in a request's ``signature_format``:
+    read from that format where the scheme accepts it (``Scheme.signature_formats``), else
+    as sent, since a request-wide format applies only to the schemes that have it (a format
+    no scheme accepts is read as sent too: the JSON API refuses it before, naming the field)."""
+    return compact_signature(sig, scheme.signature_format_for(signature_format))

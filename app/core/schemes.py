@@ -14,7 +14,8 @@ malformed ones included (a malformed item is ``False``, never an exception for t
 ``secp256k1`` (0x02) — ECDSA over secp256k1 as libsecp256k1 (SEC 1 §4.1.4):
     pk 33 B (0x02/0x03 ‖ x) or 65 B (0x04 ‖ x ‖ y, or the hybrid 0x06/0x07 whose parity
     matches y), exactly what ``secp256k1_ec_pubkey_parse`` accepts; sig 64 B compact r ‖ s
-    (big-endian).  r, s ∈ [1, n−1]; s ≤ n/2 (low-S) is required unless the batch sets
+    (big-endian; a JSON request may send strict DER, signature format ``der``).
+    r, s ∈ [1, n−1]; s ≤ n/2 (low-S) is required unless the batch sets the option
     ``allow_high_s``, in which case s is normalised to n − s first.  The message is hashed
     with SHA-256 unless the batch is ``prehashed``, in which case it must be exactly 32 bytes.
 
@@ -46,6 +47,81 @@ MAX_CONTEXT_BYTES = 255
 
 
 @dataclass(frozen=True)
+class Option:
+    """A batch option: one flag that holds for every item of a batch, off unless set.
+
+    Attributes:
+        name: its name as a JSON request field, an :class:`~app.core.batch.Item` and
+            :class:`~app.core.batch.Batch` attribute and a vector-file key (``"prehashed"``).
+        bit: its bit in a ZAP request's ``options`` byte (docs/wire-format.md,
+            "3. Verify request (type 0x01)").
+        summary: what it does, one line (the JSON API describes the field with it).
+    """
+
+    name: str
+    bit: int
+    summary: str
+
+
+#: Every batch option, in bit order.  A scheme lists those it accepts in ``Scheme.options``;
+#: a ZAP frame setting another is ``BAD_OPTIONS``, a JSON request's flag does not apply to it.
+OPTIONS: dict[str, Option] = {o.name: o for o in (
+    Option("prehashed", 0x01, "messages are 32-byte digests"),
+    Option("allow_high_s", 0x02, "accept s > n/2 (normalised first)"),
+)}
+
+
+def _all_bits() -> int:
+    bits = 0
+    for o in OPTIONS.values():
+        if o.bit & (o.bit - 1) or o.bit & bits:  # one bit each, none shared
+            raise ValueError(f"option {o.name}: bit 0x{o.bit:02x} is not a bit of its own")
+        bits |= o.bit
+    return bits
+
+
+#: The option bits :data:`OPTIONS` defines; any other bit of a ZAP ``options`` byte is undefined.
+OPTION_BITS = _all_bits()
+
+#: The signature format every scheme accepts and a request uses unless it names another:
+#: the scheme's own encoding (the sizes of the registry), verified as sent.
+RAW = "raw"
+
+
+@dataclass(frozen=True)
+class SignatureFormat:
+    """An encoding a JSON request may send signatures in (its ``signature_format``).
+
+    Attributes:
+        name: the ``signature_format`` value (``"der"``).
+        summary: what the server does with it, one line (the JSON API's field description).
+    """
+
+    name: str
+    summary: str
+
+
+#: Every signature format, the default (:data:`RAW`) first.  How each becomes the bytes the
+#: verifier takes is :func:`app.core.encoding.native_signature`.
+SIGNATURE_FORMATS: dict[str, SignatureFormat] = {f.name: f for f in (
+    SignatureFormat(RAW, "as sent, in the scheme's own encoding"),
+    SignatureFormat("der", "converts ASN.1 DER signatures to compact r‖s"),  # SEC 1 §C.5
+)}
+
+
+def option_flags(bits: int) -> dict[str, bool]:
+    """``{option name: set?}`` for every option of :data:`OPTIONS`, from ZAP option ``bits``
+    (the keyword arguments of :class:`~app.core.batch.Item` and :class:`~app.core.batch.Batch`)."""
+    return {name: bool(bits & o.bit) for name, o in OPTIONS.items()}
+
+
+def option_bits(holder: object) -> int:
+    """The ZAP option bits of ``holder``: any object with a ``bool`` attribute per option
+    name (an :class:`~app.core.batch.Item`, a :class:`~app.core.batch.Batch`, a JSON request)."""
+    return sum(o.bit for name, o in OPTIONS.items() if getattr(holder, name))
+
+
+@dataclass(frozen=True)
 class Scheme:
     """One signature scheme.
 
@@ -57,6 +133,14 @@ class Scheme:
         sig_len: the signature length, bytes.
         has_context: True where FIPS 204/205 define a context string.
         standard: the document and section implemented.
+        options: names of the :data:`OPTIONS` its batches may set (``prehashed``...).
+        signature_formats: names of the :data:`SIGNATURE_FORMATS` a JSON request may send
+            its signatures in, :data:`RAW` first.
+
+    Every layer asks these fields (:meth:`accepts_option`, :attr:`option_bits`,
+    :meth:`signature_format_for`) rather than the family, so a scheme with options of its
+    own needs only its record here and its verifier.  Raises ``ValueError`` for an option or
+    format that is not defined, or formats that do not start with :data:`RAW`.
     """
 
     id: str
@@ -66,17 +150,44 @@ class Scheme:
     sig_len: int
     has_context: bool
     standard: str
+    options: tuple[str, ...] = ()
+    signature_formats: tuple[str, ...] = (RAW,)
+
+    def __post_init__(self) -> None:
+        unknown = [o for o in self.options if o not in OPTIONS]
+        if unknown:
+            raise ValueError(f"scheme {self.id}: options {unknown} are not in OPTIONS")
+        bad = [f for f in self.signature_formats if f not in SIGNATURE_FORMATS]
+        if bad or self.signature_formats[:1] != (RAW,):
+            raise ValueError(f"scheme {self.id}: signature formats {self.signature_formats} must be "
+                             f"from SIGNATURE_FORMATS, {RAW!r} first")
 
     @property
     def pk_len(self) -> int:
         """The usual public-key length, bytes (the first of ``pk_lens``)."""
         return self.pk_lens[0]
 
+    def accepts_option(self, name: str) -> bool:
+        """True when this scheme's batches may set option ``name``."""
+        return name in self.options
+
+    @property
+    def option_bits(self) -> int:
+        """The ZAP option bits this scheme accepts (0 for a scheme without options)."""
+        return sum(OPTIONS[name].bit for name in self.options)
+
+    def signature_format_for(self, requested: str) -> str:
+        """The format this scheme's signatures are read in when a request asks for
+        ``requested``: that one where the scheme accepts it, else :data:`RAW` (a request's
+        ``signature_format`` applies to the items of the schemes that have it)."""
+        return requested if requested in self.signature_formats else RAW
+
 
 def _registry() -> list[Scheme]:
     out = [
         Scheme("ed25519", 0x01, "ed25519", (32,), 64, False, "RFC 8032 §5.1.7 (libsodium rules)"),
-        Scheme("secp256k1", 0x02, "secp256k1", (33, 65), 64, False, "SEC 1 §4.1.4 (libsecp256k1 rules)"),
+        Scheme("secp256k1", 0x02, "secp256k1", (33, 65), 64, False, "SEC 1 §4.1.4 (libsecp256k1 rules)",
+               options=("prehashed", "allow_high_s"), signature_formats=(RAW, "der")),
         Scheme("bls12-381", 0x03, "bls12-381", (48,), 96, False,
                "draft-irtf-cfrg-bls-signature-04 CoreVerify, POP ciphersuite"),
     ]
@@ -105,6 +216,12 @@ def get(scheme_id: str) -> Scheme:
     except KeyError:
         raise UnknownScheme(f"unknown scheme {scheme_id!r}; known: {', '.join(SCHEMES)}",
                             field="scheme") from None
+
+
+def accepting(bits: int) -> list[str]:
+    """Ids of the schemes that accept any of the option ``bits``, in registry order (what an
+    error about a refused option names)."""
+    return [s.id for s in SCHEMES.values() if s.option_bits & bits]
 
 
 def by_code(code: int) -> Scheme:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.core import schemes
-from app.core.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED, Batch
+from app.core.batch import Batch
 from app.core.errors import (
     BadContext,
     BadKeyLength,
@@ -69,7 +69,8 @@ REQUEST_FIXED = HEADER_SIZE + _REQUEST.size   # 32: where ctx starts
 RESPONSE_FIXED = HEADER_SIZE + _RESPONSE.size  # 56: where verdicts start
 ERROR_FIXED = HEADER_SIZE + _ERROR.size        # 24: where the message starts
 
-KNOWN_OPTIONS = OPT_PREHASHED | OPT_ALLOW_HIGH_S
+#: The option bits the registry defines (schemes.OPTIONS); which a scheme takes is its own.
+KNOWN_OPTIONS = schemes.OPTION_BITS
 #: Header flag (docs/wire-format.md, "Batch ids"): on a request, "answer with the batch
 #: id"; on a response, the 16-byte batch id (the receipt's UUID) follows the verdicts'
 #: padding.  A peer that never sets it sees exactly the frames of before.
@@ -179,6 +180,11 @@ def _u8(buf: Buffer) -> np.ndarray:
     return arr
 
 
+def _takers(bits: int) -> str:
+    """The schemes that accept option ``bits``, as an error names them (``secp256k1``)."""
+    return "/".join(schemes.accepting(bits))
+
+
 def _check_padding(arr: np.ndarray, start: int, end: int, field: str) -> None:
     if end > start and np.any(arr[start:end]):
         raise BadPadding(f"padding bytes {start}..{end - 1} after {field} must be zero", field=field)
@@ -270,8 +276,10 @@ def decode_request(buf: Buffer, limits: Limits = DEFAULT_LIMITS) -> Request:
         raise BadReserved(f"reserved byte is 0x{reserved:02x}, it must be 0", field="reserved")
     if options & ~KNOWN_OPTIONS:
         raise BadOptions(f"unknown option bits 0x{options & ~KNOWN_OPTIONS:02x}", field="options")
-    if options and scheme.family != "secp256k1":
-        raise BadOptions(f"options 0x{options:02x} apply to secp256k1 only, not {scheme.id}", field="options")
+    refused = options & ~scheme.option_bits
+    if refused:
+        raise BadOptions(f"options 0x{refused:02x} apply to {_takers(refused)} only, not {scheme.id}",
+                         field="options")
     if ctx_len and not scheme.has_context:
         raise BadContext(f"{scheme.id} takes no context, ctx_len is {ctx_len}", field="ctx_len")
     if count == 0:
@@ -321,9 +329,8 @@ def decode_request(buf: Buffer, limits: Limits = DEFAULT_LIMITS) -> Request:
         msgs=arr[msgs_at:msgs_at + msgs_len],
         offsets=offsets,
         ctx=arr[ctx_at:ctx_at + ctx_len].tobytes(),
-        prehashed=bool(options & OPT_PREHASHED),
-        allow_high_s=bool(options & OPT_ALLOW_HIGH_S),
         source="zap",
+        **schemes.option_flags(options),
     )
     return Request(header.request_id, batch, bool(header.flags & FLAG_BATCH_ID))
 
@@ -416,8 +423,9 @@ def encode_request(batch: Batch, request_id: int = 0, *, want_batch_id: bool = F
         raise EmptyFrame("a request frame needs at least one item", field="count")
     if batch.ctx and not scheme.has_context:
         raise BadContext(f"{scheme.id} takes no context", field="ctx")
-    if batch.options and scheme.family != "secp256k1":
-        raise BadOptions(f"options apply to secp256k1 only, not {scheme.id}", field="options")
+    refused = batch.options & ~scheme.option_bits
+    if refused:
+        raise BadOptions(f"options apply to {_takers(refused)} only, not {scheme.id}", field="options")
     pk_len, sig_len = batch.pks.shape[1], scheme.sig_len
     base = int(batch.offsets[0])
     offsets = batch.offsets.astype(np.uint64) - base

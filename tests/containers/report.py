@@ -14,10 +14,12 @@ TIMINGS: JSON written by tests/containers (``restart_ready_s``); may be absent.
 from __future__ import annotations
 
 import json
-import os
-import platform
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file or with -m from the root
+
+from bench import provenance  # noqa: E402
 
 #: (key in MEASURED, tag, what it is), in table order.
 IMAGES = [
@@ -39,13 +41,17 @@ def read_measured(path: Path) -> dict[str, str]:
     return out
 
 
-def render(m: dict[str, str], timings: dict) -> str:
-    """The Markdown report.  Raises KeyError when a measurement is missing."""
+def render(m: dict[str, str], timings: dict, prov: dict | None = None) -> str:
+    """The Markdown report; ``prov`` is the run's provenance (bench/provenance.py, collected
+    now when not given).  Raises KeyError when a measurement is missing."""
+    prov = prov or provenance.collect()
     lines = [
         "# Container images and the compose deployment",
         "",
+        provenance.markdown_line(prov),
+        "",
         "Written by `scripts/container_test`; do not edit by hand.  "
-        f"Machine: {os.cpu_count()} CPUs ({platform.machine()}), no GPU, shared with other jobs "
+        f"Machine: {prov['machine']['cores']} CPUs ({prov['machine']['arch']}), shared with other jobs "
         f"(times are one run, not medians).  Docker {m['docker']} (overlay2, legacy builder), "
         f"docker-compose {m['compose']}.  A build time of \"cached\" means the layers were kept "
         "from an earlier run (`ZAPVERIFY_CONTAINER_WORK`).",
@@ -84,15 +90,15 @@ BEGIN, END = "<!-- containers.md: begin", "<!-- containers.md: end -->"
 
 def splice(readme: str, report: str) -> str:
     """``readme`` with the lines between its BEGIN and END markers replaced by the tables
-    and notes of ``report`` (its title and first paragraph dropped).  Raises ValueError
-    when a marker is missing."""
+    and notes of ``report`` (from its first table on: the title, provenance and machine
+    paragraphs dropped).  Raises ValueError when a marker is missing."""
     lines = readme.splitlines(keepends=True)
     try:
         b = next(i for i, line in enumerate(lines) if line.startswith(BEGIN))
         e = next(i for i, line in enumerate(lines) if line.startswith(END) and i > b)
     except StopIteration:
         raise ValueError(f"README has no {BEGIN} … {END} block") from None
-    body = report.split("\n\n", 2)[2]  # after the title and the machine paragraph
+    body = report[report.index("\n|") + 1:]  # from the first table on
     return "".join(lines[: b + 1]) + body + "".join(lines[e:])
 
 

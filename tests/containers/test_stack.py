@@ -16,12 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.client import Client
 from tests.containers.stack import wait_ready
 from tests.system.conftest import ARTIFACTS
 from tests.system.requests_util import SCHEMES, items, load_while
 from tests.system.test_dashboard_browser import number
 from tests.system.test_loadbalancer import INSTANCE, post_verify
+from zapverify import Client
 
 #: Every batch answered in these tests: (batch_id, merkle_root, count); the restart test
 #: reads them all back.

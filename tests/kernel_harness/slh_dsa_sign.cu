@@ -1,7 +1,7 @@
 /* slh_dsa_sign.cu — a fast SLH-DSA signer (FIPS 205), for generating test items only.
  *
  * Never part of the service: tests/slh_dsa_signer.py builds it on the host (g++) so that
- * scripts/slh_dsa_agreement can sign 10 000 items per parameter set; pqcrypto, our
+ * scripts/agreement --scheme slh-dsa can sign 10 000 items per parameter set; pqcrypto, our
  * reference, signs the "s" sets at 0.04–4 signatures per second per core here, which
  * makes that count a matter of days.  Every signature it makes is checked by pqcrypto
  * before it is used, so a fault here shows as an "expected-valid" failure, never as a

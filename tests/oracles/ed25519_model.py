@@ -4,7 +4,7 @@ Slow and simple on purpose: Python integers, affine coordinates, no shortcuts.  
 derives every constant the Ed25519 kernel uses (``scripts/gen_ed25519_tables`` writes
 them to ``ed25519_tables.cuh``) and builds the special points the kernel tests need
 (small-order points, mixed-order keys, non-canonical encodings).  It is not a verifier:
-verdicts come from libsodium (:func:`app.engine.verify.reference.verify_ed25519`).
+verdicts come from libsodium (:func:`app.engine.reference.reference.verify_ed25519`).
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def mutant(item, kind: str, rng):
     """
     from dataclasses import replace
 
-    from app.engine.verify.kat import mutate
+    from app.engine.reference.kat import mutate
 
     sig = item.signature
     r, s = sig[:32], int.from_bytes(sig[32:], "little")

@@ -3,7 +3,7 @@ layout, SampleInBall and UseHint, and the adversarial mutations of a signed item
 
 The kernel (ml_dsa.cuh) is compared with OpenSSL through ``cryptography`` on whole items;
 this module makes the items that reach every check of the verification (tests/
-test_kernel_ml_dsa.py, scripts/ml_dsa_agreement), and gives the two small algorithms the
+test_kernel_ml_dsa.py, scripts/agreement --scheme ml-dsa), and gives the two small algorithms the
 host build's hooks are checked against one by one.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from app.core.batch import Item
 from app.core.schemes import SCHEMES
-from app.engine.verify import reference
+from app.engine.reference import reference
 
 Q = 8380417  # FIPS 204 §4, Table 1
 D = 13

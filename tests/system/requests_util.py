@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.engine.verify import kat
+from app.engine.reference import kat
 
 SCHEMES = ("ed25519", "secp256k1", "bls12-381", "ml-dsa-44", "slh-dsa-sha2-128f")
 

@@ -10,10 +10,10 @@ import time
 import httpx
 import pytest
 
-from app.client import Client
-from app.engine.verify import kat
+from app.engine.reference import kat
 from tests.system.conftest import ARTIFACTS
 from tests.system.requests_util import SCHEMES, verify_body
+from zapverify import Client
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

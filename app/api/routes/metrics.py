@@ -7,8 +7,8 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from app.api import metrics
-from app.api.deps import get_engine
-from app.engine.verify.engine import Engine
+from app.api.deps import get_runtime
+from app.engine.runtime import Runtime
 
 router = APIRouter(tags=["ops"])
 
@@ -16,9 +16,9 @@ router = APIRouter(tags=["ops"])
 @router.get("/metrics", response_class=Response,
                   responses={200: {"content": {"text/plain": {"example":
         'zapverify_signatures_total{backend="cpu",result="valid",scheme="ed25519"} 4.0\n'}}}})
-async def prometheus_metrics(engine: Engine = Depends(get_engine)) -> Response:
+async def prometheus_metrics(runtime: Runtime = Depends(get_runtime)) -> Response:
     """Prometheus metrics of every worker of this server (text format 0.0.4)."""
-    body, content_type = await run_in_threadpool(metrics.exposition, engine)  # reads files in multiprocess mode
+    body, content_type = await run_in_threadpool(metrics.exposition, runtime)  # reads files in multiprocess mode
     return Response(body, media_type=content_type)
 
 

@@ -50,7 +50,7 @@ async def list_schemes() -> dict:
 async def status(request: Request) -> dict:
     """Host (class and probe), transport pick, UMA pool use, backends and self-test per scheme,
     counters and throughput per scheme, limits, NIC ingest.  ``pick`` and ``pool`` are null for
-    an engine built without a pool.
+    a runtime built without a pool.
 
     ``ingest``: ``bind``, ``ring`` (capacity, depth, high water, frames), ``coalesce`` and per
     transport (``tcp``, ``udp``, ``quic``): ``port`` (null when off), frames and bytes

@@ -5,8 +5,8 @@
                                           cursor of the next page (``null`` on the last)
 ``GET /v1/receipts/{id}/proof/{index}``   RFC 6962 §2.1.1 audit path of item ``index``
 
-The store is ``request.app.state.store`` (a :class:`app.engine.receipts.store.ReceiptStore`, or
-``None`` when receipts are off).  Errors: 404 ``RECEIPT_NOT_FOUND``,
+The store is the runtime's (``request.app.state.runtime.store``, a
+:class:`app.engine.receipts.store.ReceiptStore`, or ``None`` when receipts are off).  Errors: 404 ``RECEIPT_NOT_FOUND``,
 ``LEAF_INDEX_OUT_OF_RANGE``, ``RECEIPTS_DISABLED``; 422 ``BAD_REQUEST`` for an id that is
 not a UUID; 503 ``STORE_UNAVAILABLE``.  Store calls block, so the handlers are plain
 functions, which FastAPI runs in its thread pool.

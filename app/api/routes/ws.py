@@ -14,7 +14,7 @@ never reads its replies, which blocks the server's sends — is held back by TCP
 instead of growing the server's memory.  A bad message gets an error reply and the
 connection stays open.
 
-A binary message is copied once into the engine's UMA pool and verified there.  Each
+A binary message is copied once into the runtime's UMA pool and verified there.  Each
 request is charged to the process's admission bound (app/api/admission.py); beyond it the
 reply is an ``OVERLOADED`` error (wire code 0x0105) and the connection stays open.  When
 receipts are on, each request's receipt (source ``ws``) is written before its reply.
@@ -102,9 +102,10 @@ class Connection:
     def __init__(self, ws: WebSocket):
         app = ws.app
         self.ws = ws
-        self.engine = app.state.engine
+        self.runtime = app.state.runtime
+        self.engine = self.runtime.engine
         self.settings = app.state.settings
-        self.store = getattr(app.state, "store", None)
+        self.store = self.runtime.store
         self.stats: WsStats = app.state.ws_stats
         self.limits = zap_limits(self.settings)
         self.admission = app.state.admission
@@ -175,15 +176,15 @@ class Connection:
                 raise BadSize(f"size field says {header.size} bytes, the message has {len(data)}", field="size")
             # The message is copied once, into pool memory the engine (and a GPU) reads in place.
             with self.admission.admit(nbytes=len(data)) as ticket:
-                async with landing(self.engine, len(data)) as buf:
+                async with landing(self.runtime.pool, len(data)) as buf:
                     buf[:len(data)] = np.frombuffer(data, dtype=np.uint8)
                     _, reply = await verify_frame(self.engine, self.store, buf[:len(data)], self.limits,
                                                   source="ws", started=t0, ticket=ticket)
-            self.engine.stats.record_frame("ws", "accepted")
+            self.runtime.stats.record_frame("ws", "accepted")
             return reply
         except ZapVerifyError as exc:
             self.stats.errors_total += 1
-            self.engine.stats.record_frame("ws", exc.code.lower())
+            self.runtime.stats.record_frame("ws", exc.code.lower())
             return bytes(zap.error_frame(exc, request_id))
 
     async def _json(self, text: str) -> str:

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
 from app.api.admission import ticket_of
-from app.api.deps import get_store, zap_limits
+from app.api.deps import get_runtime, zap_limits
 from app.api.landing import GrowingLanding
 from app.api.service import is_zap, verify_frame, zap_error_of, zap_error_response
 from app.core.errors import BadContentType, ZapVerifyError
@@ -49,7 +49,8 @@ async def verify_zap(request: Request) -> Response:
     """
     t0 = time.perf_counter()
     settings = request.app.state.settings
-    engine = request.app.state.engine
+    runtime = get_runtime(request)
+    engine = runtime.engine
     reader: zap.FrameReader | None = None
     try:
         if not is_zap(request.headers.get("content-type")):
@@ -66,7 +67,7 @@ async def verify_zap(request: Request) -> Response:
                         continue
                     # Pool memory follows the bytes that arrived, not the size the header declares.
                     grow = await stack.enter_async_context(
-                        GrowingLanding(engine, reader.header.size, settings.zap_reserve_step_bytes))
+                        GrowingLanding(runtime.pool, reader.header.size, settings.zap_reserve_step_bytes))
                     first = await grow.room_for(HEADER_SIZE + len(chunk), 0)
                     assert first is not None  # the first call always lands a buffer
                     reader.attach(first, partial=True)
@@ -74,9 +75,9 @@ async def verify_zap(request: Request) -> Response:
                     reader.rebind(bigger)
                 reader.feed(chunk)
             _, buf = reader.finish()
-            batch_id, body = await verify_frame(engine, get_store(request), buf, reader.limits, source="http",
+            batch_id, body = await verify_frame(engine, runtime.store, buf, reader.limits, source="http",
                                                 started=t0, ticket=ticket_of(request.scope))
-        engine.stats.record_frame("http", "accepted")
+        runtime.stats.record_frame("http", "accepted")
         return Response(body, media_type=zap.CONTENT_TYPE, headers={"X-Zapverify-Batch-Id": batch_id})
     except (ZapVerifyError, BaseExceptionGroup) as caught:
         # A middleware reading the body in a task group (BaseHTTPMiddleware) groups what its
@@ -84,12 +85,12 @@ async def verify_zap(request: Request) -> Response:
         exc = zap_error_of(caught)
         if exc is None:
             raise
-        engine.stats.record_frame("http", exc.code.lower())  # the dashboard's and /metrics' ingest counters
+        runtime.stats.record_frame("http", exc.code.lower())  # the dashboard's and /metrics' ingest counters
         # Once the header's bytes are in the reply is addressed to its request_id, even when
         # the header itself is what was wrong.
         return zap_error_response(exc, reader.request_id if reader is not None else 0)
     except ClientDisconnect:
         # The client went away mid-upload: a counted outcome, not a server error.  Nobody
         # reads this answer; 499 is what it is logged and counted as (nginx's convention).
-        engine.stats.record_frame("http", "client_disconnected")
+        runtime.stats.record_frame("http", "client_disconnected")
         return Response(status_code=499)

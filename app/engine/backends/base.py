@@ -1,112 +1,109 @@
-"""The protocol every verification backend implements, and the optional abilities a backend
-may declare (docs/architecture.md, "Backends").
+"""The one contract every verification backend implements (docs/architecture.md, "Backends").
 
-The engine asks for an ability with ``isinstance(backend, Ability)`` on these
-runtime-checkable protocols, so each optional method is written down once here, with its
-shapes, instead of being probed for by name.
+A backend does all its work through one method, :meth:`Backend.run`, which returns an
+:class:`app.core.result.Result`, and says what it can do in one declared record,
+:class:`Capabilities`.  The engine reads the record to route; it never asks a backend for a
+method by name (no ``getattr``/``hasattr``/``isinstance`` probing).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-import numpy as np
+from app.core.batch import AggregateBatch, Batch
+from app.core.result import Result
 
-from app.core.batch import AggregateItem, Batch
+#: A scheme's (or the Merkle kernels') state when the backend can serve it.
+READY = "ready"
 
 
-@runtime_checkable
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend declares about itself; fixed once the backend has looked at its device.
+
+    Attributes:
+        schemes: per scheme id the backend knows of, :data:`READY` or why it cannot serve
+            it here (``"no kernel"``, ``"build failed: …"``, ``"unavailable: …"``).  A
+            scheme whose state starts with ``"build failed"`` or ``"unavailable"`` is shown
+            as degraded (served by the CPU), not left out; one it does not list, or lists
+            as ``"no kernel"``, it simply does not offer.
+        commits: :data:`READY` when ``run(batch, commit=True)`` makes the leaves and root on
+            the backend's device (its Merkle kernels built); else why not.  The engine uses
+            them only after the start-up check matched the CPU's tree.
+        calibrate_at_start: the engine measures this backend's crossover against the CPU and
+            its rates per scheme at start (a GPU: yes; the host build of the kernels: no).
+        batch_items: per scheme id, the items per batch that keep the backend busy (a GPU:
+            whole waves), which callers joining small frames into batches aim for.
+        aggregates: ``run`` takes an :class:`app.core.batch.AggregateBatch` (BLS aggregate
+            items, docs/bls-aggregate.md): the CPU's.
+        device: a JSON-ready description for /v1/status ``devices`` (device, per-scheme
+            availability, Merkle state), or None for a backend that is not a device.
+    """
+
+    schemes: Mapping[str, str]
+    commits: str = "no Merkle kernels"
+    calibrate_at_start: bool = False
+    batch_items: Mapping[str, int] = field(default_factory=dict)
+    aggregates: bool = False
+    device: Mapping[str, Any] | None = None
+
+    @property
+    def served(self) -> frozenset[str]:
+        """The scheme ids this backend serves (state :data:`READY`)."""
+        return frozenset(s for s, state in self.schemes.items() if state == READY)
+
+    def broken(self) -> dict[str, str]:
+        """Schemes the backend should serve but cannot (a kernel that did not build, a device
+        that is unavailable): {scheme id: why}."""
+        return {s: why for s, why in self.schemes.items() if why.startswith(("build failed", "unavailable"))}
+
+
 class Backend(Protocol):
     """A place where batches are verified (``cpu``, ``kernel-host``, ``cuda``, a test mock).
 
-    ``verify`` returns ``bool[N]`` in item order and must never raise for a malformed
-    item (that item is ``False``); it may raise for a failure of the backend itself, in
-    which case the engine falls back to the CPU and says so.
+    Implementations subclass this protocol to inherit the no-op :meth:`warm_up` and
+    :meth:`close`; they set ``name`` and implement :meth:`capabilities` and :meth:`run`.
     """
 
+    #: The backend's name in routing, stats, metrics and /v1/status (``"cpu"``, ``"cuda"``).
     name: str
 
-    def available(self) -> bool: ...
-
-    def schemes(self) -> frozenset[str]: ...
-
-    def verify(self, batch: Batch) -> np.ndarray: ...
-
-    def close(self) -> None: ...
-
-
-@runtime_checkable
-class WarmsUp(Protocol):
-    """A backend with start-up work (worker pools) worth doing before the first batch."""
-
-    def warm_up(self) -> None: ...
-
-
-@runtime_checkable
-class HashesLeaves(Protocol):
-    """A backend that hashes the Merkle leaves (docs/architecture.md, "Merkle leaf and receipts") beside
-    the verdicts, on the same cores; the engine then uses them instead of hashing again."""
-
-    def verify_with_leaves(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
-        """(``bool[N]`` verdicts, ``uint8[N, 32]`` leaf hashes), in item order."""
+    def capabilities(self) -> Capabilities:
+        """What this backend offers (see :class:`Capabilities`); may build kernels the first
+        time it is asked (seconds), then answers the same record."""
         ...
 
+    def run(self, batch: Batch | AggregateBatch, *, commit: bool = False) -> Result:
+        """Verify ``batch`` (N ≥ 0 items of one scheme, or BLS aggregate items where
+        ``capabilities().aggregates``).
 
-@runtime_checkable
-class VerifiesAggregates(Protocol):
-    """A backend that verifies BLS aggregate items (docs/bls-aggregate.md); the CPU's."""
+        Returns an :class:`app.core.result.Result` with ``bool[N]`` verdicts in item order
+        and one span naming this backend.  Leaves (``uint8[N, 32]``) and root (32 bytes):
 
-    def verify_aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
-        """(``bool[N]`` verdicts, ``uint8[N, 32]`` aggregate leaf hashes), in item order."""
+        * ``commit=False``: only the verdicts are asked for; a backend that hashes the leaves
+          beside the verdicts anyway (the CPU, on the same cores) returns them too, else None.
+        * ``commit=True``: the leaves and the RFC 6962 root as well, where the backend makes
+          them itself (``capabilities().commits`` is :data:`READY`: the device's Merkle
+          kernels, the verdicts never coming back to the host first); a backend that cannot
+          returns what it has.
+
+        The engine's commit step (:mod:`app.engine.commit.step`) makes whatever is missing,
+        so a backend never needs to hash on the host for the engine's sake.
+
+        Never raises for a malformed item (that item is ``False``).  Raises
+        :class:`app.core.errors.BackendUnavailable` for a scheme it does not serve, and may
+        raise anything for a failure of the backend itself: the engine then re-runs the
+        batch on the CPU and marks this backend failed for the scheme.
+        """
         ...
 
+    def warm_up(self) -> None:
+        """Start-up work worth doing before the first batch (worker pools, native builds);
+        none by default."""
+        return None
 
-@runtime_checkable
-class CommitsOnDevice(Protocol):
-    """A backend with Merkle kernels: it builds leaves and RFC 6962 roots where the verdicts
-    are, so they need not come back to the host first.  The engine uses them only once
-    ``merkle_state()`` is ``"ready"`` and the start-up check matched the CPU's tree."""
-
-    def merkle_state(self) -> str:
-        """``"ready"``, or why the Merkle kernels cannot run here."""
-        ...
-
-    def verify_commit(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, bytes]:
-        """(``bool[N]`` verdicts, ``uint8[N, 32]`` leaves, 32-byte root) of ``batch``."""
-        ...
-
-    def commit(self, batch: Batch, verdicts: np.ndarray) -> tuple[np.ndarray, bytes]:
-        """(``uint8[N, 32]`` leaves, 32-byte root) of ``batch`` under host ``verdicts``."""
-        ...
-
-    def merkle_root(self, leaves: np.ndarray) -> bytes:
-        """RFC 6962 root of ``uint8[N, 32]`` leaves (N ≥ 1)."""
-        ...
-
-
-class CommittingBackend(Backend, CommitsOnDevice, Protocol):
-    """A backend that commits on its device (what the engine narrows to before using it)."""
-
-
-@runtime_checkable
-class SizesBatches(Protocol):
-    """A backend that runs best on batches of a certain size (a GPU: whole waves), which
-    callers joining small frames into batches aim for (``ingest_coalesce_items`` = 0)."""
-
-    def preferred_batch_items(self, scheme_id: str) -> int | None:
-        """Items per batch that keep this backend busy for ``scheme_id``, or None."""
-        ...
-
-
-@runtime_checkable
-class Device(Protocol):
-    """A backend on a device: it describes itself for /v1/status and says whether the
-    engine should measure its crossover against the CPU at start."""
-
-    #: Measure crossover and rates at start (the GPU: yes; the host build: no).
-    calibrate_at_start: bool
-
-    def info(self) -> dict[str, Any]:
-        """Device, per-scheme availability and Merkle state (JSON-ready)."""
-        ...
+    def close(self) -> None:
+        """Release pools and devices; nothing by default."""
+        return None

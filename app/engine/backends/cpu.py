@@ -1,32 +1,18 @@
 """The CPU backend: the reference libraries, spread over every core.
 
-A batch is cut into chunks.  Ed25519 and secp256k1 chunks run in the native loops of
-:mod:`app.engine.backends.native` (the libraries' own C entry points over whole columns,
-leaf hashes in the same pass, GIL released), so they run on a thread pool and the columns
-are passed without a copy.  Other libraries run the Python loop over
-:mod:`app.engine.verify.reference`: on threads where the library releases the GIL (measured
-at warm-up by :func:`releases_gil`; :data:`app.engine.verify.reference.RELEASES_GIL` before),
-else on a pool of worker processes (started with ``spawn``, so a threaded server is never
-forked).  The server copies a process batch into a shared-memory segment and each worker
-claims ranges of it until none is left (:mod:`app.engine.backends.shared_columns`,
-:func:`_shared_batch`); where there is no room for a segment, chunks go through the pool's
-pipe as a few byte strings.
-
-Chunk size per scheme is measured, not fixed: every batch the backend runs (the start-up
-self-test first) updates the scheme's per-item cost, and a chunk is sized to about
-``CHUNK_SECONDS`` of work (by pool kind), large enough that the per-chunk dispatch is noise;
-a large batch's last round of chunks is cut smaller (:func:`chunk_bounds`), so that a core
-slowed by a neighbour, or the last full chunk, does not keep the others waiting.  Claims
-from a shared batch shrink the same way down to ``CLAIM_SECONDS`` of work.
-
-Where the library releases the GIL, which pool is faster is measured too: a library can
-release it during its heavy calls and still hold it for much of a chunk (BLS batch
-verification makes many short arkworks calls with Python between them, and ran at half the
-rate on threads that it reached on processes: bench/results/cpu_engine.md).  So such a
-scheme's first parallel batches run on threads and processes in turn, ``KIND_TRIALS`` each,
-and from then on on the kind with the lower measured wall time per item (the median of its
-trials, then a running average), trying the other kind again every ``REVISIT_BATCHES``
-batches in case the load has changed.
+A batch is cut into chunks of about ``CHUNK_SECONDS`` of its scheme's measured per-item cost
+(:func:`app.engine.backends.cpu_policy.chunk_bounds`), and its chunks run on the pool that
+the fixed policy of :mod:`app.engine.backends.cpu_policy` names (the evidence is there and
+in docs/architecture.md, "CPU backend").  Ed25519 and secp256k1 chunks run in the native
+loops of :mod:`app.engine.backends.native` where those build (the libraries' own C entry
+points over whole columns, leaf hashes in the same pass, GIL released), on a thread pool,
+the columns passed without a copy.  Every chunk in the Python loop over
+:mod:`app.engine.reference.reference` runs on a pool of worker processes (started with
+``spawn``, so a threaded server is never forked).  The server copies a process batch into a
+shared-memory segment and each worker claims ranges of it until none is left
+(:mod:`app.engine.backends.shared_columns`, :func:`_shared_batch`), the claims shrinking to
+``CLAIM_SECONDS`` of work; where there is no room for a segment, chunks go through the
+pool's pipe as a few byte strings.
 """
 
 from __future__ import annotations
@@ -35,56 +21,34 @@ import logging
 import multiprocessing
 import os
 import signal
-import statistics
-import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Literal
 
 import numpy as np
 
-from app.core.batch import AggregateItem, Batch, message_span
+from app.core.batch import AggregateBatch, AggregateItem, Batch, message_span
 from app.core.errors import BackendUnavailable, SegmentGone
+from app.core.result import Result
 from app.core.schemes import SCHEMES, Scheme
-from app.engine.backends import native, shared_columns
+from app.engine.backends import cpu_policy, native, shared_columns
+from app.engine.backends.base import READY, Backend, Capabilities
+from app.engine.backends.cpu_policy import PoolKind, chunk_bounds
 from app.engine.commit import merkle
-from app.engine.verify import bls_aggregate, reference
-from app.engine.verify.bls_batch import BlsBatchVerifier
+from app.engine.reference import bls_aggregate, reference
+from app.engine.reference.bls_batch import BlsBatchVerifier
 
 log = logging.getLogger("zapverify.engine")
 
+#: ``auto``: the fixed policy (:func:`cpu_policy.pool_kind`); ``thread``/``process``: that pool for every scheme.
 Parallelism = Literal["auto", "thread", "process"]
+
+#: What the CPU backend declares: it serves every scheme and BLS aggregate items.
+_CAPABILITIES = Capabilities(schemes={s: READY for s in SCHEMES}, aggregates=True)
 Bytes = bytes | memoryview
-
-#: Seconds of single-core work per chunk, once the scheme's per-item cost is measured: a
-#: thread chunk costs tens of µs to dispatch; a process chunk about half a millisecond of the
-#: server's CPU (pickles, hand-offs between the executor's threads), taken from the cores the
-#: workers run on, so 100 ms (bench/results/process_chunks.md).  See :func:`chunk_bounds` for
-#: how a batch is cut.
-CHUNK_SECONDS = {False: 0.004, True: 0.1}
-#: Seconds of single-core work in the smallest range a process worker claims of a batch in
-#: shared memory (shared_columns.Claims): the last claims, which decide how long the first
-#: core to finish waits for the last; each costs the worker some 50 µs of Python.
-CLAIM_SECONDS = 0.002
-#: Chunks per worker that a batch's last round of full chunks is cut into (:func:`chunk_bounds`).
-TAIL_PIECES = 2
-#: Items per chunk before a scheme has been measured.
-DEFAULT_CHUNK = 64
-#: Parallel batches of a scheme on each pool kind, in turn, before it keeps the faster: the
-#: median of three, so that one batch slowed by a neighbour does not decide.
-KIND_TRIALS = 3
-#: Parallel batches of a scheme on the faster pool kind before one tries the other again.
-REVISIT_BATCHES = 32
-#: Weight of the newest batch in a pool kind's running wall time per item.
-_KIND_EWMA = 0.5
-
-def _ewma(old: float | None, new: float, weight: float) -> float:
-    """A running average: ``new`` alone at first, then ``weight`` of each newest value."""
-    return new if old is None else (1 - weight) * old + weight * new
-
 
 #: One per process: its running invalid-fraction estimate sizes the groups of every chunk.
 _BLS_BATCH = BlsBatchVerifier()
@@ -96,7 +60,7 @@ def _verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: By
     """Verify a chunk given as flat bytes (in the native loop where ``use_native`` and it builds).
 
     BLS12-381 chunks go through :class:`BlsBatchVerifier` when ``bls_batch`` is set (same
-    verdicts as the one-by-one loop, see app/engine/verify/bls_batch.py).
+    verdicts as the one-by-one loop, see app/engine/reference/bls_batch.py).
 
     Returns (one verdict byte per item, the 32-byte Merkle leaf hash of each item): the
     leaves are hashed here so that they too are spread over the cores.  Runs in a worker
@@ -183,32 +147,6 @@ def _missing(done: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
     return out + [(at, n)] if at < n else out
 
 
-def chunk_bounds(n: int, full: int, workers: int) -> list[tuple[int, int]]:
-    """Item ranges ``[lo, hi)`` that cover ``0 … n`` in order, for ``workers`` cores and a
-    measured full chunk of ``full`` items; none larger than ``full`` or an equal share.
-
-    A batch that fits in one round (``n ≤ workers × full``) is cut into equal shares, one per
-    worker (sizes differing by one item at most).  A larger one runs full chunks until one
-    round's worth is left, and that is cut into ``TAIL_PIECES`` equal chunks per worker: the
-    pools take chunks in order and a batch waits for its slowest core, so with full chunks to
-    the end one core could sit out most of another's last chunk, while more, smaller chunks
-    throughout would cost dispatch (about half a millisecond of the server's CPU per process
-    chunk).  One worker gets equal chunks.
-    """
-    size = max(1, min(full, -(-n // workers)))
-    if workers == 1:
-        return [(lo, min(n, lo + size)) for lo in range(0, n, size)]
-    out: list[tuple[int, int]] = []
-    lo = 0
-    while n - lo > workers * size:
-        out.append((lo, lo + size))
-        lo += size
-    rest = n - lo  # one round's worth at most: cut into `pieces` chunks that differ by one item at most
-    pieces = min(rest, workers * TAIL_PIECES if out else workers)
-    cuts = [lo + i * rest // pieces for i in range(pieces + 1)]
-    return out + list(zip(cuts, cuts[1:]))
-
-
 def _native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
     """Verify items [lo, hi) of ``batch`` in the native loop, on the batch's own columns."""
     loops = native.loops()
@@ -216,52 +154,6 @@ def _native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
     base, end, off = message_span(batch.offsets, lo, hi)
     return loops.run(batch.scheme.family, batch.scheme.code, batch.pks[lo:hi], batch.sigs[lo:hi],
                      batch.msgs[base:end], off.astype(np.uint64), batch.prehashed, batch.allow_high_s)
-
-
-#: Helper counts that mean "released": a GIL-holding call can still let the helper in
-#: once per hand-off forced by some other thread; a releasing call lets it count hundreds
-#: to thousands of times in the measurement.
-MIN_COUNTS = 10
-
-
-def releases_gil(fn, args: tuple, seconds: float = 0.02, switch_seconds: float = 0.1) -> bool:
-    """Whether ``fn(*args)`` releases the GIL while it runs, measured, not assumed.
-
-    A helper thread counts, yielding the GIL after each count, while this thread calls ``fn``
-    for ``seconds`` (at least once) under a switch interval longer than that: this thread
-    then gives up the GIL only where the library releases it, so the helper counts only
-    then.  The answer does not depend on how busy the machine is (a neighbour slows both
-    threads alike), unlike timing one thread against two.  The interpreter's switch interval
-    is ``switch_seconds`` during the measurement, so another thread may wait up to that long.
-    """
-    state = {"count": 0, "measuring": False, "stop": False}
-    started = threading.Event()
-
-    def spin() -> None:
-        started.set()
-        while not state["stop"]:
-            if state["measuring"]:
-                state["count"] += 1
-            time.sleep(0)  # hand the GIL back at once when the caller wants it
-
-    old = sys.getswitchinterval()
-    # Before the helper starts: its every wait for the GIL must use the long interval.
-    sys.setswitchinterval(switch_seconds)
-    helper = threading.Thread(target=spin, name="zv-gil-probe", daemon=True)
-    try:
-        helper.start()
-        started.wait()
-        state["measuring"] = True
-        t0 = time.perf_counter()
-        fn(*args)
-        while time.perf_counter() - t0 < seconds:
-            fn(*args)
-        state["measuring"] = False
-    finally:
-        state["stop"] = True
-        sys.setswitchinterval(old)
-        helper.join()
-    return state["count"] >= MIN_COUNTS
 
 
 #: How often a process worker looks whether the server that started it is still there.
@@ -299,26 +191,6 @@ def _warm(_: int) -> int:
     return os.getpid()
 
 
-def gil_release_by_family(skip: tuple[str, ...] = ()) -> dict[str, bool]:
-    """Per scheme family not in ``skip``: whether its library releases the GIL while it
-    verifies (:func:`releases_gil` on the family's first known answer).  Runs in a pool
-    worker (:meth:`CpuBackend.measure_gil`)."""
-    from app.engine.verify import kat
-
-    answers = kat.known_answers()
-    out: dict[str, bool] = {}
-    for scheme in SCHEMES.values():
-        if scheme.family in skip or scheme.family in out or not answers.get(scheme.id):
-            continue
-        it = answers[scheme.id][0].item
-        fn = reference.verifier(scheme)
-        args = (it.public_key, it.message, it.signature, it.context, it.prehashed, it.allow_high_s)
-        # A "no" can come from a helper thread the OS did not run in time, a "yes" only
-        # from a released GIL: ask up to three times.
-        out[scheme.family] = any(releases_gil(fn, args) for _ in range(3))
-    return out
-
-
 class _ProcessPool(ProcessPoolExecutor):
     """``workers`` spawned worker processes of the server ``os.getpid()`` and the lock they
     share for claiming ranges of shared batches (``claim_lock``: shared_columns.Claims),
@@ -330,22 +202,23 @@ class _ProcessPool(ProcessPoolExecutor):
         super().__init__(workers, mp_context=spawn, initializer=_worker_init, initargs=(os.getpid(), self.claim_lock))
 
 
-class CpuBackend:
+class CpuBackend(Backend):
     """Verifies every scheme with the reference libraries on ``workers`` cores.
 
     Args:
         workers: cores to use; 0 means ``os.cpu_count()``.
         chunk: items per work unit (the smallest claim of a shared process batch); 0 (the
-            default) sizes them per scheme from the measured per-item cost (see the module
-            docstring).
-        parallelism: ``auto`` uses threads for the native loops and follows
-            :data:`reference.RELEASES_GIL` for the rest; ``thread`` or ``process`` forces one
-            kind of pool for every scheme (used by the benchmark).
+            default) sizes them per scheme from the measured per-item cost
+            (:func:`cpu_policy.chunk_items`, :func:`cpu_policy.claim_items`).
+        parallelism: ``auto`` runs each chunk on the pool the fixed policy names
+            (:func:`cpu_policy.pool_kind`: threads for the native loops, processes for the
+            Python loop); ``thread`` or ``process`` forces one kind of pool for every scheme
+            (tests and the benchmark compare them).
         use_native: run Ed25519 and secp256k1 in the native loops where they build (False:
             every scheme verified in the Python loop, which tests compare against; leaf
             hashes and Merkle roots still use the loops wherever they are loaded).
         bls_batch: verify BLS12-381 chunks by random linear combination
-            (app/engine/verify/bls_batch.py); off, one CoreVerify per item.  Same verdicts either
+            (app/engine/reference/bls_batch.py); off, one CoreVerify per item.  Same verdicts either
             way; on is faster from a few items up (bench/results/bls_batch.md).
         shared_memory: hand process chunks over in shared memory where there is room (off:
             always through the pool's pipe, which the benchmark compares against).
@@ -360,16 +233,8 @@ class CpuBackend:
         self.chunk = max(0, chunk)
         self.parallelism = parallelism
         self.use_native = use_native
-        #: Measured single-core seconds per item, per scheme id (moving average).
+        #: Measured single-core seconds per item, per scheme id (:func:`cpu_policy.item_cost`).
         self.item_seconds: dict[str, float] = {}
-        #: Per scheme family: whether its library call releases the GIL, measured by
-        #: :meth:`warm_up` (:func:`releases_gil`); :data:`reference.RELEASES_GIL` until then.
-        self.gil_released: dict[str, bool] = {}
-        #: Wall seconds per item of parallel batches, per (scheme id, on processes): what
-        #: :meth:`uses_processes` compares where the library releases the GIL.
-        self.kind_seconds: dict[tuple[str, bool], float] = {}
-        self._since_revisit: dict[str, int] = {}
-        self._kind_trials: dict[tuple[str, bool], list[float]] = {}
         self._threads: ThreadPoolExecutor | None = None
         self._procs: _ProcessPool | None = None
         self._lock = threading.Lock()
@@ -377,84 +242,47 @@ class CpuBackend:
         self.shared_memory = shared_memory
         self._segments = shared_columns.SegmentPool()
 
-    def available(self) -> bool:
-        return True
+    def capabilities(self) -> Capabilities:
+        """Every scheme of the registry, BLS aggregate items, leaves hashed beside the verdicts;
+        no device (nothing to calibrate against itself)."""
+        return _CAPABILITIES
 
-    def schemes(self) -> frozenset[str]:
-        return frozenset(SCHEMES)
+    def run(self, batch: Batch | AggregateBatch, *, commit: bool = False) -> Result:
+        """Verify ``batch`` and hash its Merkle leaves (docs/architecture.md, "Merkle leaf and
+        receipts") on the same cores; ``commit`` asks nothing more (the engine's commit step
+        builds the root from these leaves).
+
+        Returns a :class:`Result` with ``bool[N]`` verdicts and ``uint8[N, 32]`` leaves in
+        item order (aggregate leaves, :func:`app.engine.commit.merkle.aggregate_leaf`, for an
+        :class:`AggregateBatch`).  Never raises for bad items; raises
+        :class:`BackendUnavailable` when the worker processes die twice during one batch.
+        """
+        if isinstance(batch, AggregateBatch):
+            return Result.of(self.name, *self._aggregate(batch.items))
+        return Result.of(self.name, *self._columnar(batch))
 
     def native_family(self, scheme: Scheme) -> bool:
         """Whether ``scheme`` runs in a native loop here (built, and not turned off)."""
         return self.use_native and scheme.family in native.FAMILIES and native.loops() is not None
 
-    def uses_processes(self, scheme: Scheme) -> bool:
-        """Whether ``scheme``'s next parallel batch runs on the process pool: forced by
-        ``parallelism``; never for the native loops; always where the library holds the GIL;
-        else as measured (module docstring): both in turn, then the faster."""
+    def pool_kind(self, scheme: Scheme) -> PoolKind:
+        """The pool ``scheme``'s parallel batches run on: forced by ``parallelism``, else the
+        fixed policy (:func:`cpu_policy.pool_kind`: threads where the chunk runs in a native
+        loop, processes where it runs in the Python loop)."""
         if self.parallelism != "auto":
-            return self.parallelism == "process"
-        if self.native_family(scheme):
-            return False  # the ctypes call releases the GIL for the whole chunk
-        if not self.gil_released.get(scheme.family, reference.RELEASES_GIL[scheme.family]):
-            return True  # threads would take turns at the GIL
-        tried = [len(self._kind_trials.get((scheme.id, kind), ())) for kind in (False, True)]
-        if min(tried) < KIND_TRIALS:
-            return tried[0] > tried[1]  # not measured enough yet: threads and processes in turn
-        faster = self.kind_seconds[(scheme.id, True)] < self.kind_seconds[(scheme.id, False)]
-        return faster != (self._since_revisit.get(scheme.id, 0) >= REVISIT_BATCHES)
-
-    def _measured_kind(self, scheme: Scheme, processes: bool, n: int, seconds: float) -> None:
-        key = (scheme.id, processes)
-        trials = self._kind_trials.setdefault(key, [])
-        if len(trials) < KIND_TRIALS:
-            trials.append(seconds / n)
-            self.kind_seconds[key] = statistics.median(trials)
-            return
-        mine, other = self.kind_seconds[key], self.kind_seconds.get((scheme.id, not processes))
-        # A batch on the kind that was the slower one is a revisit: count the next period afresh.
-        revisit = other is not None and mine > other
-        count = self._since_revisit.get(scheme.id, 0)
-        self._since_revisit[scheme.id] = 0 if revisit or other is None else count + 1
-        self.kind_seconds[key] = _ewma(mine, seconds / n, _KIND_EWMA)
-
-    def measure_gil(self) -> dict[str, bool]:
-        """Measure, per scheme family, whether its library releases the GIL (one known answer
-        of the family's first scheme, a few calls: milliseconds); fills :attr:`gil_released`.
-
-        Measured in a worker of the process pool (started here if need be): the measurement
-        lengthens the interpreter's switch interval to 100 ms, which in the server's own
-        process would stall its event loop (``/healthz``) for as long.
-        """
-        procs = self._executor(True)
-        try:
-            self.gil_released.update(procs.submit(gil_release_by_family, tuple(self.gil_released)).result())
-        except (CancelledError, BrokenProcessPool):
-            if not self._closed:  # closed while measuring: nothing to fill in
-                raise
-        return dict(self.gil_released)
+            return self.parallelism
+        return cpu_policy.pool_kind(scheme.family, self.native_family(scheme))
 
     def chunk_items(self, scheme: Scheme) -> int:
-        """Items per chunk for ``scheme``: fixed when configured, else ``CHUNK_SECONDS`` of the
-        measured per-item cost (``DEFAULT_CHUNK`` before the first measurement)."""
-        if self.chunk:
-            return self.chunk
-        cost = self.item_seconds.get(scheme.id)
-        if cost is None:
-            return DEFAULT_CHUNK
-        return max(1, min(4096, int(CHUNK_SECONDS[self.uses_processes(scheme)] / max(cost, 1e-9))))
+        """Items per full chunk for ``scheme``: fixed when configured, else
+        :func:`cpu_policy.chunk_items` of its measured per-item cost on its pool kind."""
+        return self.chunk or cpu_policy.chunk_items(self.item_seconds.get(scheme.id), self.pool_kind(scheme))
 
     def claim_items(self, scheme: Scheme, n: int) -> int:
-        """The smallest range a process worker claims of a shared batch of ``n`` items: the
-        fixed chunk where one is configured, else ``CLAIM_SECONDS`` of the measured per-item
-        cost (1 before the first measurement); never above an equal share per worker, so that
-        a batch of at most workers × that many items is shared equally."""
-        cost = self.item_seconds.get(scheme.id)
-        least = self.chunk or (1 if cost is None else max(1, int(CLAIM_SECONDS / max(cost, 1e-9))))
-        return min(least, -(-n // self.workers))
-
-    def _measured(self, scheme: Scheme, n: int, seconds: float, parallel: int) -> None:
-        # Wall time over items, times the cores that shared the work: single-core cost.
-        self.item_seconds[scheme.id] = _ewma(self.item_seconds.get(scheme.id), seconds * parallel / n, 0.3)
+        """The smallest range a process worker claims of a shared batch of ``n`` items
+        (:func:`cpu_policy.claim_items`: the fixed chunk where one is configured, else of the
+        measured per-item cost)."""
+        return cpu_policy.claim_items(self.item_seconds.get(scheme.id), n, self.workers, self.chunk)
 
     def _executor(self, processes: bool) -> Executor:
         pool = self._procs if processes else self._threads
@@ -471,32 +299,16 @@ class CpuBackend:
             return self._threads
 
     def warm_up(self) -> None:
-        """Build the native loops and start the pools the registry will need, so the first
-        batch pays no start-up."""
+        """Build the native loops and start the pools the registry's schemes run on, so the
+        first batch pays no start-up."""
         native.loops()
-        if self.parallelism == "auto":
-            self.measure_gil()
-        if self._closed:
-            return
-        kinds = {self.uses_processes(s) for s in SCHEMES.values()}
-        for procs in kinds:
-            self._executor(procs)
-        if True not in kinds:
-            with self._lock:  # started only to measure in: no scheme runs there
-                if self._procs is not None:
-                    self._procs.shutdown(wait=True)
-                    self._procs = None
+        for kind in sorted({self.pool_kind(s) for s in SCHEMES.values()}):
+            if self._closed:  # closed while warming up: no new pool
+                return
+            self._executor(kind == "process")
 
-    def verify(self, batch: Batch) -> np.ndarray:
-        """Verify ``batch``; returns ``bool[N]`` in item order.  Never raises for bad items."""
-        return self.verify_with_leaves(batch)[0]
-
-    def verify_with_leaves(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
-        """Verify ``batch`` and hash its Merkle leaves (docs/architecture.md, "Merkle leaf and
-        receipts") on the same cores.
-
-        Returns (``bool[N]`` verdicts, ``uint8[N, 32]`` leaf hashes) in item order.
-        """
+    def _columnar(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        """(``bool[N]`` verdicts, ``uint8[N, 32]`` leaf hashes) of a columnar batch."""
         n = len(batch)
         if n == 0:
             return np.zeros(0, dtype=bool), np.zeros((0, 32), dtype=np.uint8)
@@ -508,7 +320,7 @@ class CpuBackend:
             parts = [_native_range(batch, lo, hi) if use_native
                      else _verify_range(*_chunk_args(batch, lo, hi, False, self.bls_batch)) for lo, hi in bounds]
         else:
-            processes = self.uses_processes(batch.scheme)
+            processes = self.pool_kind(batch.scheme) == "process"
             ex = self._executor(processes)
             t0 = time.perf_counter()  # after the pool's start-up, which is no per-item cost
             if processes:
@@ -526,10 +338,9 @@ class CpuBackend:
             else:
                 parts = [f.result() for f in [ex.submit(_native_range, batch, lo, hi) if use_native
                                               else self._through_pipe(ex, batch, lo, hi, False) for lo, hi in bounds]]
-        seconds = time.perf_counter() - t0
-        if parallel > 1 and len(bounds) >= self.workers:  # every core had work: a fair measure of the kind
-            self._measured_kind(batch.scheme, processes, n, seconds)
-        self._measured(batch.scheme, n, seconds, parallel)
+        # Wall time over items, times the cores that shared the work: the single-core cost.
+        self.item_seconds[batch.scheme.id] = cpu_policy.item_cost(self.item_seconds.get(batch.scheme.id), n,
+                                                                  time.perf_counter() - t0, parallel)
         verdicts = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.uint8).astype(bool)
         leaves = np.frombuffer(b"".join(p[1] for p in parts), dtype=np.uint8).reshape(n, 32)
         return verdicts, leaves
@@ -605,12 +416,10 @@ class CpuBackend:
             flags[lo:hi], hashes[32 * lo:32 * hi] = f.result()
         return [(bytes(flags), bytes(hashes))]
 
-    def verify_aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
-        """Verify BLS aggregate items (app/engine/verify/bls_aggregate.py) on the thread pool.
-
-        Returns (``bool[N]`` verdicts, ``uint8[N, 32]`` aggregate leaf hashes) in item order;
-        never raises for bad items.  arkworks releases the GIL, so threads use every core.
-        """
+    def _aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
+        """(``bool[N]`` verdicts, ``uint8[N, 32]`` aggregate leaf hashes) of BLS aggregate items
+        (app/engine/reference/bls_aggregate.py), on the thread pool: arkworks releases the GIL,
+        so threads use every core."""
         n = len(items)
         if n == 0:
             return np.zeros(0, dtype=bool), np.zeros((0, 32), dtype=np.uint8)

@@ -5,7 +5,8 @@ page-locked pool in place or copied asynchronously (:mod:`app.engine.kernels.cud
 errors checked on every launch and transfer.  Per-scheme availability comes from the
 kernel registry and the build (:meth:`availability`); the engine runs the known-answer
 self-test per scheme at start, measures crossover sizes and rates
-(``calibrate_at_start``), and sends a scheme whose self-test failed to the CPU.
+(``calibrate_at_start`` in its capabilities), and sends a scheme whose self-test failed to
+the CPU.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from app.core.batch import Batch
+from app.core.schemes import SCHEMES
 from app.engine.backends.kernel import KernelBackend
 from app.engine.kernels import pipeline
 from app.engine.kernels.cudadev import CupyDevice, Transfer
@@ -67,8 +69,6 @@ class CudaBackend(KernelBackend):
     def preferred_batch_items(self, scheme_id: str) -> int | None:
         """Items that fill the GPU for ``scheme_id`` (one chunk), for callers that join small
         frames into batches; None when the scheme has no ready kernel here."""
-        from app.core.schemes import SCHEMES
-
         scheme = SCHEMES.get(scheme_id)
         k = self.kernel(scheme) if scheme is not None else None
         if k is None or scheme_id not in self.schemes():
@@ -76,11 +76,14 @@ class CudaBackend(KernelBackend):
         with self._lock:
             return pipeline.plan(1, pipeline.wave(self.device, k), waves=self.waves, chunk_items=self.chunk_items).chunk
 
-    def verify_commit(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, bytes]:
+    def batch_items(self) -> dict[str, int]:
+        """:meth:`preferred_batch_items` of every ready scheme (the capabilities' ``batch_items``)."""
+        return {s: size for s in sorted(self.schemes()) if (size := self.preferred_batch_items(s))}
+
+    def _verify_and_commit(self, k: VerifyKernel, batch: Batch) -> tuple[np.ndarray, np.ndarray, bytes]:
         """Verdicts, leaves and root of ``batch``, pipelined over chunks when it is larger
         than one (:mod:`app.engine.kernels.pipeline`); the verdicts never leave the device
-        before the leaves and root are made.  Errors as :meth:`verify`."""
-        k = self._ready_kernel(batch.scheme)
+        before the leaves and root are made."""
         p = self.plan(batch)
         with self._lock:
             return pipeline.verify_and_commit(self.device, k, batch, p)

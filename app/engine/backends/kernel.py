@@ -2,9 +2,9 @@
 
 Schemes are discovered from :data:`app.engine.kernels.registry.VERIFY_KERNELS`: a scheme
 is offered when its family's .cu file exists *and* its entry point builds on this device;
-:meth:`KernelBackend.availability` says which, and why not.  Besides ``verify``, a kernel
-backend builds Merkle trees on its device (``verify_commit``, ``commit``,
-``merkle_root``), so a batch verified there is committed there too (docs/architecture.md, "Merkle leaf and receipts").
+:meth:`KernelBackend.availability` says which, and why not.  A kernel backend also builds
+Merkle trees on its device (``run(batch, commit=True)``), so a batch verified there is
+committed there too (docs/architecture.md, "Merkle leaf and receipts").
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from app.core.batch import Batch
+from app.core.batch import AggregateBatch, Batch
 from app.core.errors import BackendUnavailable, KernelError
+from app.core.result import Result
 from app.core.schemes import SCHEMES, Scheme
+from app.engine.backends.base import READY, Backend, Capabilities
 from app.engine.kernels import ops
 from app.engine.kernels.registry import MERKLE, KernelSource, VerifyKernel, verify_kernel
 
-READY = "ready"
 NO_KERNEL = "no kernel"
 
 
@@ -36,7 +37,7 @@ class KernelDevice(ops.Device, Protocol):
     def info(self) -> dict[str, Any]: ...
 
 
-class KernelBackend:
+class KernelBackend(Backend):
     """Base of the backends that run the kernel sources on an :class:`ops.Device`.
 
     Args:
@@ -57,6 +58,7 @@ class KernelBackend:
         self._device_error: str | None = None
         self._availability: dict[str, str] | None = None
         self._merkle: str | None = None
+        self._capabilities: Capabilities | None = None
 
     # ------------------------------------------------------------------ device
     def _make_device(self) -> KernelDevice:
@@ -109,6 +111,7 @@ class KernelBackend:
             return dict(self._availability)
 
     def schemes(self) -> frozenset[str]:
+        """The scheme ids whose kernel is ready here."""
         return frozenset(s for s, state in self.availability().items() if state == READY)
 
     def merkle_state(self) -> str:
@@ -130,30 +133,39 @@ class KernelBackend:
                                      f"({self.availability().get(scheme.id, NO_KERNEL)})", field="scheme")
         return k
 
-    # ------------------------------------------------------------------ work
-    def verify(self, batch: Batch) -> np.ndarray:
-        """Verdicts of ``batch``: ``bool[N]``.  Raises :class:`BackendUnavailable` for a
-        scheme without a ready kernel, :class:`KernelError` when the device fails."""
-        k = self._ready_kernel(batch.scheme)
-        with self._lock:
-            return ops.verify_batch(self.device, k, batch)
+    def batch_items(self) -> dict[str, int]:
+        """Per ready scheme, the items per batch that keep this device busy; none by default
+        (the GPU sizes them by waves, :class:`app.engine.backends.cuda.CudaBackend`)."""
+        return {}
 
-    def verify_commit(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, bytes]:
-        """Verdicts, Merkle leaves and root of ``batch``, the verdicts never leaving the
-        device (see :func:`ops.verify_and_commit`).  Errors as :meth:`verify`."""
+    def capabilities(self) -> Capabilities:
+        """Per-scheme availability, Merkle state and the device's description, built (and
+        every present kernel compiled) the first time it is asked."""
+        with self._lock:
+            if self._capabilities is None:
+                self._capabilities = Capabilities(
+                    schemes=self.availability(), commits=self.merkle_state(),
+                    calibrate_at_start=self.calibrate_at_start, batch_items=self.batch_items(), device=self.info())
+            return self._capabilities
+
+    # ------------------------------------------------------------------ work
+    def run(self, batch: Batch | AggregateBatch, *, commit: bool = False) -> Result:
+        """Verdicts of ``batch`` (``bool[N]``), with its Merkle leaves and root where
+        ``commit`` (the verdicts never leave the device first, :func:`ops.verify_and_commit`).
+        Raises :class:`BackendUnavailable` for a scheme without a ready kernel (and for
+        aggregate items), :class:`KernelError` when the device fails."""
+        if not isinstance(batch, Batch):
+            raise BackendUnavailable(f"{self.name} does not verify BLS aggregate items", field="backend")
         k = self._ready_kernel(batch.scheme)
+        if commit:
+            return Result.of(self.name, *self._verify_and_commit(k, batch))
+        with self._lock:
+            return Result.of(self.name, ops.verify_batch(self.device, k, batch))
+
+    def _verify_and_commit(self, k: VerifyKernel, batch: Batch) -> tuple[np.ndarray, np.ndarray, bytes]:
+        """(verdicts, leaves, root) of ``batch`` in one launch each."""
         with self._lock:
             return ops.verify_and_commit(self.device, k, batch)
-
-    def commit(self, batch: Batch, verdicts: np.ndarray) -> tuple[np.ndarray, bytes]:
-        """Merkle leaves and root of ``batch`` under host ``verdicts``, on the device."""
-        with self._lock:
-            return ops.commit(self.device, batch, verdicts)
-
-    def merkle_root(self, leaves: np.ndarray) -> bytes:
-        """RFC 6962 root of ``uint8[N, 32]`` leaves on the device (N ≥ 1)."""
-        with self._lock:
-            return ops.root(self.device, leaves)
 
     def info(self) -> dict:
         """Device, per-scheme availability and Merkle state, for /v1/status."""
@@ -163,6 +175,3 @@ class KernelBackend:
             return {"available": False, "reason": exc.message}
         return {"available": True, "device": device, "schemes": self.availability(),
                 "merkle": self.merkle_state()}
-
-    def close(self) -> None:
-        return None

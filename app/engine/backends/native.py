@@ -10,7 +10,7 @@ where there is one (:func:`_libcrypto`), else libsodium's ``crypto_hash_sha256``
 call releases the GIL, so one call verifies and leaf-hashes a whole chunk on one core while
 other threads run theirs; :meth:`NativeLoops.merkle_root` builds a batch's tree the same way.
 
-Verdicts are, item for item, those of :mod:`app.engine.verify.reference` (the same library
+Verdicts are, item for item, those of :mod:`app.engine.reference.reference` (the same library
 functions under the same length and prehash rules); tests check it on every vector.
 """
 

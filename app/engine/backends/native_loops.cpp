@@ -5,7 +5,7 @@
 //
 // The libraries are not linked here: the caller passes the addresses of their own entry
 // points (libsodium inside PyNaCl, libsecp256k1 inside coincurve), so the verdicts are the
-// very functions app/engine/verify/reference.py calls, item for item:
+// very functions app/engine/reference/reference.py calls, item for item:
 //   Ed25519    crypto_sign_ed25519_verify_detached (RFC 8032 §5.1.7, libsodium's rules;
 //              crypto_sign_open, which the reference calls, runs the same check);
 //   secp256k1  secp256k1_ec_pubkey_parse, secp256k1_ecdsa_signature_parse_compact,

@@ -7,15 +7,17 @@ of n leaves is split at k, the largest power of two smaller than n.  The root of
 leaves is SHA-256 of the empty string (RFC 6962 §2.1), although the API refuses empty
 batches.  The GPU computes the same tree (kernels/merkle.cuh) and must give the same root.
 
-Hashing is hashlib's, except that :func:`root` runs in the CPU backend's native loops
-(app/engine/backends/native.py: the same tree in C, GIL released, about eight times faster
-on a 4096-leaf batch) once this process has loaded them.
+Hashing is hashlib's unless the caller passes a :class:`LeafHasher` (``hasher=``): the CPU
+backend's native loops (app/engine/backends/native.py: the same leaves and tree in C, GIL
+released, about eight times faster on a 4096-leaf batch) are one; the engine's commit step
+(:mod:`app.engine.commit.step`) is given them.  This module imports no backend.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -24,6 +26,22 @@ from app.core.batch import AGGREGATE_MODES, AggregateItem
 _sha256 = hashlib.sha256
 #: What a leaf hashes: bytes, or a zero-copy view of a batch's columns.
 BytesLike = bytes | bytearray | memoryview
+
+
+class LeafHasher(Protocol):
+    """A faster maker of the same leaves and roots as this module's hashlib code."""
+
+    def leaves(self, code: int, verdicts: bytes, pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray,
+               offsets: np.ndarray) -> bytes:
+        """Leaf hashes of n items: ``code`` the scheme's wire code, ``verdicts`` n bytes 0/1,
+        ``pks`` ``uint8[n, pk_len]``, ``sigs`` ``uint8[n, sig_len]``, ``msgs`` ``uint8[M]``
+        with ``offsets`` ``[n + 1]`` relative to it; returns ``32·n`` bytes, those of
+        :func:`leaf_hash` item by item."""
+        ...
+
+    def merkle_root(self, leaves: np.ndarray) -> bytes:
+        """:func:`root` of ``uint8[n, 32]`` leaf hashes (n ≥ 1), 32 bytes."""
+        ...
 
 
 def leaf_hash(code: int, verdict: bool, pk: BytesLike, msg: BytesLike, sig: BytesLike) -> bytes:
@@ -68,15 +86,19 @@ def aggregate_leaf(item: AggregateItem, verdict: bool) -> bytes:
                                item.signature)
 
 
-def batch_leaves(batch, verdicts: np.ndarray) -> np.ndarray:
-    """Leaf hashes of every item of ``batch`` (an :class:`app.core.batch.Batch`).
+def batch_leaves(batch, verdicts: np.ndarray, hasher: LeafHasher | None = None) -> np.ndarray:
+    """Leaf hashes of every item of ``batch`` (an :class:`app.core.batch.Batch`) under
+    ``verdicts`` (``bool[N]``), with ``hasher`` where given.
 
     Returns ``uint8[N, 32]``.
     """
     n = len(batch)
-    out = np.empty((n, 32), dtype=np.uint8)
     code = batch.scheme.code
     pks, sigs, msgs, off = batch.pks, batch.sigs, batch.msgs, batch.offsets
+    if hasher is not None and n:
+        flags = np.asarray(verdicts, dtype=np.uint8).tobytes()
+        return np.frombuffer(hasher.leaves(code, flags, pks, sigs, msgs, off), dtype=np.uint8).reshape(n, 32)
+    out = np.empty((n, 32), dtype=np.uint8)
     for i in range(n):
         out[i] = np.frombuffer(
             leaf_hash(code, bool(verdicts[i]), pks[i].tobytes(),
@@ -89,19 +111,16 @@ def _node(left: bytes, right: bytes) -> bytes:
     return _sha256(b"\x01" + left + right).digest()
 
 
-def root(leaves: Sequence[bytes] | np.ndarray) -> bytes:
+def root(leaves: Sequence[bytes] | np.ndarray, hasher: LeafHasher | None = None) -> bytes:
     """RFC 6962 §2.1 Merkle Tree Hash of ``leaves`` (already leaf-hashed), 32 bytes.
 
     Bottom-up: adjacent pairs are hashed and an odd last node is carried up unchanged,
     which builds exactly the tree of the "largest power of two below n" split.  Leaves given
-    as ``uint8[n, 32]`` go through the native loops where this process has them loaded.
+    as ``uint8[n, 32]`` go through ``hasher`` where one is given.
     """
-    if isinstance(leaves, np.ndarray) and leaves.dtype == np.uint8 and leaves.shape[1:] == (32,) and len(leaves) > 1:
-        from app.engine.backends import native
-
-        loops = native.loaded()
-        if loops is not None:
-            return loops.merkle_root(leaves)
+    if (hasher is not None and isinstance(leaves, np.ndarray) and leaves.dtype == np.uint8
+            and leaves.shape[1:] == (32,) and len(leaves) > 1):
+        return hasher.merkle_root(leaves)
     level = [bytes(x) for x in leaves]
     if not level:
         return _sha256(b"").digest()

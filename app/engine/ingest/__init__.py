@@ -37,12 +37,11 @@ from typing import Any
 
 from app.core.errors import ConfigError
 from app.engine.admission import Admission
-from app.engine.backends.base import SizesBatches
 from app.engine.ingest.base import Listener, ListenerContext
 from app.engine.ingest.counters import DROP_REASONS, OUTCOMES, TransportCounters
 from app.engine.ingest.ring import Ring
 from app.engine.ingest.worker import VerifyWorker
-from app.engine.receipts.store import ReceiptStore
+from app.engine.runtime import Runtime
 from app.engine.verify.engine import Engine
 from app.wire import zap
 
@@ -97,21 +96,22 @@ class IngestConfig:
 
 
 class Ingest:
-    """The ingest listeners and verify workers of one engine.
+    """The ingest listeners and verify workers of one runtime.
 
     Args:
-        engine: verifies the frames; its ``pool`` (if any) is where they land.
+        runtime: an :class:`app.engine.runtime.Runtime`: its engine verifies the frames, its
+            ``pool`` (if any) is where they land, its ``store`` (if any) gets the receipts
+            (source ``tcp``/``udp``/``quic``).
         config: an :class:`IngestConfig`.
-        store: receipts are written there (source ``tcp``/``udp``/``quic``); None = off.
         observer: ``observer(transport, outcome)`` for every frame's final outcome
             (Prometheus' ``zapverify_ingest_frames_total``).
     """
 
-    def __init__(self, engine: Engine, config: IngestConfig | None = None, *, store: ReceiptStore | None = None,
+    def __init__(self, runtime: Runtime, config: IngestConfig | None = None, *,
                  observer: Callable[[str, str], None] | None = None):
-        self.engine = engine
+        self.runtime = runtime
+        self.engine = runtime.engine
         self.config = config or IngestConfig()
-        self.store = store
         self.ring = Ring(self.config.ring_slots)
         self.counters = {t: TransportCounters(t, observer) for t in TRANSPORTS}
         self.listeners: dict[str, Listener] = {}
@@ -141,7 +141,7 @@ class Ingest:
                 port = cfg.port(t)
                 if port is None:
                     continue
-                ctx = ListenerContext(self.ring, self.engine.pool, cfg.limits, self.counters[t],
+                ctx = ListenerContext(self.ring, self.runtime.pool, cfg.limits, self.counters[t],
                                       cfg.pool_wait_seconds, cfg.admission)
                 try:
                     self.listeners[t] = self._listener(t, port, ctx)
@@ -157,7 +157,8 @@ class Ingest:
             return
         max_items = coalesce_target(self.engine, cfg.coalesce_items)
         for i in range(cfg.workers):
-            worker = VerifyWorker(self.ring, self.engine, self.counters, store=self.store, limits=cfg.limits,
+            worker = VerifyWorker(self.ring, self.engine, self.counters, pool=self.runtime.pool,
+                                  store=self.runtime.store, limits=cfg.limits,
                                   max_items=max_items, linger=cfg.coalesce_wait_seconds,
                                   name=f"zv-verify-{i}")
             worker.start()
@@ -242,6 +243,5 @@ def coalesce_target(engine: Engine, configured: int) -> int:
     (``coalesce_wait_seconds``) still caps the latency a small frame pays for joining."""
     if configured > 0:
         return configured
-    sizes = [size for b in engine.accelerated if isinstance(b, SizesBatches)
-             for s in sorted(b.schemes()) if (size := b.preferred_batch_items(s))]
+    sizes = [size for b in engine.accelerated for size in b.capabilities().batch_items.values()]
     return max(sizes, default=DEFAULT_COALESCE_ITEMS)

@@ -44,6 +44,7 @@ from app.engine.ingest.coalesce import batch_key, join, joined_bytes
 from app.engine.ingest.counters import TransportCounters
 from app.engine.ingest.ring import Entry, Ring
 from app.engine.memory.heap import land
+from app.engine.memory.pool import UmaPool
 from app.engine.pipeline import Part, Verified, record, verify_parts
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
@@ -64,8 +65,9 @@ class VerifyWorker:
 
     Args:
         ring: where frames come from.
-        engine: verifies the batches (its ``pool``, if any, holds joined batches too).
+        engine: verifies the batches.
         counters: per transport name, where outcomes are counted.
+        pool: the UMA pool joined batches land in (None: heap memory).
         store: receipts are written there; None when receipts are off.
         limits: the ZAP decoder's bounds.
         max_items: largest joined batch, items.
@@ -75,10 +77,12 @@ class VerifyWorker:
     """
 
     def __init__(self, ring: Ring, engine: Engine, counters: Mapping[str, TransportCounters], *,
-                 store: ReceiptStore | None = None, limits: zap.Limits = zap.DEFAULT_LIMITS,
+                 pool: UmaPool | None = None, store: ReceiptStore | None = None,
+                 limits: zap.Limits = zap.DEFAULT_LIMITS,
                  max_items: int = 1024, max_frames: int = 256, linger: float = 0.0005, name: str = "zv-verify",
                  record_depth: int = 4):
         self.ring, self.engine, self.counters, self.store, self.limits = ring, engine, counters, store, limits
+        self.pool = pool
         self.max_items, self.max_frames, self.linger = max_items, max_frames, linger
         self.batches_total = 0
         self.joined_frames_total = 0
@@ -159,7 +163,7 @@ class VerifyWorker:
             batch = batches[0]
         else:
             try:
-                joined = landed = land(self.engine.pool, joined_bytes(batches), "dispatch", timeout=0)
+                joined = landed = land(self.pool, joined_bytes(batches), "dispatch", timeout=0)
             except PoolExhausted:  # no room to join them: verify each where it lies
                 for job in chunk:
                     self._verify([job])

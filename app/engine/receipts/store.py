@@ -6,7 +6,7 @@ verdict bitmap, every leaf hash (so an inclusion proof can be built later), the 
 that ran, the duration and the transport it came in on.  From a stored receipt
 :meth:`Receipt.proof` builds the RFC 6962 §2.1.1 audit path of one item; anyone can check
 it offline with :func:`app.engine.commit.merkle.verify_inclusion` (re-exported by
-``app.client``).
+``zapverify``).
 
 :class:`ReceiptStore` is the one interface; :func:`app.engine.receipts.open.open_store`
 picks the implementation from a URL:

@@ -1,3 +1,3 @@
-"""Verification: schemes and their semantics, columnar batches, grouping rows into batches,
-the Engine that routes each batch to a backend, calibration, start-up self-test, and the
-CPU reference verifiers that define every verdict."""
+"""The Engine that routes each batch to a backend, and its start-up work: grouping rows into
+batches, calibration, the known-answer self-test, fault injection and the status it shows.
+The CPU reference verifiers it checks backends against live in :mod:`app.engine.reference`."""

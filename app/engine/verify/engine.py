@@ -1,4 +1,9 @@
-"""The Engine: routes each batch to a backend, commits it to a Merkle root, keeps stats.
+"""The Engine: routes each batch to a backend and hands the result to the commit step.
+
+It routes and does nothing else: the backends verify (one ``run`` each,
+:mod:`app.engine.backends.base`), the commit step makes the leaves and root a backend did not
+(:mod:`app.engine.commit.step`), and the runtime (:mod:`app.engine.runtime`) owns the UMA pool,
+the stats the engine counts batches into and the receipt store.
 
 Routing per scheme (docs/architecture.md, "Batches and routing"): an accelerated backend (anything but ``cpu``)
 is used when its start-up self-test for that scheme passed and the batch has at least its
@@ -14,10 +19,12 @@ batch on which the backend is the faster (never, if it is not faster per item).
 Hybrid mode (``EngineConfig.hybrid``): a batch of at least ``hybrid_min`` items routed to an
 accelerated backend is split, the backend taking the share r_b / (r_b + r_cpu) of its items
 (r: items per second, measured at start and refined by every split batch) and the CPU the
-rest, both at once; verdicts are joined in item order.
+rest, both at once; verdicts and leaves are joined in item order.
 
-Merkle roots: a batch verified on a backend whose Merkle kernels passed their start-up
-check is committed on that backend too (verdicts stay on the device); otherwise on the CPU.
+Merkle leaves and roots: a whole batch verified on a backend whose Merkle kernels passed their
+start-up check is committed on that backend too (``run(batch, commit=True)``: the verdicts stay
+on the device); the commit step makes what a backend did not, with the CPU backend's native
+hasher where it is loaded.
 
 This module imports no web framework.
 """
@@ -30,30 +37,22 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Literal, TypeGuard, cast
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 
-from app.core.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
+from app.core.batch import AGGREGATE_LABELS, AggregateBatch, AggregateItem, Batch, Item
 from app.core.errors import BackendUnavailable, EmptyBatch, NotReady
+from app.core.result import Result
 from app.core.schemes import SCHEMES, Scheme
-from app.engine.backends.base import (
-    Backend,
-    CommitsOnDevice,
-    CommittingBackend,
-    Device,
-    HashesLeaves,
-    VerifiesAggregates,
-    WarmsUp,
-)
+from app.engine.backends import native
+from app.engine.backends.base import READY, Backend
 from app.engine.backends.cpu import CpuBackend
-from app.engine.commit import merkle
-from app.engine.host.pick import Pick
-from app.engine.host.pick import pick as pick_transport
-from app.engine.host.probe import HostProbe, probe_host
-from app.engine.memory.pool import UmaPool
-from app.engine.verify import calibrate, faults, kat, selftest
+from app.engine.commit.step import CommitStep
+from app.engine.reference import kat
+from app.engine.stats import Stats
+from app.engine.verify import calibrate, faults, selftest
 from app.engine.verify.grouping import batch_of, group_items
 
 log = logging.getLogger("zapverify.engine")
@@ -67,7 +66,7 @@ class EngineConfig:
     cpu_workers: int = 0
     cpu_chunk: int = 0
     cpu_parallelism: Literal["auto", "thread", "process"] = "auto"
-    #: Verify BLS12-381 batches on the CPU by random linear combination (app/engine/verify/bls_batch.py).
+    #: Verify BLS12-381 batches on the CPU by random linear combination (app/engine/reference/bls_batch.py).
     bls_batch: bool = True
     #: Fixed crossover batch size per scheme id (items), for every accelerated backend.
     crossover: dict[str, int] = field(default_factory=dict)
@@ -79,16 +78,6 @@ class EngineConfig:
     hybrid: bool = False
     #: Smallest batch (items) that hybrid mode splits.
     hybrid_min: int = 4096
-    #: UMA pool size in bytes (``ZAP_UMA_POOL_BYTES``); None: no probe, pick or pool (scripts, tests).
-    pool_bytes: int | None = None
-    #: ``auto`` or a transport of :data:`app.engine.host.pick.TRANSPORTS` (``ZAP_TRANSPORT``).
-    transport: str = "auto"
-    #: ``auto`` (the allocator Pick chose), ``pinned``, ``managed`` or ``heap``.
-    pool_source: str = "auto"
-    pool_wait_seconds: float = 1.0
-    pool_debug: bool = False
-    #: Directory the host probe reads as ``/``.
-    probe_root: str = "/"
     #: Injected faults, ``{"<backend>:<scheme>": "selftest" | "raise" | "garbage"}`` (app/engine/verify/faults.py).
     faults: dict[str, str] = field(default_factory=dict)
 
@@ -118,7 +107,7 @@ class Committed:
 @dataclass
 class BatchResult(Committed):
     """What :meth:`Engine.verify` returns for one batch; ``backend`` made the verdicts,
-    ``merkle_backend`` the tree."""
+    ``merkle_backend`` the root."""
 
     backend: str = "cpu"
     merkle_backend: str = "cpu"
@@ -126,8 +115,8 @@ class BatchResult(Committed):
 
 @dataclass
 class ItemsResult(Committed):
-    """What :meth:`Engine.verify_items` returns: verdicts of a mixed request in input order,
-    and the backend that verified each scheme."""
+    """What :meth:`Engine.verify_items` and :meth:`Engine.verify_aggregate` return: verdicts
+    in input order, and the backend that verified each scheme (or aggregate mode)."""
 
     backends: dict[str, str] = field(default_factory=dict)
 
@@ -144,22 +133,9 @@ class SchemeRoute:
     rates: dict[str, float] = field(default_factory=dict)
 
 
-@dataclass
-class _Run:
-    """One batch's verification: verdicts, who ran them, and the device's tree if any."""
-
-    verdicts: np.ndarray
-    backend: str
-    seconds: float
-    leaves: np.ndarray | None = None
-    root: bytes | None = None
-    merkle_backend: str = "cpu"
-
-
 #: Backend name under which items refused before any backend (wrong key, signature or
 #: context length) are counted: they are ``False`` verdicts all the same.
 PRECHECK = "precheck"
-
 
 
 def _note_backend(backends: dict[str, str], scheme_id: str, name: str) -> None:
@@ -172,18 +148,21 @@ def _note_backend(backends: dict[str, str], scheme_id: str, name: str) -> None:
 
 
 class Engine:
-    """Verifies batches on the best backend per scheme.
+    """Routes batches to the best backend per scheme and commits them (see the module doc).
 
     Args:
         config: an :class:`EngineConfig`.
-        backends: backends in order of preference; the CPU backend is always added last.
+        backends: backends in order of preference; the CPU backend is always added last
+            (a :class:`app.engine.backends.cpu.CpuBackend` of ``config`` unless one named
+            ``cpu`` is given).
+        stats: where every batch is counted (a new :class:`app.engine.stats.Stats` if None;
+            the runtime passes its own, :mod:`app.engine.runtime`).
     """
 
-    def __init__(self, config: EngineConfig | None = None, backends: Sequence[Backend] = ()):
-        from app.engine.stats import Stats
-
+    def __init__(self, config: EngineConfig | None = None, backends: Sequence[Backend] = (),
+                 stats: Stats | None = None):
         self.config = config or EngineConfig()
-        self.cpu = next((b for b in backends if b.name == "cpu"), None) or CpuBackend(
+        self.cpu: Backend = next((b for b in backends if b.name == "cpu"), None) or CpuBackend(
             self.config.cpu_workers, self.config.cpu_chunk, self.config.cpu_parallelism,
             bls_batch=self.config.bls_batch)
         self.backends: list[Backend] = [b for b in backends if b.name != "cpu"] + [self.cpu]
@@ -194,38 +173,23 @@ class Engine:
             def inject(b: Backend) -> Backend:
                 if b.name not in injected:
                     return b
-                return cast(Backend, faults.FaultyBackend(b, injected[b.name], lambda: self._started))
+                return faults.FaultyBackend(b, injected[b.name], lambda: self._started)
 
             self.cpu = inject(self.cpu)
             self.backends = [inject(b) for b in self.backends[:-1]] + [self.cpu]
         self.routes: dict[str, SchemeRoute] = {s: SchemeRoute() for s in SCHEMES}
         #: Per accelerated backend: "ready" when its Merkle kernels matched the CPU at start.
         self.merkle: dict[str, str] = {}
-        self.stats = Stats()
+        self.stats = stats if stats is not None else Stats()
+        #: Leaves and roots of every result; hashes with the CPU backend's native loops once
+        #: its warm-up has loaded them.
+        self.commit = CommitStep(native.leaf_hasher)
         self.ready = False
         self._lock = threading.Lock()
         self._hybrid_pool: ThreadPoolExecutor | None = None
         if self.config.backend != "auto" and self.config.backend not in {b.name for b in self.backends}:
             raise BackendUnavailable(f"backend {self.config.backend!r} forced but not available here; "
                                      f"have: {', '.join(b.name for b in self.backends)}", field="backend")
-        self.host: HostProbe | None = None
-        self.pick: Pick | None = None
-        self.pool: UmaPool | None = None
-        if self.config.pool_bytes is not None:
-            self._open_pool()
-
-    def _open_pool(self) -> None:
-        """Probe the host, pick the transport and allocator, and allocate the UMA pool.
-
-        Raises :class:`app.core.errors.TransportUnavailable` for a forced transport that cannot
-        run, :class:`app.core.errors.AllocatorUnavailable` for a pool source the host lacks.
-        """
-        cfg = self.config
-        assert cfg.pool_bytes is not None  # only called when the engine has a pool
-        self.host = probe_host(cfg.probe_root)
-        self.pick = pick_transport(self.host, cfg.transport)
-        source = self.pick.pool_source if cfg.pool_source == "auto" else cfg.pool_source
-        self.pool = UmaPool.create(cfg.pool_bytes, source, wait_seconds=cfg.pool_wait_seconds, debug=cfg.pool_debug)
 
     @property
     def accelerated(self) -> list[Backend]:
@@ -234,15 +198,23 @@ class Engine:
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
-        """Run the known-answer self-test of every backend for every scheme, check the
-        Merkle kernels of the accelerated ones, measure crossovers where asked, then be ready."""
-        if isinstance(self.cpu, WarmsUp):
-            self.cpu.warm_up()
+        """Warm every backend up, run the known-answer self-test of every backend for every
+        scheme it serves, check the Merkle kernels of the accelerated ones, measure
+        crossovers where asked, then be ready."""
+        for backend in self.backends:
+            backend.warm_up()
         answers = kat.known_answers()
         for backend in self.backends:
-            self._unbuilt(backend)
+            caps = backend.capabilities()
+            # A kernel that exists but did not build (or a device that is unavailable) is a
+            # failed self-test: served by the CPU and shown degraded (/readyz, /v1/status,
+            # ``zapverify_backend_available``), not left out.
+            for scheme_id, why in caps.broken().items():
+                if scheme_id in self.routes:
+                    self._failed(backend, scheme_id, why)
+                    log.warning("%s kernel of %s not usable (%s): routed to the CPU", backend.name, scheme_id, why)
             for scheme_id, kas in answers.items():
-                if scheme_id not in backend.schemes():
+                if scheme_id not in caps.served:
                     continue
                 ok, why = selftest.check_scheme(backend, kas)
                 self.routes[scheme_id].selftest[backend.name] = ok
@@ -252,8 +224,9 @@ class Engine:
                                 backend.name, why)
         self._started = True  # injected runtime faults act from here on
         for backend in self.accelerated:
-            self.merkle[backend.name] = selftest.check_merkle(backend, answers)
-        cpu_bad = [s for s, r in self.routes.items() if not r.selftest.get("cpu")]
+            passed = [s for s, r in self.routes.items() if r.selftest.get(backend.name)]
+            self.merkle[backend.name] = selftest.check_merkle(backend, {s: answers[s] for s in passed})
+        cpu_bad = [s for s, r in self.routes.items() if not r.selftest.get(self.cpu.name)]
         if cpu_bad:
             log.error("CPU reference self-test failed for %s", ", ".join(cpu_bad))
         if any(self._calibrates(b) for b in self.accelerated):
@@ -261,36 +234,26 @@ class Engine:
         self.ready = not cpu_bad
         log.info("engine ready=%s backends=%s", self.ready, [b.name for b in self.backends])
 
-    def _unbuilt(self, backend: Backend) -> None:
-        """Record the schemes whose kernel exists but did not build (or whose device is
-        unavailable) as failed self-tests of ``backend``: they are served by the CPU and must
-        show as degraded (/readyz, /v1/status, ``zapverify_backend_available``), not vanish."""
-        availability = getattr(backend, "availability", None)
-        if availability is None:
-            return
-        for scheme_id, state in availability().items():
-            if state.startswith(("build failed", "unavailable")) and scheme_id in self.routes:
-                self.routes[scheme_id].selftest[backend.name] = False
-                self.routes[scheme_id].failures[backend.name] = state
-                log.warning("%s kernel of %s not usable (%s): routed to the CPU", backend.name, scheme_id, state)
+    def _failed(self, backend: Backend, scheme_id: str, why: str) -> None:
+        route = self.routes[scheme_id]
+        route.selftest[backend.name] = False
+        route.failures[backend.name] = why
 
-    def _merkle_on(self, backend: Backend) -> TypeGuard[CommittingBackend]:
+    def _commits_on(self, backend: Backend) -> bool:
         """Whether ``backend`` commits on its device: its Merkle kernels passed the start-up check."""
-        return isinstance(backend, CommitsOnDevice) and self.merkle.get(backend.name) == "ready"
+        return self.merkle.get(backend.name) == READY
 
     def close(self) -> None:
         if self._hybrid_pool is not None:
             self._hybrid_pool.shutdown(wait=False, cancel_futures=True)
         for b in self.backends:
             b.close()
-        if self.pool is not None:
-            self.pool.close()
 
     # ------------------------------------------------------------------ calibration
     def _calibrates(self, backend: Backend) -> bool:
         if self.config.calibrate is not None:
             return self.config.calibrate
-        return isinstance(backend, Device) and bool(backend.calibrate_at_start)
+        return backend.capabilities().calibrate_at_start
 
     def calibrate(self, answers: dict[str, list[kat.KnownAnswer]] | None = None) -> None:
         """Measure, per scheme whose self-test passed on an accelerated backend, that
@@ -353,49 +316,48 @@ class Engine:
         if len(batch) == 0:
             raise EmptyBatch("a batch needs at least one item", field="count")
         batch.validate()
-        run = self._run(batch)
+        result, seconds = self._run(batch)
         t0 = time.perf_counter()
-        leaves, root, merkle_backend = run.leaves, run.root, run.merkle_backend
-        if root is None:
-            if leaves is None:
-                leaves = merkle.batch_leaves(batch, run.verdicts)
-            root = merkle.root(leaves)
-            merkle_backend = self.cpu.name
-        assert leaves is not None  # a device that made the root made the leaves
-        t_merkle = time.perf_counter() - t0
-        return BatchResult(run.verdicts, leaves, root, run.seconds, t_merkle, backend=run.backend,
-                           merkle_backend=merkle_backend)
+        merkle_backend = result.backend if result.root is not None else self.cpu.name
+        done = self.commit(batch, result)
+        assert done.leaves is not None and done.root is not None  # the commit step made what was missing
+        return BatchResult(done.verdicts, done.leaves, done.root, seconds, time.perf_counter() - t0,
+                           backend=result.backend, merkle_backend=merkle_backend)
 
     def _fail(self, backend: Backend, scheme: Scheme, exc: BaseException) -> None:
         log.error("%s failed on %s (%s); re-running on cpu", backend.name, scheme.id, exc)
-        route = self.routes[scheme.id]
-        route.selftest[backend.name] = False
-        route.failures[backend.name] = f"runtime: {type(exc).__name__}: {exc}"
+        self._failed(backend, scheme.id, f"runtime: {type(exc).__name__}: {exc}")
 
-    def _run(self, batch: Batch) -> _Run:
+    def _on(self, backend: Backend, batch: Batch) -> Result:
+        """``backend``'s checked result for ``batch``: committed on its device where its Merkle
+        kernels passed the start-up check; an unchecked device's leaves and root are dropped
+        (the CPU's, the reference, are kept)."""
+        commit = self._commits_on(backend)
+        result = backend.run(batch, commit=commit).check(len(batch))
+        if backend is not self.cpu and not commit:
+            result = replace(result, leaves=None, root=None)
+        return result
+
+    def _run(self, batch: Batch) -> tuple[Result, float]:
+        """``batch``'s result on the backend it is routed to (the CPU where that one raises,
+        the batch split where hybrid mode says so) and the verify time, seconds."""
         n = len(batch)
         backend = self.backend_for(batch.scheme, n)
         if backend is not self.cpu and self._splits(backend, batch):
             return self._run_hybrid(batch, backend)
         t0 = time.perf_counter()
-        run: _Run | None = None
+        result: Result | None = None
         if backend is not self.cpu:
             try:
-                if self._merkle_on(backend):
-                    verdicts, leaves, root = backend.verify_commit(batch)
-                    run = _Run(_checked(verdicts, n), backend.name, 0.0, np.asarray(leaves), bytes(root),
-                               backend.name)
-                else:
-                    run = _Run(_checked(backend.verify(batch), n), backend.name, 0.0)
+                result = self._on(backend, batch)
             except Exception as exc:
                 self._fail(backend, batch.scheme, exc)
                 backend, t0 = self.cpu, time.perf_counter()
-        if run is None:
-            cpu_verdicts, cpu_leaves = _call(self.cpu, batch)
-            run = _Run(_checked(cpu_verdicts, n), self.cpu.name, 0.0, cpu_leaves)
-        run.seconds = time.perf_counter() - t0
-        self.stats.record(batch.scheme.id, backend.name, n, int(np.count_nonzero(run.verdicts)), run.seconds)
-        return run
+        if result is None:
+            result = self._on(self.cpu, batch)
+        seconds = time.perf_counter() - t0
+        self.stats.record(batch.scheme.id, backend.name, n, result.valid, seconds)
+        return result, seconds
 
     # ------------------------------------------------------------------ hybrid split
     def _splits(self, backend: Backend, batch: Batch) -> bool:
@@ -410,7 +372,10 @@ class Engine:
         r_b, r_c = rates[backend.name], rates[self.cpu.name]
         return min(n - 1, max(1, round(n * r_b / (r_b + r_c))))
 
-    def _run_hybrid(self, batch: Batch, backend: Backend) -> _Run:
+    def _run_hybrid(self, batch: Batch, backend: Backend) -> tuple[Result, float]:
+        """The first share of ``batch`` on ``backend``, the rest on the CPU at the same time;
+        the joined result has both parts' leaves where each made them, and no root (the
+        commit step builds the whole batch's)."""
         n, scheme = len(batch), batch.scheme
         k = self.split_point(backend, scheme, n)
         with self._lock:
@@ -418,39 +383,28 @@ class Engine:
                 self._hybrid_pool = ThreadPoolExecutor(2, thread_name_prefix="zv-hybrid")
         t0 = time.perf_counter()
 
-        def timed(fn, part):
+        def timed(b: Backend, part: Batch) -> tuple[Result, float]:
             t = time.perf_counter()
-            v = _checked(fn(part), len(part))
-            return v, time.perf_counter() - t
+            r = self._on(b, part)
+            return r, time.perf_counter() - t
 
         cpu_part, dev_part = batch.slice(k, n), batch.slice(0, k)
-        cpu_future = self._hybrid_pool.submit(timed, self.cpu.verify, cpu_part)
-        names = [backend.name, self.cpu.name]
+        cpu_future = self._hybrid_pool.submit(timed, self.cpu, cpu_part)
         try:
-            v_dev, t_dev = timed(backend.verify, dev_part)
+            r_dev, t_dev = timed(backend, dev_part)
         except Exception as exc:
             self._fail(backend, scheme, exc)
-            v_dev, t_dev = timed(self.cpu.verify, dev_part)
-            names[0] = self.cpu.name
-        v_cpu, t_cpu = cpu_future.result()
-        verdicts = np.concatenate([v_dev, v_cpu])
+            r_dev, t_dev = timed(self.cpu, dev_part)
+        r_cpu, t_cpu = cpu_future.result()
         seconds = time.perf_counter() - t0
+        on_device = r_dev.backend == backend.name
         rates = self.routes[scheme.id].rates
-        if names[0] == backend.name:  # refine the split weights from this batch
+        if on_device:  # refine the split weights from this batch
             rates[backend.name] = 0.8 * rates[backend.name] + 0.2 * k / max(t_dev, 1e-9)
         rates[self.cpu.name] = 0.8 * rates[self.cpu.name] + 0.2 * (n - k) / max(t_cpu, 1e-9)
-        self.stats.record(scheme.id, names[0], k, int(np.count_nonzero(v_dev)), t_dev)
-        self.stats.record(scheme.id, self.cpu.name, n - k, int(np.count_nonzero(v_cpu)), t_cpu)
-        run = _Run(verdicts, "+".join(dict.fromkeys(names)), seconds)
-        if names[0] == backend.name and self._merkle_on(backend):
-            try:
-                run.leaves, run.root = backend.commit(batch, verdicts)
-                run.merkle_backend = backend.name
-            except Exception as exc:
-                log.error("Merkle tree on %s failed (%s); built on cpu", backend.name, exc)
-                self.merkle[backend.name] = f"runtime: {type(exc).__name__}: {exc}"
-                run.leaves = run.root = None
-        return run
+        self.stats.record(scheme.id, r_dev.backend, k, r_dev.valid, t_dev)
+        self.stats.record(scheme.id, self.cpu.name, n - k, r_cpu.valid, t_cpu)
+        return Result.join([self.commit.with_leaves(dev_part, r_dev), r_cpu]), seconds
 
     def verify_items(self, items: Sequence[Item]) -> ItemsResult:
         """Verify a mixed list of items; verdicts and leaves come back in input order.
@@ -458,51 +412,41 @@ class Engine:
         Items are grouped into one batch per (scheme, key length, context, options).  An
         item whose key or signature length does not fit its scheme, or whose context is
         over 255 bytes, is ``False`` without reaching a backend.  The Merkle root covers
-        every item in input order; leaves of groups verified on a device come from it, and
-        the root is built on a device when every group was.  Raises :class:`EmptyBatch`
-        for an empty list.
+        every item in input order; leaves of groups verified on a device come from it.
+        Raises :class:`EmptyBatch` for an empty list.
         """
         if not items:
             raise EmptyBatch("a request needs at least one item", field="items")
         n = len(items)
         verdicts = np.zeros(n, dtype=bool)
         leaves = np.empty((n, 32), dtype=np.uint8)
-        have_leaf = np.zeros(n, dtype=bool)
         backends: dict[str, str] = {}
-        tree_on: set[str] = set()
-        t_verify = 0.0
+        t_verify = t_merkle = 0.0
         for group, idx in group_items(items).items():
+            t0 = time.perf_counter()
             if group is None:  # items false as given: their leaves hash exactly what was sent
-                tree_on.add(self.cpu.name)
+                given = [items[i] for i in idx]
+                leaves[idx] = self.commit.leaves(given, np.zeros(len(idx), dtype=bool))
+                t_merkle += time.perf_counter() - t0
                 # Counted like any verdict, so the dashboard and metrics see every item.
-                for scheme_id, count in Counter(items[i].scheme for i in idx).items():
+                for scheme_id, count in Counter(it.scheme for it in given).items():
                     self.stats.record(scheme_id, PRECHECK, count, 0, 0.0)
                     _note_backend(backends, scheme_id, PRECHECK)
                 continue
             batch = batch_of(group, [items[i] for i in idx])
-            run = self._run(batch)
-            verdicts[idx] = run.verdicts
-            if run.leaves is not None:
-                leaves[idx] = run.leaves
-                have_leaf[idx] = True
-            tree_on.add(run.merkle_backend if run.root is not None else self.cpu.name)
-            t_verify += run.seconds
-            _note_backend(backends, group[0], run.backend)
+            result, seconds = self._run(batch)
+            t1 = time.perf_counter()
+            result = self.commit.with_leaves(batch, result)
+            t_merkle += time.perf_counter() - t1
+            assert result.leaves is not None  # with_leaves made them
+            verdicts[idx] = result.verdicts
+            leaves[idx] = result.leaves
+            t_verify += seconds
+            _note_backend(backends, group[0], result.backend)
         t0 = time.perf_counter()
-        for i in np.flatnonzero(~have_leaf):
-            it = items[int(i)]
-            leaves[i] = np.frombuffer(merkle.leaf_hash(SCHEMES[it.scheme].code, bool(verdicts[i]),
-                                                       it.public_key, it.message, it.signature), np.uint8)
-        root = None
-        if len(tree_on) == 1 and (name := next(iter(tree_on))) != self.cpu.name:
-            dev = next(b for b in self.accelerated if b.name == name)
-            try:
-                root = dev.merkle_root(leaves) if isinstance(dev, CommitsOnDevice) else None
-            except Exception as exc:
-                log.error("Merkle root on %s failed (%s); built on cpu", name, exc)
-        if root is None:
-            root = merkle.root(leaves)
-        return ItemsResult(verdicts, leaves, root, t_verify, time.perf_counter() - t0, backends=backends)
+        root = self.commit.root(leaves)
+        return ItemsResult(verdicts, leaves, root, t_verify, t_merkle + time.perf_counter() - t0,
+                           backends=backends)
 
     def verify_aggregate(self, items: Sequence[AggregateItem]) -> ItemsResult:
         """Verify BLS aggregate items (FastAggregateVerify / AggregateVerify) on the CPU.
@@ -514,22 +458,25 @@ class Engine:
         """
         if not items:
             raise EmptyBatch("a request needs at least one item", field="items")
-        t0 = time.perf_counter()
-        if not isinstance(self.cpu, VerifiesAggregates):
+        if not self.cpu.capabilities().aggregates:
             raise BackendUnavailable(f"the {self.cpu.name} backend cannot verify BLS aggregate items")
-        verdicts, leaves = self.cpu.verify_aggregate(items)
+        work = AggregateBatch(tuple(items))
+        t0 = time.perf_counter()
+        result = self.cpu.run(work).check(len(work))
         t_verify = time.perf_counter() - t0
         backends: dict[str, str] = {}
         for mode, label in AGGREGATE_LABELS.items():
             idx = [i for i, it in enumerate(items) if it.mode == mode]
             if idx:
                 # Verify time is shared out by item count: the items ran interleaved.
-                self.stats.record(label, self.cpu.name, len(idx), int(np.count_nonzero(verdicts[idx])),
+                self.stats.record(label, self.cpu.name, len(idx), int(np.count_nonzero(result.verdicts[idx])),
                                   t_verify * len(idx) / len(items))
                 backends[label] = self.cpu.name
         t1 = time.perf_counter()
-        root = merkle.root(leaves)
-        return ItemsResult(verdicts, leaves, root, t_verify, time.perf_counter() - t1, backends=backends)
+        done = self.commit(work, result)
+        assert done.leaves is not None and done.root is not None
+        return ItemsResult(done.verdicts, done.leaves, done.root, t_verify, time.perf_counter() - t1,
+                           backends=backends)
 
     def degraded(self) -> dict[str, dict[str, str]]:
         """Schemes an accelerated backend should serve but the CPU serves instead, because
@@ -544,19 +491,3 @@ class Engine:
     def require_ready(self) -> None:
         if not self.ready:
             raise NotReady("the engine has not passed its self-test yet")
-
-
-# ------------------------------------------------------------------ calibration helpers
-def _call(backend: Backend, batch: Batch) -> tuple[np.ndarray, np.ndarray | None]:
-    """Verdicts, and leaf hashes where the backend makes them beside (``verify_with_leaves``)."""
-    if isinstance(backend, HashesLeaves):
-        verdicts, leaves = backend.verify_with_leaves(batch)
-        return np.asarray(verdicts, dtype=bool), leaves
-    return np.asarray(backend.verify(batch), dtype=bool), None
-
-
-def _checked(verdicts, n: int) -> np.ndarray:
-    v = np.asarray(verdicts, dtype=bool)
-    if v.shape != (n,):
-        raise RuntimeError(f"returned shape {v.shape}, expected ({n},)")
-    return v

@@ -19,18 +19,16 @@ failure keeps the engine from being ready).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import numpy as np
 
-from app.core.batch import Batch
+from app.core.batch import AggregateBatch, Batch
 from app.core.errors import ConfigError, KernelLaunchError
+from app.core.result import Result
 from app.core.schemes import SCHEMES
+from app.engine.backends.base import Backend, Capabilities
 
 MODES = ("selftest", "raise", "garbage")
-
-#: The backend methods a fault intercepts (each takes the batch first).
-_VERIFYING = ("verify", "verify_commit", "verify_with_leaves")
 
 
 def parse(faults: Mapping[str, str]) -> dict[str, dict[str, str]]:
@@ -50,38 +48,43 @@ def parse(faults: Mapping[str, str]) -> dict[str, dict[str, str]]:
     return out
 
 
-class FaultyBackend:
-    """``inner`` with the faults ``faults`` ({scheme: mode}); everything else is ``inner``'s.
+class FaultyBackend(Backend):
+    """``inner`` with the faults ``faults`` ({scheme: mode}) in its :meth:`run`; its name,
+    capabilities, warm-up and close are ``inner``'s.
 
     ``started()`` tells whether the engine's start-up is over: ``selftest`` faults act before,
-    ``raise`` and ``garbage`` after.  The verifying methods are looked up on ``inner``, so
-    this wrapper offers exactly the capabilities (``verify_commit``, ...) that ``inner`` has.
+    ``raise`` and ``garbage`` after.
     """
 
-    def __init__(self, inner: Any, faults: Mapping[str, str], started: Callable[[], bool]):
+    def __init__(self, inner: Backend, faults: Mapping[str, str], started: Callable[[], bool]):
         self._inner, self._faults, self._started = inner, dict(faults), started
         self.name = inner.name
 
-    def _fault(self, batch: Batch) -> str | None:
-        mode = self._faults.get(batch.scheme.id)
+    def _fault(self, scheme_id: str | None) -> str | None:
+        mode = self._faults.get(scheme_id) if scheme_id is not None else None
         if mode is None:
             return None
         if self._started():
             return mode if mode != "selftest" else None
         return mode if mode == "selftest" else None
 
-    def _wrap(self, method: Callable[..., Any]) -> Callable[..., Any]:
-        def faulty(batch: Batch, *args: Any, **kw: Any) -> Any:
-            mode = self._fault(batch)
-            if mode in ("selftest", "raise"):
-                raise KernelLaunchError(f"fault injected ({mode}) on {self.name} for {batch.scheme.id}")
-            out = method(batch, *args, **kw)
-            if mode == "garbage":
-                verdicts = np.ones(len(batch) + 1, dtype=bool)
-                return verdicts if not isinstance(out, tuple) else (verdicts, *out[1:])
-            return out
-        return faulty
+    def capabilities(self) -> Capabilities:
+        return self._inner.capabilities()
 
-    def __getattr__(self, attr: str) -> Any:
-        value = getattr(self._inner, attr)
-        return self._wrap(value) if attr in _VERIFYING else value
+    def run(self, batch: Batch | AggregateBatch, *, commit: bool = False) -> Result:
+        """``inner.run``, or a :class:`KernelLaunchError` (``selftest``, ``raise``), or one
+        verdict too many (``garbage``)."""
+        scheme_id = batch.scheme.id if isinstance(batch, Batch) else None  # faults are per scheme
+        mode = self._fault(scheme_id)
+        if mode in ("selftest", "raise"):
+            raise KernelLaunchError(f"fault injected ({mode}) on {self.name} for {scheme_id}")
+        out = self._inner.run(batch, commit=commit)
+        if mode == "garbage":
+            return Result(np.ones(len(batch) + 1, dtype=bool), out.leaves, out.root, out.spans)
+        return out
+
+    def warm_up(self) -> None:
+        self._inner.warm_up()
+
+    def close(self) -> None:
+        self._inner.close()

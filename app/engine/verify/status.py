@@ -1,15 +1,16 @@
 """The engine's state as JSON for /v1/status and ``zapverify selftest``: routing per scheme,
-self-test outcomes, crossovers and rates, devices, and the host probe, pick and pool.
+self-test outcomes, crossovers and rates, and the devices (from each backend's declared
+capabilities).
 
 Kept apart from :class:`app.engine.verify.engine.Engine`, which routes and verifies; this
-module only reads it."""
+module only reads it.  The host probe, pick and pool are the runtime's
+(:meth:`app.engine.runtime.Runtime.host_status`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from app.core.schemes import SCHEMES
-from app.engine.backends.base import Device
 from app.engine.verify import calibrate
 from app.engine.verify.engine import Engine, SchemeRoute
 
@@ -21,9 +22,11 @@ def _crossover_shown(route: SchemeRoute) -> dict[str, int | None]:
 
 def engine_status(engine: Engine) -> dict[str, Any]:
     """Routing table, self-test outcome, crossover (items) and rates (items per second) per
-    scheme, and what each accelerated backend offers.  A scheme whose accelerated self-test
+    scheme, and what each accelerated device offers.  A scheme whose accelerated self-test
     failed is listed under ``degraded`` and routed to the CPU."""
     cfg = engine.config
+    devices = {b.name: dict(device) for b in engine.accelerated
+               if (device := b.capabilities().device) is not None}
     return {
         "ready": engine.ready,
         "forced_backend": None if cfg.backend == "auto" else cfg.backend,
@@ -31,7 +34,7 @@ def engine_status(engine: Engine) -> dict[str, Any]:
         "hybrid": cfg.hybrid,
         "degraded": engine.degraded(),
         "merkle": dict(engine.merkle),
-        "devices": {b.name: b.info() for b in engine.accelerated if isinstance(b, Device)},
+        "devices": devices,
         "schemes": {
             s: {"backend": engine.backend_for(SCHEMES[s], 1 << 30).name,
                 "selftest": dict(r.selftest), "failures": dict(r.failures),
@@ -41,11 +44,3 @@ def engine_status(engine: Engine) -> dict[str, Any]:
             for s, r in engine.routes.items()
         },
     }
-
-
-def host_status(engine: Engine) -> dict[str, Any]:
-    """``{"probe", "pick", "pool"}``: the host probe, the transport pick and the UMA pool's
-    statistics (each None for an engine built without a pool)."""
-    return {"probe": engine.host.to_dict() if engine.host else None,
-            "pick": engine.pick.to_dict() if engine.pick else None,
-            "pool": engine.pool.stats() if engine.pool else None}

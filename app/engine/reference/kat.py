@@ -68,7 +68,7 @@ def _sign_bls(rng: random.Random, msgs: list[bytes], ctx: bytes, **_) -> list[tu
     """CoreSign of the POP ciphersuite: sig = sk · H(msg), pk = sk · G1."""
     import py_arkworks_bls12381 as ark
 
-    from app.engine.verify.reference import BLS_POP_DST
+    from app.engine.reference.reference import BLS_POP_DST
 
     # A secret key is a scalar in [1, r-1], r the BLS12-381 group order (RFC 9380 §8.8.1).
     r = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
@@ -187,13 +187,20 @@ def bls_invalid(item: Item, kind: str, rng: random.Random) -> Item:
 
 
 def generate(scheme_id: str, valid: int, mutated: int, *, seed: int = 0) -> list[KnownAnswer]:
-    """``valid`` signed items and ``mutated`` one-bit mutations of them, for one scheme."""
+    """``valid`` signed items and ``mutated`` one-bit mutations of them, for one scheme.
+
+    The valid items are shared out over the scheme's variants, as the registry declares
+    them: each public-key length (SEC 1 compressed and uncompressed for two), the
+    ``prehashed`` option where the scheme accepts it, a context where it has one.
+    """
     scheme = SCHEMES[scheme_id]
     variants: list[dict[str, Any]] = [{}]
-    if scheme.family == "secp256k1":
-        variants = [{"compressed": True}, {"compressed": False}, {"prehashed": True}]
-    elif scheme.has_context:
-        variants = [{}, {"context": b"zapverify-ctx"}]
+    if len(scheme.pk_lens) > 1:  # the signers make two key forms: SEC 1 §2.3.3 compressed or not
+        variants = [{"compressed": True}, {"compressed": False}]
+    if scheme.accepts_option("prehashed"):
+        variants.append({"prehashed": True})
+    if scheme.has_context:
+        variants.append({"context": b"zapverify-ctx"})
     items: list[Item] = []
     for v, kw in enumerate(variants):
         share = valid // len(variants) + (1 if v < valid % len(variants) else 0)

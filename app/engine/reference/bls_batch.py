@@ -30,7 +30,7 @@ import math
 import secrets
 from collections.abc import Sequence
 
-from app.engine.verify.reference import bls_constants, bls_hash, bls_public_key, bls_signature
+from app.engine.reference.reference import bls_constants, bls_hash, bls_public_key, bls_signature
 
 #: Below this many decodable items, single checks (two items batched are already faster:
 #: bench/results/bls_batch.md, tiny batches).
@@ -75,7 +75,7 @@ def group_size(invalid_fraction: float, largest: int = MAX_GROUP) -> int:
 
 class BlsBatchVerifier:
     """CoreVerify (POP suite) of many items at once, with per-item verdicts equal to
-    :func:`app.engine.verify.reference.verify_bls12_381` (see the module docstring for the bound).
+    :func:`app.engine.reference.reference.verify_bls12_381` (see the module docstring for the bound).
 
     Args:
         min_batch: fewer decodable items than this are checked one by one.

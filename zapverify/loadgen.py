@@ -1,6 +1,6 @@
 """``zapverify bench``: drive a running server with real signed items and measure it.
 
-Items are signed once with the reference libraries (:func:`app.engine.verify.kat.sign_items`):
+Items are signed once with the reference libraries (:func:`app.engine.reference.kat.sign_items`):
 ``unique`` distinct items, repeated to fill a batch, so slow signers (SLH-DSA "s") cost
 seconds, not hours.  The request body (a ZAP frame or the JSON text) is built once too,
 so the numbers measure the server and the wire, not the load generator's encoding.
@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from app.client.http import AsyncClient, BatchVerdicts, VerifyResult, json_body
 from app.core.errors import ConnectionFailed, RequestError, ZapVerifyError
-from app.engine.verify import kat
+from app.engine.reference import kat
 from app.wire import zap
+from zapverify.http import AsyncClient, BatchVerdicts, VerifyResult, json_body
 
 HTTP_TRANSPORTS = ("json", "zap", "ws")
 INGEST_TRANSPORTS = ("tcp", "udp", "quic")
@@ -256,7 +256,7 @@ async def run(cfg: BenchConfig, items: list[kat.Item] | None = None,
 
 async def _run_ingest(cfg: BenchConfig, state: _Run,
                       on_tick: Callable[[float, BenchReport], None] | None) -> BenchReport:
-    from app.client.ingest import connect
+    from zapverify.ingest import connect
 
     if cfg.transport == "udp" and len(state.frame) > UDP_MAX_FRAME:
         raise RequestError(f"a {cfg.batch}-item {cfg.scheme} frame is {len(state.frame)} bytes; one UDP datagram "

@@ -4,11 +4,9 @@ Each ``verify_<family>`` takes bytes-like arguments and returns a plain ``bool``
 raises for bad input (a wrong length, a point off the curve, a bad encoding is ``False``).
 These functions *define* the verdicts every other backend must reproduce.
 
-Whether a library releases the GIL decides how the CPU backend spreads work over cores; the
-backend measures it at warm-up (:func:`app.engine.backends.cpu.releases_gil`) and uses
-``RELEASES_GIL`` only before that.  Its values are what ``bench/cpu_engine.py`` shows (the
-raw loop on two threads against one: libsodium, libsecp256k1 through cffi, arkworks' BLS and
-OpenSSL's ML-DSA scale, pqcrypto's SLH-DSA does not).
+``RELEASES_GIL`` records which libraries release the GIL while they verify; it decides
+nothing (the CPU backend's pool per family is the fixed table of
+:mod:`app.engine.backends.cpu_policy`, which runs every Python-loop chunk on processes).
 """
 
 from __future__ import annotations
@@ -22,8 +20,11 @@ import nacl.exceptions
 from app.core.encoding import secp256k1_lib
 from app.core.schemes import MAX_CONTEXT_BYTES, Scheme
 
-#: True where the library call releases the GIL, so threads use every core (the CPU
-#: backend's assumption until its warm-up has measured it).
+#: True where the family's library call releases the GIL while it verifies.  A recorded fact,
+#: not a switch: ``bench/cpu_engine.py`` prints it beside each row's two-thread speedup (the
+#: raw loop on two threads against one: libsodium, libsecp256k1 through cffi, arkworks' BLS and
+#: OpenSSL's ML-DSA scale, pqcrypto's SLH-DSA does not), and tests/test_backends_cpu.py
+#: measures it on every library, so that a library update that changes it is noticed.
 RELEASES_GIL: dict[str, bool] = {
     "ed25519": True,
     "secp256k1": True,

@@ -13,7 +13,7 @@ consensus specs use it (draft-irtf-cfrg-bls-signature-04 §3.3.4, §2.9; docs/bl
   KeyValidate of the aggregate key, as py_ecc does), then e(Σ PK_i, H(m)) · e(−G1, σ) == 1;
 * ``aggregate``: ∏ e(PK_i, H(m_i)) · e(−G1, σ) == 1, checked with one multi-pairing.
 
-Like :mod:`app.engine.verify.reference`, the functions return a plain ``bool`` and never raise for
+Like :mod:`app.engine.reference.reference`, the functions return a plain ``bool`` and never raise for
 bad input.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from app.core.batch import AggregateItem
 from app.engine.commit import merkle
-from app.engine.verify.reference import bls_constants, bls_hash, bls_public_key, bls_signature
+from app.engine.reference.reference import bls_constants, bls_hash, bls_public_key, bls_signature
 
 
 def _keys(pks: Sequence[bytes]) -> list | None:

@@ -18,7 +18,7 @@ request errors of :class:`~app.core.batch.Batch` for items that cannot make a fr
 
 Example::
 
-    from app.client import Client
+    from zapverify import Client
     with Client("http://127.0.0.1:8000") as zv:
         r = zv.verify_batch("ed25519", pks, msgs, sigs)
         print(r.valid, r.verdicts, r.merkle_root.hex())
@@ -29,7 +29,7 @@ offline: it needs only the proof's numbers and hashes, never the server.
 verdict, public key, message, signature), so a user can show that *their* item got that
 verdict::
 
-    from app.client import leaf_hash, verify_inclusion
+    from zapverify import leaf_hash, verify_inclusion
     leaf = leaf_hash(0x01, True, pk, msg, sig)          # must equal the proof's leaf_hash
     verify_inclusion(bytes.fromhex(p["merkle_root"]), leaf, p["index"], p["count"],
                      [bytes.fromhex(h) for h in p["audit_path"]])   # -> True
@@ -52,6 +52,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from app.core import schemes
 from app.core.batch import AggregateItem, Item
 from app.core.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
 from app.engine.commit.merkle import aggregate_leaf, aggregate_leaf_hash, leaf_hash, verify_inclusion
@@ -169,11 +170,14 @@ def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | No
 
     ``items`` are :class:`app.core.batch.Item` or mappings with ``scheme``, ``public_key``,
     ``message``, ``signature`` (bytes) and optionally ``context``.  ``prehashed`` and
-    ``allow_high_s`` apply to the request's secp256k1 items; None takes them from the
-    items, which must then agree (else :class:`RequestError`).
+    ``allow_high_s`` (the registry's options, :data:`app.core.schemes.OPTIONS`) apply to
+    the request's items of the schemes that accept them (secp256k1); None takes each from
+    those items, which must then agree (else :class:`RequestError` naming the option).
+    ``signature_format`` likewise applies to the schemes that accept it.
     """
+    given = {"prehashed": prehashed, "allow_high_s": allow_high_s}  # one per option of schemes.OPTIONS
     rows = []
-    flags: dict[str, set[bool]] = {"prehashed": set(), "allow_high_s": set()}
+    flags: dict[str, set[bool]] = {name: set() for name in schemes.OPTIONS}
     for i, it in enumerate(items):
         d = it.__dict__ if isinstance(it, Item) else dict(it)
         try:
@@ -185,17 +189,20 @@ def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | No
                                field=f"items[{i}]") from None
         if d.get("context"):
             row["context"] = base64.b64encode(d["context"]).decode()
-        if d["scheme"] == "secp256k1":
-            for k in flags:
-                flags[k].add(bool(d.get(k, False)))
+        # An unknown id is the server's to name (422 naming items[i].scheme).
+        scheme = schemes.SCHEMES.get(d["scheme"]) if isinstance(d["scheme"], str) else None
+        for name in scheme.options if scheme else ():
+            flags[name].add(bool(d.get(name, False)))
         rows.append(row)
     body: dict[str, Any] = {"items": rows, "encoding": "base64", "signature_format": signature_format}
-    for name, given in (("prehashed", prehashed), ("allow_high_s", allow_high_s)):
-        if given is None:
+    for name, o in schemes.OPTIONS.items():
+        value = given[name]
+        if value is None:
             if len(flags[name]) > 1:
-                raise RequestError(f"secp256k1 items disagree on {name}; pass {name}= explicitly", field=name)
-            given = flags[name].pop() if flags[name] else False
-        body[name] = given
+                raise RequestError(f"{'/'.join(schemes.accepting(o.bit))} items disagree on {name}; "
+                                   f"pass {name}= explicitly", field=name)
+            value = flags[name].pop() if flags[name] else False
+        body[name] = value
     return body
 
 

@@ -1,8 +1,8 @@
 """asyncio clients of the ingest ports: ZAP frames over raw TCP, UDP and QUIC.
 
-Each is a stream of pipelined requests like :class:`app.client.VerifyStream`:
+Each is a stream of pipelined requests like :class:`zapverify.VerifyStream`:
 ``submit(request)`` waits for one of ``max_in_flight`` slots, sends the frame with a fresh
-``request_id`` and returns a future of :class:`app.client.BatchVerdicts` (or of a
+``request_id`` and returns a future of :class:`zapverify.BatchVerdicts` (or of a
 :class:`app.core.errors.RemoteError` for an error frame); replies are matched by
 ``request_id`` (TCP, UDP) or by stream (QUIC).  Open one with :func:`connect`::
 
@@ -24,9 +24,9 @@ import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
-from app.client.http import BatchRequest, BatchVerdicts, VerifyResult, _Ids, _reply, _with_id
 from app.core.errors import ConnectionFailed, RemoteError, by_wire_code
 from app.wire import zap
+from zapverify.http import BatchRequest, BatchVerdicts, VerifyResult, _Ids, _reply, _with_id
 
 __all__ = ["TRANSPORTS", "QuicStream", "TcpStream", "UdpStream", "connect"]
 
