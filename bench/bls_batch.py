@@ -7,7 +7,7 @@ Two parts, both through the CPU backend (``CpuBackend(bls_batch=...)``, every co
              message: decodes, fails only the pairing check, the costly case); the two
              modes run alternately, ``--rounds`` times each; medians of items/s.
   agreement  ``--agreement N`` items at 0 %, 1 %, 10 % and 50 % invalid, every kind of
-             :data:`app.engine.verify.kat.BLS_INVALID_KINDS`; batch verdicts must equal the
+             :data:`app.engine.reference.kat.BLS_INVALID_KINDS`; batch verdicts must equal the
              single CoreVerify verdicts item by item.
 
 Writes bench/results/bls_batch.json and bench/results/bls_batch.md (speed), and
@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import statistics
 import sys
@@ -33,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 from app.core.batch import Batch  # noqa: E402
 from app.core.schemes import SCHEMES  # noqa: E402
 from app.engine.backends.cpu import CpuBackend  # noqa: E402
-from app.engine.verify import kat  # noqa: E402
+from app.engine.reference import kat  # noqa: E402
+from bench import provenance  # noqa: E402
 
 FRACTIONS = (0.0, 0.01, 0.10, 0.50)
 
@@ -59,7 +58,8 @@ def run(backend: CpuBackend, items: list[kat.Item]) -> tuple[list[bool], float]:
     batch = Batch.from_items(SCHEMES["bls12-381"], [it.public_key for it in items], [it.message for it in items],
                              [it.signature for it in items])
     t0 = time.perf_counter()
-    verdicts, _ = backend.verify_with_leaves(batch)
+    _r = backend.run(batch)
+    verdicts, _ = _r.verdicts, _r.leaves
     return verdicts.tolist(), time.perf_counter() - t0
 
 
@@ -94,8 +94,8 @@ def speed(rounds: int, n: int, workers: int = 0) -> list[dict]:
 def small(rounds: int, sizes=(2, 3, 4, 8)) -> list[dict]:
     """One thread, no backend: batch vs one-by-one on tiny all-valid batches, where the
     batch's fixed costs (scalars, the extra pairing) matter most; sets ``MIN_BATCH``."""
-    from app.engine.verify import reference
-    from app.engine.verify.bls_batch import BlsBatchVerifier
+    from app.engine.reference import reference
+    from app.engine.reference.bls_batch import BlsBatchVerifier
 
     base = signed(max(sizes), seed=5)
     rows = []
@@ -142,17 +142,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = {"machine": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    prov = provenance.collect()
+    meta = {"provenance": prov}
     status = 0
     if not args.skip_speed:
         rows = speed(args.rounds, args.items) + speed(args.rounds, args.items, workers=1)
         tiny = small(args.rounds)
         (args.out / "bls_batch.json").write_text(json.dumps({"meta": meta, "rows": rows, "small": tiny}, indent=2)
                                                  + "\n")
-        lines = ["# BLS12-381 batch verification vs one CoreVerify per item", "",
-                 f"Written by `bench/bls_batch.py` on {meta['when']}, {meta['cores']} cores "
-                 f"({meta['machine']}, Python {meta['python']}), a shared and noisy machine.",
+        lines = ["# BLS12-381 batch verification vs one CoreVerify per item", "", provenance.markdown_line(prov), "",
+                 f"Written by `bench/bls_batch.py` on {prov['machine']['cores']} cores (Python "
+                 f"{prov['machine']['python']}), a shared and noisy machine.",
                  f"CPU backend on every core and on one, {args.items} items of distinct messages (32 per key); "
                  f"the two modes alternate, {args.rounds} rounds each, medians.", "",
                  "| case | cores | invalid | single items/s | batch items/s | speed-up (median of rounds) |",
@@ -170,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = agreement(args.agreement)
         (args.out / "bls_batch_agreement.json").write_text(
             json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-        lines = ["# BLS12-381 batch verdicts against single CoreVerify", "",
-                 f"Written by `bench/bls_batch.py --agreement {args.agreement}` on {meta['when']}. "
-                 "Invalid items cycle through every kind of `app.engine.verify.kat.BLS_INVALID_KINDS`.", "",
+        lines = ["# BLS12-381 batch verdicts against single CoreVerify", "", provenance.markdown_line(prov), "",
+                 f"Written by `bench/bls_batch.py --agreement {args.agreement}`. "
+                 "Invalid items cycle through every kind of `app.engine.reference.kat.BLS_INVALID_KINDS`.", "",
                  "| invalid fraction | items | invalid | disagreements | single s | batch s |",
                  "|---:|---:|---:|---:|---:|---:|"]
         for r in rows:

@@ -5,10 +5,10 @@ For every scheme, side by side and interleaved (``--runs`` rounds of: raw, 2-thr
 all-cores raw, the engine, the engine on the other pool kind), so a noisy neighbour hits
 every configuration alike:
   raw      the reference library called in a plain loop on one thread (verifies/s);
-  engine   Engine.verify on a 4096-item batch with the CPU backend on all cores, with the
-           pool kind the backend settles on (threads for the native loops, processes where
-           the library holds the GIL, else whichever its first batches measured faster),
-           and with the other kind forced, for comparison;
+  engine   Engine.verify on a 4096-item batch with the CPU backend on all cores, on the
+           pool kind its fixed policy names (app/engine/backends/cpu_policy.py: threads for
+           the native loops, processes for the Python loop), and with the other kind
+           forced, for comparison;
   ratio    engine / (cores × raw) per round: 1.0 means every core runs the library at full
            speed.  Reported as the median over rounds with the min–max spread.
   all-cores raw  the raw loop in `cores` separate processes at once, summed: what this
@@ -37,9 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 from app.core.batch import Batch
 from app.core.schemes import SCHEMES
-from app.engine.backends.cpu import KIND_TRIALS, CpuBackend
-from app.engine.verify import kat, reference
+from app.engine.backends.cpu import CpuBackend
+from app.engine.reference import kat, reference
 from app.engine.verify.engine import Engine, EngineConfig
+from bench import provenance
 
 DISTINCT = {"slh-dsa": 2}  # SLH-DSA "s" signing costs up to a second: sign few, tile them
 
@@ -151,6 +152,7 @@ def main() -> int:
     p.add_argument("--update", action="store_true",
                    help="replace only the measured schemes' rows of an existing cpu_engine.json, keep the rest")
     args = p.parse_args()
+    prov = provenance.collect()
     cores = os.cpu_count() or 1
     engines = {kind: Engine(EngineConfig(backend="cpu", cpu_parallelism=kind))
                for kind in ("auto", "thread", "process")}
@@ -158,7 +160,7 @@ def main() -> int:
     auto = engines["auto"].cpu
     assert isinstance(auto, CpuBackend)
     for eng in engines.values():
-        eng.cpu.warm_up()  # what a server's start-up does: native loops loaded, the GIL measured (auto)
+        eng.cpu.warm_up()  # what a server's start-up does: native loops loaded, pools started
     prior: list[dict] = []
     if args.update and (args.out / "cpu_engine.json").is_file():
         old = json.loads((args.out / "cpu_engine.json").read_text())
@@ -171,13 +173,10 @@ def main() -> int:
             items = items_for(scheme_id, args.batch)
             batch = batch_for(scheme_id, items)
             repeats = 3 if raw_rate(scheme_id, items, 0.05) * cores > args.batch else 1
-            # The auto engine's first batches measure both pool kinds where the library releases
-            # the GIL (app/engine/backends/cpu.py); then it runs on the faster.
-            for _ in range(KIND_TRIALS):
-                engine_rate(engines["auto"], batch, 1)  # two batches each
-            picked = "process" if auto.uses_processes(scheme) else "thread"
+            picked = auto.pool_kind(scheme)  # the fixed policy's (app/engine/backends/cpu_policy.py)
             other = "thread" if picked == "process" else "process"
-            engine_rate(engines[other], batch, 1)  # pools started, chunk size measured
+            for kind in ("auto", other):
+                engine_rate(engines[kind], batch, 1)  # pools started, chunk size measured
             raws, gils, alls, rates = [], [], [], {"auto": [], other: []}
             for _ in range(args.runs):
                 raws.append(raw_rate(scheme_id, items, args.min_seconds))
@@ -199,11 +198,13 @@ def main() -> int:
                    "all_cores_raw_per_second": _spread(alls),
                    "all_cores_speedup": _spread([a / r for a, r in zip(alls, raws)]),
                    "engine_over_all_cores_raw": _spread(machine),
-                   "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": load_row[0]}
+                   "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_average": load_row[0],
+                   "commit": prov["commit"]}
             rows.append(row)
             print(json.dumps({k: (v["median"] if isinstance(v, dict) else v) for k, v in row.items()}), flush=True)
             # Written as each row is measured: a run cut short keeps the rows it finished.
-            meta = {"cores": cores, "batch": args.batch, "runs": args.runs, "machine": platform.machine(),
+            meta = {"provenance": prov, "cores": cores, "batch": args.batch, "runs": args.runs,
+                    "machine": platform.machine(),
                     "python": platform.python_version(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "load_average_start": load_start, "load_average": os.getloadavg()}
             write(args.out, meta, _merged(prior, rows))
@@ -222,6 +223,11 @@ def _merged(prior: list[dict], rows: list[dict]) -> list[dict]:
     return [kept[s] for s in SCHEMES if s in kept]
 
 
+def _commit(row: dict) -> str:
+    """The commit a row was measured at (rows kept by ``--update`` from before it was recorded: –)."""
+    return f"`{row['commit'][:12]}`" if row.get("commit") else "–"
+
+
 def write(out: Path, meta: dict, rows: list[dict]) -> None:
     """Write ``cpu_engine.json`` and ``cpu_engine.md`` in ``out`` from ``rows``."""
     cores = meta["cores"]
@@ -231,15 +237,16 @@ def write(out: Path, meta: dict, rows: list[dict]) -> None:
     lines = [
         "# CPU engine vs raw library loop",
         "",
+        provenance.markdown_line(meta["provenance"]),
+        "",
         f"Written by `bench/cpu_engine.py` at {meta['time']} on {cores} cores ({meta['machine']}, Python "
         f"{meta['python']}), batch {meta['batch']}, interleaved rounds per scheme (`runs`); `load` is the "
         "1-minute load average when the scheme's row was measured (rows may come from separate runs, "
         "`--update`; each row's rounds are interleaved among themselves).",
         "ratio = engine / (cores × raw) per round, median [min–max]; target ≥ 0.9. Rates are medians. "
-        f"`pool` is the kind the engine (`auto`) runs on after its first {2 * KIND_TRIALS} batches: threads for "
-        "the native loops, processes where the library holds the GIL, else the faster of the two as measured on those "
-        "batches (app/engine/backends/cpu.py); its column is the engine's rate, the other column the other "
-        "kind forced.",
+        "`pool` is the kind the engine (`auto`) runs on, its fixed policy's (app/engine/backends/cpu_policy.py): "
+        "threads for the native loops, processes for the Python loop; its column is the engine's rate, the other "
+        "column the other kind forced.",
         "`native` marks schemes verified in the native chunk loop (app/engine/backends/native_loops.cpp); "
         "raw is always the Python loop over the reference library.",
         "",
@@ -252,8 +259,9 @@ def write(out: Path, meta: dict, rows: list[dict]) -> None:
         f"Below target: {', '.join(below) if below else 'none'}.",
         "",
         "| scheme | native | raw 1-thread /s | 2-thread speedup | engine /s | pool | threads /s | processes /s "
-        "| ratio [min–max] | best ratio | all-cores speedup | engine / all-cores | runs | measured (UTC) | load |",
-        "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|---:|",
+        "| ratio [min–max] | best ratio | all-cores speedup | engine / all-cores | runs | measured (UTC) | load "
+        "| commit |",
+        "|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in rows:
         q = r["ratio"]
@@ -264,7 +272,7 @@ def write(out: Path, meta: dict, rows: list[dict]) -> None:
                      f"{r['process_per_second']['median']:,.0f} | {q['median']:.2f} [{q['min']:.2f}–{q['max']:.2f}] | "
                      f"{r['best_ratio']['median']:.2f} | {_median(r, 'all_cores_speedup')} | "
                      f"{_median(r, 'engine_over_all_cores_raw')} | {r['runs']} | {r['time'][:16].replace('T', ' ')} | "
-                     f"{r['load_average']:.1f} |")
+                     f"{r['load_average']:.1f} | {_commit(r)} |")
     if any(r["runs"] < 3 for r in rows):
         lines += ["", "Rows with 1 run come from an earlier result file (one round per configuration, before "
                   "this script interleaved rounds), kept by `--update` because there was no time to re-measure them."]

@@ -33,9 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.client import Client, json_body
-from app.engine.verify import kat
+from app.engine.reference import kat
+from bench import provenance
 from bench.http_overhead import _free_port, stop_server, wait_ready
+from zapverify import Client, json_body
 
 ZAPVERIFY = Path(sys.executable).with_name("zapverify")
 
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args(argv)
+    prov = provenance.collect()
     cores, n = os.cpu_count() or 1, args.workers
     shapes = {f"1 worker × {cores} cores": (1, cores), f"{n} workers × {cores} cores": (n, cores),
               f"{n} workers × {max(1, cores // n)} cores": (n, max(1, cores // n))}
@@ -132,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for proc, _ in servers.values():
                 stop_server(proc)
-    out = {"benchmark": "engine_per_host", "when": datetime.now(UTC).isoformat(timespec="seconds"),
+    out = {"benchmark": "engine_per_host", "provenance": prov, "when": datetime.now(UTC).isoformat(timespec="seconds"),
            "host": {"machine": platform.machine(), "cpus": cores, "python": platform.python_version(),
                     "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
            "config": {"scheme": "ed25519", "batch": args.batch, "clients": args.clients, "rounds": args.rounds,
@@ -143,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "engine_per_host.json").write_text(json.dumps(out, indent=2) + "\n")
     h, c = out["host"], out["config"]
-    lines = ["# One engine per host or per HTTP worker (JSON API, Ed25519)", "",
+    lines = ["# One engine per host or per HTTP worker (JSON API, Ed25519)", "", provenance.markdown_line(prov), "",
              f"Written by `bench/engine_per_host.py` on {out['when']}: {c['clients']} concurrent clients posting "
              f"{c['batch']}-item JSON requests, median of {c['rounds']} interleaved rounds of "
              f"{c['seconds_per_round']} s. Host: {h['machine']}, {h['cpus']} CPUs shared with other jobs; load "

@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from app.core.errors import ZapVerifyError  # noqa: E402
 from app.core.schemes import SCHEMES  # noqa: E402
 from app.wire import zap  # noqa: E402
+from bench import provenance  # noqa: E402
 
 U32_EDGES = (0, 1, 7, 8, 15, 16, 17, 31, 32, 255, 256, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFF8, 0xFFFF_FFFF)
 BYTE_EDGES = (0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF)
@@ -54,11 +55,11 @@ def seeds(rng: random.Random) -> list[bytes]:
         for n in (1, 2, 3):
             pks = [rng.randbytes(scheme.pk_len) for _ in range(n)]
             sigs = [rng.randbytes(scheme.sig_len) for _ in range(n)]
-            prehashed = scheme.family == "secp256k1" and n == 2
+            prehashed = scheme.accepts_option("prehashed") and n == 2
             msgs = [rng.randbytes(32 if prehashed else rng.randrange(0, 40)) for _ in range(n)]
             ctx = rng.randbytes(rng.randrange(0, 12)) if scheme.has_context else b""
             out.append(bytes(zap.encode_items(scheme.id, pks, msgs, sigs, ctx=ctx, prehashed=prehashed,
-                                              allow_high_s=scheme.family == "secp256k1" and n == 3,
+                                              allow_high_s=scheme.accepts_option("allow_high_s") and n == 3,
                                               request_id=rng.getrandbits(32), want_batch_id=n == 1)))
     for n in (1, 5, 9):
         verdicts = [rng.random() < 0.5 for _ in range(n)]
@@ -157,7 +158,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
-    result = {"when": datetime.now(UTC).isoformat(timespec="seconds"), "host": platform.node(),
+    prov = provenance.collect()
+    result = {"provenance": prov, "when": datetime.now(UTC).isoformat(timespec="seconds"), "host": platform.node(),
               "python": platform.python_version(), **run(args.cases, args.seed)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "fuzz_zap.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -166,7 +168,7 @@ def main() -> int:
         entry, outcome = key.split(":", 1)
         by_entry.setdefault(entry, Counter())[outcome] = n
     lines = [
-        "# ZAP decoder fuzzing (bench/fuzz_zap.py)", "",
+        "# ZAP decoder fuzzing (bench/fuzz_zap.py)", "", provenance.markdown_line(prov), "",
         f"{result['when']}, {result['host']}, Python {result['python']}. Written by `bench/fuzz_zap.py "
         f"--cases {args.cases} --seed {args.seed}`.", "",
         f"- {result['cases']:,} mutated frames from {result['seeds']} valid seeds, {result['calls']:,} decoder calls "

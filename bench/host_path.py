@@ -47,25 +47,28 @@ os.environ.setdefault("ZAPVERIFY_KAT_CACHE", str(ROOT / ".cache" / "kat"))
 import numpy as np  # noqa: E402
 
 from app.core.batch import Batch  # noqa: E402
+from app.core.result import Result  # noqa: E402
 from app.core.schemes import SCHEMES  # noqa: E402
+from app.engine.backends.base import READY, Backend, Capabilities  # noqa: E402
 from app.engine.backends.cpu import CpuBackend  # noqa: E402
 from app.engine.commit import merkle  # noqa: E402
 from app.engine.memory.heap import land  # noqa: E402
 from app.engine.pipeline import verify_and_record  # noqa: E402
 from app.engine.receipts.open import open_store  # noqa: E402
-from app.engine.verify.engine import Engine, EngineConfig  # noqa: E402
+from app.engine.runtime import PoolConfig, Runtime  # noqa: E402
+from app.engine.verify.engine import EngineConfig  # noqa: E402
 from app.wire import zap  # noqa: E402
+from bench import provenance  # noqa: E402
 
 TARGET = 5e6  # items/s per process (the performance issue's target)
 
 
-class PrecomputedBackend:
+class PrecomputedBackend(Backend):
     """A backend that returns precomputed verdicts, leaves and roots for the frames it was
     given (keyed by item count and first key), as a GPU that commits on the device would;
     any other batch (the engine's start-up self-test) goes to the CPU reference."""
 
     name = "precomputed"
-    calibrate_at_start = False
 
     def __init__(self, frames: list[tuple[Batch, np.ndarray]]):
         self.cpu = CpuBackend(workers=1)
@@ -78,33 +81,17 @@ class PrecomputedBackend:
     def _key(batch: Batch) -> tuple[int, bytes]:
         return len(batch), batch.pks[0].tobytes()
 
-    def available(self) -> bool:
-        return True
+    def capabilities(self) -> Capabilities:
+        return Capabilities(schemes={"ed25519": READY}, commits=READY)
 
-    def schemes(self) -> frozenset[str]:
-        return frozenset({"ed25519"})
-
-    def verify(self, batch: Batch) -> np.ndarray:
+    def run(self, batch, *, commit: bool = False) -> Result:
+        assert isinstance(batch, Batch)  # no aggregates offered
         hit = self.answers.get(self._key(batch))
-        return hit[0] if hit is not None else self.cpu.verify(batch)
-
-    def merkle_state(self) -> str:
-        return "ready"
-
-    def verify_commit(self, batch: Batch):
-        hit = self.answers.get(self._key(batch))
-        if hit is not None:
-            return hit
-        verdicts = self.cpu.verify(batch)
-        leaves = merkle.batch_leaves(batch, verdicts)
-        return verdicts, leaves, merkle.root(leaves)
-
-    def commit(self, batch: Batch, verdicts: np.ndarray):
-        leaves = merkle.batch_leaves(batch, verdicts)
-        return leaves, merkle.root(leaves)
-
-    def merkle_root(self, leaves: np.ndarray) -> bytes:
-        return merkle.root(leaves)
+        if hit is None:
+            verdicts = self.cpu.run(batch).verdicts
+            leaves = merkle.batch_leaves(batch, verdicts)
+            hit = (verdicts, leaves, merkle.root(leaves))
+        return Result.of(self.name, hit[0], *((hit[1], hit[2]) if commit else ()))
 
     def close(self) -> None:
         self.cpu.close()
@@ -129,17 +116,17 @@ def make_frames(count: int, n: int, msg_bytes: int) -> list[tuple[bytes, Batch, 
 STAGES = ("land", "decode", "verify", "respond")
 
 
-def one_round(engine: Engine, store, frames, limits: zap.Limits) -> list[dict[str, float]]:
+def one_round(rt: Runtime, store, frames, limits: zap.Limits) -> list[dict[str, float]]:
     """Every frame once through the path; seconds per stage, per frame."""
     per_frame = []
     for data, _, verdicts in frames:
         t0 = time.perf_counter()
-        buf = land(engine.pool, len(data))
+        buf = land(rt.pool, len(data))
         buf.array[:len(data)] = np.frombuffer(data, dtype=np.uint8)
         t1 = time.perf_counter()
         req = zap.decode_request(buf.array[:len(data)], limits)
         t2 = time.perf_counter()
-        rec = verify_and_record(engine, store, req.batch, source="tcp", started=t0)
+        rec = verify_and_record(rt.engine, store, req.batch, source="tcp", started=t0)
         t3 = time.perf_counter()
         out = zap.encode_response(req.request_id, rec.verdicts, rec.root)
         t4 = time.perf_counter()
@@ -149,11 +136,11 @@ def one_round(engine: Engine, store, frames, limits: zap.Limits) -> list[dict[st
     return per_frame
 
 
-def streams_round(engine: Engine, store, frames, limits: zap.Limits, pool: ThreadPoolExecutor) -> float:
+def streams_round(rt: Runtime, store, frames, limits: zap.Limits, pool: ThreadPoolExecutor) -> float:
     """Every frame once through the path, ``pool``'s threads taking frames as they free up
     (as the HTTP worker threads and the ingest connections run it): seconds of wall time."""
     t0 = time.perf_counter()
-    list(pool.map(lambda f: one_round(engine, store, [f], limits), frames))
+    list(pool.map(lambda f: one_round(rt, store, [f], limits), frames))
     return time.perf_counter() - t0
 
 
@@ -169,13 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--postgres", default=os.environ.get("ZAPVERIFY_TEST_POSTGRES_URL"),
                     help="a PostgreSQL URL for the postgresql receipts row (scripts/pg_test_cluster start)")
     args = ap.parse_args(argv)
+    prov = provenance.collect()
 
     frames = make_frames(args.frames, args.batch, args.msg_bytes)
     backend = PrecomputedBackend([(b, v) for _, b, v in frames])
     frame_bytes = max(len(d) for d, _, _ in frames)
-    engine = Engine(EngineConfig(backend="auto", calibrate=False, cpu_workers=1, crossover={"ed25519": 1},
-                                 pool_bytes=(2 * args.streams + 2) * frame_bytes, pool_source="heap"),
-                    backends=[backend])
+    rt = Runtime.open(EngineConfig(backend="auto", calibrate=False, cpu_workers=1, crossover={"ed25519": 1}),
+                      PoolConfig((2 * args.streams + 2) * frame_bytes, source="heap"), backends=[backend])
+    engine = rt.engine
     engine.start()
     assert engine.ready and engine.merkle.get(backend.name) == "ready", engine.merkle
     limits = zap.Limits(max_frame_bytes=2 * frame_bytes, max_items=args.batch)
@@ -185,15 +173,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.postgres:
             stores["postgresql"] = open_store(args.postgres)
         for name, store in stores.items():
-            one_round(engine, store, frames[:1], limits)  # warm
+            one_round(rt, store, frames[:1], limits)  # warm
             items = args.frames * args.batch
             # Interleaved: a single-stream round, then a concurrent one, so a noisy moment
             # hits both alike.
             rounds, walls = [], []
             with ThreadPoolExecutor(args.streams) as pool:
                 for _ in range(args.rounds):
-                    rounds.append(one_round(engine, store, frames, limits))
-                    walls.append(streams_round(engine, store, frames, limits, pool))
+                    rounds.append(one_round(rt, store, frames, limits))
+                    walls.append(streams_round(rt, store, frames, limits, pool))
             totals = [sum(sum(f.values()) for f in r) for r in rounds]
             med = {k: statistics.median(f[k] for r in rounds for f in r) for k in STAGES}
             results[name] = {"items_per_second": items / statistics.median(totals),
@@ -207,9 +195,9 @@ def main(argv: list[str] | None = None) -> int:
                 results[name]["receipts_per_transaction"] = round(gc.callers / max(1, gc.groups), 2)
             if store is not None:
                 store.close()
-    engine.close()
+    rt.close()
     backend.close()
-    res = {"script": "bench/host_path.py", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    res = {"script": "bench/host_path.py", "provenance": prov, "date": datetime.now(UTC).isoformat(timespec="seconds"),
            "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
            "batch": args.batch, "frames": args.frames, "rounds": args.rounds, "msg_bytes": args.msg_bytes,
            "streams": args.streams,
@@ -217,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
            "target_items_per_second": TARGET, "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "host_path.json").write_text(json.dumps(res, indent=1) + "\n")
-    lines = ["# Host side of the ZAP path (bench/host_path.py)", "",
+    lines = ["# Host side of the ZAP path (bench/host_path.py)", "", provenance.markdown_line(prov), "",
              "The backend RETURNS PRECOMPUTED VERDICTS, LEAVES AND ROOTS (as a GPU committing on the device",
              "would), so this measures only the host path: land in the UMA pool, decode, verify_and_record",
              "(engine, stats, recent batches, receipt), encode the response.  One process.", "",

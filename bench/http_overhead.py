@@ -39,12 +39,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app import __version__
-from app.client import Client, json_body
 from app.core.batch import Batch
 from app.core.schemes import SCHEMES
-from app.engine.verify import kat
+from app.engine.reference import kat
 from app.engine.verify.engine import Engine, EngineConfig
 from app.wire import zap
+from bench import provenance
+from zapverify import Client, json_body
 
 TARGETS = {"zap": 0.9, "json": 0.75}
 
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=0, help="CPU workers of both engines; 0 = every core")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args(argv)
+    prov = provenance.collect()
     workers = args.workers or os.cpu_count() or 1
 
     items = kat.sign_items("ed25519", args.batch, seed=2024, msg_len=64)
@@ -158,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     met = {f"{m}/engine": ratios[f"{m}/engine"] >= t for m, t in TARGETS.items()}
     result = {
         "benchmark": "http_overhead",
+        "provenance": prov,
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "zapverify": __version__,
         "host": {"machine": platform.machine(), "system": platform.system(), "cpus": os.cpu_count(),
@@ -182,6 +185,8 @@ def render_md(r: dict) -> str:
     c, h, ips = r["config"], r["host"], r["items_per_second"]
     lines = [
         "# HTTP overhead: engine vs /v1/verify/zap vs /v1/verify",
+        "",
+        provenance.markdown_line(r["provenance"]),
         "",
         f"Written by `bench/http_overhead.py` on {r['when']} (zapverify {r['zapverify']}). "
         f"Ed25519, batches of {c['batch']} items ({c['message_bytes']}-byte messages), CPU backend with "

@@ -42,13 +42,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 from http_overhead import _free_port, start_server, stop_server, wait_ready
 
 from app import __version__
-from app.client import Client
-from app.client.ingest import connect
 from app.core.batch import Batch
 from app.core.schemes import SCHEMES
-from app.engine.verify import kat
+from app.engine.reference import kat
 from app.engine.verify.engine import Engine, EngineConfig
 from app.wire import zap
+from bench import provenance
+from zapverify import Client
+from zapverify.ingest import connect
 
 MODES = ("engine", "tcp", "engine_small", "tcp_small")
 
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=0, help="CPU workers of both engines; 0 = every core")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args(argv)
+    prov = provenance.collect()
     workers = args.workers or os.cpu_count() or 1
 
     items = kat.sign_items("ed25519", args.batch, seed=2024, msg_len=64)
@@ -142,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     tcp = ingest["transports"]["tcp"]
     result = {
         "benchmark": "ingest",
+        "provenance": prov,
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "zapverify": __version__,
         "host": {"machine": platform.machine(), "system": platform.system(), "cpus": os.cpu_count(),
@@ -150,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                    "rounds": args.rounds, "reps_per_round": args.reps, "small_frames_per_round": small_frames,
                    "in_flight": args.in_flight, "small_in_flight": args.small_in_flight, "cpu_workers": workers,
                    "backend": "cpu", "server": "uvicorn on 127.0.0.1, one process, receipts off",
-                   "client": "app.client.ingest over TCP, in this process", "frame_bytes": len(frame),
+                   "client": "zapverify.ingest over TCP, in this process", "frame_bytes": len(frame),
                    "small_frame_bytes": len(small_frame), "coalesce": ingest["coalesce"]},
         "items_per_second": {m: {"median": median[m], "rounds": v} for m, v in rates.items()},
         "ratios": {"tcp/engine": median["tcp"] / median["engine"],
@@ -172,6 +175,8 @@ def render_md(r: dict) -> str:
     rounds = lambda m: ", ".join(f"{x:,.0f}" for x in ips[m]["rounds"])  # noqa: E731
     lines = [
         "# TCP ingest vs the in-process engine",
+        "",
+        provenance.markdown_line(r["provenance"]),
         "",
         f"Written by `bench/ingest.py` on {r['when']} (zapverify {r['zapverify']}). Ed25519 "
         f"({c['message_bytes']}-byte messages), CPU backend with {c['cpu_workers']} workers; {c['server']}; "

@@ -37,8 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 from app.api.schemas import VerifyRequest, to_items, to_work
 from app.core.batch import Batch
-from app.engine.verify import kat
+from app.engine.reference import kat
 from app.engine.verify.grouping import batch_of, group_items
+from bench import provenance
 
 TARGET = 150_000
 LIMITS = {"max_items": 1 << 20, "max_message_bytes": 1 << 20}
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-seconds", type=float, default=0.3)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args(argv)
+    prov = provenance.collect()
     items = kat.sign_items("ed25519", args.batch, seed=2024, msg_len=64)
     load_before = os.getloadavg()
     results = {}
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                              "items_per_second": {m: {"median": statistics.median(v), "rounds": v}
                                                   for m, v in rates.items()}}
         print(encoding, {m: round(statistics.median(v)) for m, v in rates.items()}, flush=True)
-    out = {"benchmark": "json_decode", "when": datetime.now(UTC).isoformat(timespec="seconds"),
+    out = {"benchmark": "json_decode", "provenance": prov, "when": datetime.now(UTC).isoformat(timespec="seconds"),
            "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                     "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
            "config": {"scheme": "ed25519", "batch": args.batch, "message_bytes": 64, "rounds": args.rounds,
@@ -116,6 +118,8 @@ def render_md(r: dict) -> str:
     h, c = r["host"], r["config"]
     lines = [
         "# JSON request decoding into columns (one core)",
+        "",
+        provenance.markdown_line(r["provenance"]),
         "",
         f"Written by `bench/json_decode.py` on {r['when']}. Ed25519, one request of {c['batch']} items "
         f"({c['message_bytes']}-byte messages), one thread; median of {c['rounds']} interleaved rounds. "

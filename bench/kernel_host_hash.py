@@ -6,8 +6,9 @@ hash.cu built with g++ and run on one host thread over the whole batch (one ctyp
 and (b) by hashlib one message at a time in a Python loop (per-call overhead included,
 as the engine would pay it).  Median of --runs runs; items per second.
 
-Writes bench/results/kernel_host_hash.json and bench/results/kernel_host_hash.md.
-Usage: bench/kernel_host_hash.py [--count 20000] [--msg-len 64] [--runs 5]
+Writes bench/results/kernel_host_hash.json and bench/results/kernel_host_hash.md (``--out``
+changes the folder).
+Usage: bench/kernel_host_hash.py [--count 20000] [--msg-len 64] [--runs 5] [--out DIR]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np
 
 from app.engine.kernels import hostbuild, hostlib, ops
+from bench import provenance
 
 REFERENCE = {"sha256": (hashlib.sha256, None), "sha512": (hashlib.sha512, None),
              "sha3-256": (hashlib.sha3_256, None), "shake128": (hashlib.shake_128, 32),
@@ -48,7 +50,9 @@ def main() -> int:
     p.add_argument("--count", type=int, default=20000)
     p.add_argument("--msg-len", type=int, default=64)
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = p.parse_args()
+    prov = provenance.collect()
     dev = hostlib.device()
     rng = np.random.default_rng(0)
     data = rng.integers(0, 256, args.count * args.msg_len, dtype=np.uint8)
@@ -68,14 +72,16 @@ def main() -> int:
         lib = median_seconds(run_hashlib, args.runs)
         rows.append({"hash": algo, "kernel_per_second": args.count / kernel, "hashlib_per_second": args.count / lib,
                      "ratio": lib / kernel})
-    result = {"count": args.count, "msg_len": args.msg_len, "runs": args.runs, "compiler": hostbuild.compiler(),
+    result = {"provenance": prov, "count": args.count, "msg_len": args.msg_len, "runs": args.runs,
+              "compiler": hostbuild.compiler(),
               "cxxflags": " ".join(hostbuild.CXXFLAGS), "machine": platform.machine(),
               "python": platform.python_version(), "rows": rows}
-    out = ROOT / "bench" / "results"
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     (out / "kernel_host_hash.json").write_text(json.dumps(result, indent=1))
     md = [f"# Host-build hash kernels vs hashlib ({args.count} messages of {args.msg_len} B, median of {args.runs})",
-          "", f"{result['compiler']} {result['cxxflags']}; Python {result['python']} on {result['machine']}; "
+          "", provenance.markdown_line(prov), "",
+          f"{result['compiler']} {result['cxxflags']}; Python {result['python']} on {result['machine']}; "
           "one host thread each.", "", "| hash | kernel (host build) /s | hashlib loop /s | kernel / hashlib |",
           "|---|---|---|---|"]
     md += [f"| {r['hash']} | {r['kernel_per_second']:,.0f} | {r['hashlib_per_second']:,.0f} | {r['ratio']:.2f} |"

@@ -42,11 +42,12 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import provenance  # noqa: E402
 from bench.http_overhead import _free_port, start_server, stop_server  # noqa: E402
 
 
 def body(batch: int) -> bytes:
-    from app.engine.verify import kat
+    from app.engine.reference import kat
 
     items = kat.sign_items("ed25519", batch, seed=11)
     return json.dumps({"encoding": "hex", "items": [
@@ -132,6 +133,7 @@ def main() -> int:
     ap.add_argument("--rss-bound", type=float, default=768.0, help="MiB")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
+    prov = provenance.collect()
 
     payload = body(args.batch)
     clients = 4 * args.bound
@@ -187,7 +189,7 @@ def main() -> int:
         f"peak RSS < {args.rss_bound:g} MiB": max(sampler.peak, flood_sampler.peak) < args.rss_bound,
     }
     result = {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"), "host": platform.node(),
+        "provenance": prov, "when": datetime.now(UTC).isoformat(timespec="seconds"), "host": platform.node(),
         "python": platform.python_version(), "batch": args.batch, "body_bytes": len(payload),
         "bound_requests": args.bound, "clients": clients, "seconds": args.seconds, "backoff": args.backoff,
         "cpu_workers": args.cpu_workers,
@@ -208,7 +210,7 @@ def main() -> int:
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     ms = lambda d: f"p50 {d['p50']:.1f} ms, p99 {d['p99']:.1f} ms"  # noqa: E731
     lines = [
-        "# Overload: admission control under 4× the bound (bench/overload.py)", "",
+        "# Overload: admission control under 4× the bound (bench/overload.py)", "", provenance.markdown_line(prov), "",
         f"{result['when']}, {result['host']}, Python {result['python']}. Written by `bench/overload.py`; "
         "loopback, CPU backend, receipts off.", "",
         f"- Batch: {args.batch} Ed25519 items as JSON ({len(payload)} bytes), `POST /v1/verify`.",

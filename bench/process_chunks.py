@@ -38,6 +38,7 @@ from cpu_engine import _raw_pool, _spread, all_cores_raw, batch_for, items_for  
 from app.core.batch import Batch  # noqa: E402
 from app.core.schemes import SCHEMES  # noqa: E402
 from app.engine.backends.cpu import CpuBackend, chunk_bounds  # noqa: E402
+from bench import provenance  # noqa: E402
 
 CONFIGS = ("default", "pipe")
 
@@ -55,7 +56,8 @@ def measure(backend: CpuBackend, batch: Batch, batches: int) -> tuple[float, flo
     pids = list(backend._procs._processes) if backend._procs is not None else []  # type: ignore[attr-defined]
     run0, cpu0, t0 = _run_ns(pids), time.process_time(), time.perf_counter()
     for _ in range(batches):
-        verdicts, _ = backend.verify_with_leaves(batch)
+        _r = backend.run(batch)
+        verdicts, _ = _r.verdicts, _r.leaves
         assert verdicts.all()
     wall = time.perf_counter() - t0
     busy = (_run_ns(pids) - run0) / 1e9 / (wall * len(pids)) if pids else float("nan")
@@ -102,6 +104,7 @@ def main() -> int:
     p.add_argument("--min-seconds", type=float, default=0.5, help="per all-cores raw measurement")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = p.parse_args()
+    prov = provenance.collect()
     cores = os.cpu_count() or 1
     schemes = args.schemes.split(",")
     backends = {name: CpuBackend(parallelism="process", shared_memory=name != "pipe") for name in CONFIGS}
@@ -115,8 +118,8 @@ def main() -> int:
                 rows.append(measure_row(backends, raw_pool, scheme_id, size, cores, args))
                 medians = {k: v["per_second"]["median"] for k, v in rows[-1]["configs"].items()}
                 print(json.dumps({"scheme": scheme_id, "batch": size, **medians}), flush=True)
-                write(args.out, {"cores": cores, "machine": platform.machine(), "python": platform.python_version(),
-                                 "batches_per_measurement": args.batches}, rows)
+                write(args.out, {"provenance": prov, "cores": cores, "machine": platform.machine(),
+                                 "python": platform.python_version(), "batches_per_measurement": args.batches}, rows)
     finally:
         raw_pool.shutdown()
         for backend in backends.values():
@@ -136,6 +139,8 @@ def write(out: Path, meta: dict, rows: list[dict]) -> None:
 
     lines = [
         "# Process batches: shared memory or the pipe",
+        "",
+        provenance.markdown_line(meta["provenance"]),
         "",
         f"Written by `bench/process_chunks.py` on {meta['cores']} cores ({meta['machine']}, Python "
         f"{meta['python']}). The CPU backend on worker processes: `default` copies the batch into shared "

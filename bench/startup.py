@@ -31,6 +31,10 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import provenance  # noqa: E402
+
 ZAPVERIFY = Path(sys.executable).with_name("zapverify")
 
 
@@ -87,10 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args(argv)
+    prov = provenance.collect()
     runs = [one_start(args.interval, args.timeout) for _ in range(args.runs)]
     ready = [r["ready_seconds"] for r in runs if r["ready_seconds"] is not None]
     health = [r["healthz_max_seconds"] for r in runs]
     summary = {
+        "provenance": prov,
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": f"{platform.node()} ({os.cpu_count()} cores), load average {os.getloadavg()[0]:.1f} at the end",
         "interval_seconds": args.interval, "runs": runs,
@@ -105,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     fmt = (lambda v: "—" if v is None else f"{v * 1000:.0f} ms")  # noqa: E731
     lines = [
         "# Start-up: spawn → /readyz 200 (fresh data directory, CPU backend)",
+        "",
+        provenance.markdown_line(prov),
         "",
         f"Written by `bench/startup.py` on {summary['when']}; {summary['host']}; probes every "
         f"{args.interval * 1000:.0f} ms. Targets: ready ≤ 3 s, slowest /healthz < 100 ms.",

@@ -1,42 +1,43 @@
-#!/usr/bin/env python3
-"""BLS12-381 arithmetic kernels (host build) against arkworks, at scale.
+"""``scripts/agreement --scheme bls12-381-arith``: the BLS12-381 arithmetic kernels of the
+bls12_381_parts compilation unit (host build) against arkworks (py_arkworks_bls12381), in
+three sets:
 
-Usage: scripts/bls12_381_arith_agreement [--hash N] [--valid N] [--corrupted N] [--workers W]
-                                         [--seed S] [--out DIR]
+- ``hash_to_g2``: hash_to_G2 with the POP DST on random messages (0–255 random bytes; the
+  ``--valid`` count), compared with G2Point.hash_to_curve, compressed;
+- ``g1_decode`` / ``g2_decode``: decoding with subgroup checks of valid encodings (``--valid``:
+  valid, sign bit flipped, infinity) and deliberately corrupted ones (``--mutated``: the other
+  KINDS: flag bits, x ≥ p, off the curve, on the curve but outside the subgroup, random
+  bytes), compared with arkworks' from_compressed_bytes, and the kernel's error code with the
+  one the kind implies.
 
-Runs, through the batch kernels of app/engine/kernels/bls12_381_parts.cu (g++ host build):
-  - hash_to_G2 with the POP DST on N random messages (0–255 random bytes), compared with
-    py_arkworks_bls12381's G2Point.hash_to_curve, compressed;
-  - decoding with subgroup checks of N valid and N deliberately corrupted encodings per group
-    (G1 48 B, G2 96 B; kinds in KINDS: flag bits, x ≥ p, off-curve, on the curve but outside
-    the subgroup, random bytes), compared with arkworks' from_compressed_bytes, and the
-    kernel's error code with the one the kind implies.
-Writes DIR/bls12_381_arith_agreement.{json,md} (default bench/results) and exits 1 on any
-disagreement.  Also the ctypes layer that tests/test_kernel_bls12_381_arith.py uses (the
-test runs the same checks on small samples).
+It stays a suite of its own, not part of ``--scheme bls12-381``: it checks the pieces below
+the verify entry point (hash to curve, decoding) on inputs the verify path cannot isolate.
+This module is also the ctypes layer over those batch kernels that
+tests/test_kernel_bls12_381_arith.py runs on small samples, and its :func:`make_encoding`
+builds the corrupted keys and signatures of the bls12-381 suite.
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
-import json
-import multiprocessing
-import os
-import platform
 import random
-import subprocess
-import sys
 import time
-from collections import Counter
-from importlib import metadata
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from app.engine.kernels import hostbuild
+from scripts.lib import kernels
+from scripts.lib.agreement import CheckFailures, Chunk, Tally, hexed
 
-from app.engine.kernels import hostbuild  # noqa: E402
+SCHEME = "bls12-381-arith"
+TITLE = "BLS12-381 arithmetic kernels (host build) vs arkworks"
+RESULTS = "bls12_381_arith_agreement"
+UNIT = "bls12_381_parts"
+KERNEL = "the batch kernels of bls12_381_parts (host build): hash_to_G2, G1/G2 decoding with subgroup checks"
+REFERENCE, REFERENCE_SHORT = "arkworks (py_arkworks_bls12381)", "arkworks"
+VERSIONS = ("py_arkworks_bls12381",)
+SETS = ["hash_to_g2", "g1_decode", "g2_decode"]
+DEFAULTS = {"valid": 10_000, "mutated": 10_000}
+CHUNK = 250
+VALID_KINDS = ("hash", "valid", "sign_flipped", "infinity")
 
 P = 0x1A0111EA397FE69A4B1BA7B6434BACD764774B84F38512BF6730D2A0F6B0F6241EABFFFEB153FFFFB9FEFFFFFFFFAAAB
 
@@ -48,10 +49,11 @@ _lib = None
 
 
 def lib() -> ctypes.CDLL:
-    """The host build of bls12_381_parts.cu (built once, cached by hostbuild)."""
+    """The host build of bls12_381_parts (built once, cached by hostbuild)."""
     global _lib
     if _lib is None:
-        _lib = hostbuild.load("bls12_381_parts")
+        path = kernels.source(UNIT)
+        _lib = hostbuild.load(path.stem, path.parent)
     return _lib
 
 
@@ -369,161 +371,68 @@ def arkworks_hash_to_g2(msg: bytes, dst: bytes) -> bytes:
 
 
 # ------------------------------------------------------------------ the agreement run
-CHUNK = 250
-VALID_KINDS = ["valid", "sign_flipped", "infinity"]
-CORRUPT_KINDS = [k for k in KINDS if k not in VALID_KINDS]
+CORRUPT_KINDS = [k for k in KINDS if k not in ("valid", "sign_flipped", "infinity")]
+#: Per-kind columns beyond the common ones.
+COLUMNS = (("arkworks lenient ∞", lambda k: f"{k.get('arkworks_lenient_infinity', 0):,}"),
+           ("kernel errors", lambda k: ", ".join(f"{e[4:]} {v:,}" for e, v in sorted(k.items())
+                                                 if e.startswith("err "))))
 
 
-def _chunk_hash(task):
-    seed, index, n = task
-    rng = random.Random(f"h2c-{seed}-{index}")
-    msgs = [bytes(rng.getrandbits(8) for _ in range(rng.randrange(256))) for _ in range(n)]
+def prepare(args) -> None:
+    lib()
+
+
+def _hash_chunk(chunk: Chunk, tally: Tally) -> None:
+    rng = random.Random(f"h2c-{chunk.seed}-{chunk.index}")
+    msgs = [bytes(rng.getrandbits(8) for _ in range(rng.randrange(256))) for _ in range(chunk.counts["valid"])]
     t0 = time.perf_counter()
     got = hash_to_g2(msgs, POP_DST)
-    secs = time.perf_counter() - t0
-    bad = [m.hex() for m, g in zip(msgs, got) if g != arkworks_hash_to_g2(m, POP_DST)]
-    return {"task": "hash", "items": n, "kernel_seconds": secs, "disagreements": bad,
-            "failures": hostbuild.verify_failures(lib())}
+    t1 = time.perf_counter()
+    want = [arkworks_hash_to_g2(m, POP_DST) for m in msgs]
+    t2 = time.perf_counter()
+    bad = [m for m, g, w in zip(msgs, got, want) if g != w]
+    tally.count(chunk.set_id, "hash", items=len(msgs), disagreements=len(bad), kernel_s=t1 - t0, reference_s=t2 - t1)
+    for m in bad:
+        tally.example(chunk.set_id, "hash", {"msg": hexed(m)})
 
 
-def _chunk_decode(task):
-    seed, index, group, kinds, n = task
-    rng = random.Random(f"dec-{seed}-{group}-{index}")
-    items = [(k, make_encoding(rng, group, k)) for k in (kinds[i % len(kinds)] for i in range(n))]
+def _decode_chunk(chunk: Chunk, tally: Tally) -> None:
+    group = 1 if chunk.set_id == "g1_decode" else 2
+    rng = random.Random(f"dec-{chunk.seed}-{group}-{chunk.index}")
+    corrupt = [k for k in CORRUPT_KINDS if group == 2 or k != "x_c0_ge_p"]  # x has one coordinate in G1
+    kinds = [VALID_KINDS[1 + i % 3] for i in range(chunk.counts["valid"])]
+    kinds += [corrupt[(chunk.index + i) % len(corrupt)] for i in range(chunk.counts["mutated"])]
+    items = [(k, make_encoding(rng, group, k)) for k in kinds]
     t0 = time.perf_counter()
-    errs, _, _ = decode_batch(group, [e for _, e in items])
-    secs = time.perf_counter() - t0
-    per_kind: dict[str, Counter] = {}
-    bad = []
+    errs, _, _ = decode_batch(group, [e for _, e in items]) if items else ([], None, None)
+    kernel_s = (time.perf_counter() - t0) / max(1, len(items))
     for (kind, enc), err in zip(items, errs):
-        c = per_kind.setdefault(f"G{group} {kind}", Counter())
+        t1 = time.perf_counter()
         ark_ok = arkworks_decode(group, enc)
         lenient = arkworks_lenient_infinity(group, enc)
-        c["items"] += 1
-        c["kernel_ok"] += err == "OK"
-        c["arkworks_ok"] += ark_ok
-        c["arkworks_lenient_infinity"] += lenient
-        c[f"err {err}"] += 1
         agree = (err == "BAD_ENCODING" and ark_ok) if lenient else ((err == "OK") == ark_ok)
         if KINDS[kind] is not None and err != KINDS[kind]:
             agree = False
+        tally.count(chunk.set_id, kind, items=1, kernel_accepted=int(err == "OK"), accepted=int(ark_ok),
+                    arkworks_lenient_infinity=int(lenient), disagreements=int(not agree), kernel_s=kernel_s,
+                    reference_s=time.perf_counter() - t1, **{f"err {err}": 1})
         if not agree:
-            c["disagree"] += 1
-            bad.append({"group": group, "kind": kind, "enc": enc.hex(), "kernel": err, "arkworks": ark_ok})
-    return {"task": f"G{group}", "items": n, "kernel_seconds": secs, "disagreements": bad,
-            "per_kind": {k: dict(v) for k, v in per_kind.items()}, "failures": hostbuild.verify_failures(lib())}
+            tally.example(chunk.set_id, kind, {"enc": enc.hex(), "kernel": err, "arkworks": ark_ok})
 
 
-def _run_chunk(task):
-    return _chunk_hash(task) if len(task) == 3 else _chunk_decode(task)
+def run_chunk(chunk: Chunk) -> Tally:
+    tally = Tally()
+    with CheckFailures(tally, chunk.set_id, lib()):
+        (_hash_chunk if chunk.set_id == "hash_to_g2" else _decode_chunk)(chunk, tally)
+    return tally
 
 
-def _plan(total: int) -> list[int]:
-    return [min(CHUNK, total - i) for i in range(0, total, CHUNK)]
+def notes(rows: list[dict]) -> list[str]:
+    return ["For decoding, \"agree\" means the same accept/reject as arkworks and, for kinds with a determined "
+            "cause, the kernel's error code naming it.  `arkworks lenient ∞`: encodings with the compression and "
+            "infinity flags set plus a sign or x bit; the ZCash format and the Ethereum deserialization vectors "
+            "reject them (the kernel: BAD_ENCODING) while py_arkworks_bls12381 decodes them as the identity.  These "
+            "count as agreement only when the kernel says BAD_ENCODING; no verify verdict can depend on them "
+            "(KeyValidate rejects the identity key; the identity signature fails the pairing check).  For "
+            "hash_to_G2 a disagreement is a different compressed point."]
 
-
-def _git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "unknown"
-
-
-def _markdown(res: dict) -> str:
-    lines = [
-        "# BLS12-381 arithmetic kernels (host build) vs arkworks",
-        "",
-        f"Produced by `scripts/bls12_381_arith_agreement` at commit `{res['commit'][:12]}` on {res['finished']} "
-        f"({res['workers']} worker processes, {res['cpu']}); seed {res['seed']}; "
-        f"py_arkworks_bls12381 {res['versions']['py_arkworks_bls12381']}.",
-        "",
-        f"**hash_to_G2 (POP DST): {res['hash_items']:,} random messages, {res['hash_disagreements']} "
-        f"disagreements; {res['hash_us_per_item']:.0f} µs per item on one core.**",
-        "",
-        f"**Decoding with subgroup checks: {res['decode_items']:,} encodings, {res['decode_disagreements']} "
-        f"disagreements; ZV_CHECK failures: {res['zv_check_failures']}.**  Host build, one core: "
-        f"G1 {res['us_per_item']['G1']:.0f} µs, G2 {res['us_per_item']['G2']:.0f} µs per encoding "
-        "(portable C for testing; the GPU runs the same source).",
-        "",
-        "| group / kind | items | kernel OK | arkworks OK | arkworks lenient ∞ | kernel errors | disagree |",
-        "|---|---:|---:|---:|---:|---|---:|",
-    ]
-    for name, k in res["per_kind"].items():
-        errs = ", ".join(f"{e[4:]} {v:,}" for e, v in sorted(k.items()) if e.startswith("err "))
-        lines.append(f"| {name} | {k.get('items', 0):,} | {k.get('kernel_ok', 0):,} | {k.get('arkworks_ok', 0):,} | "
-                     f"{k.get('arkworks_lenient_infinity', 0):,} | {errs} | {k.get('disagree', 0)} |")
-    lines += ["",
-              "\"Agree\" means the same accept/reject as arkworks and, for kinds with a determined cause, the "
-              "kernel's error code naming it.  `arkworks lenient ∞`: encodings with the compression and infinity "
-              "flags set plus a sign or x bit; the ZCash format and the Ethereum deserialization vectors reject "
-              "them (the kernel: BAD_ENCODING) while py_arkworks_bls12381 decodes them as the identity.  These "
-              "count as agreement only when the kernel says BAD_ENCODING; no verify verdict can depend on them "
-              "(KeyValidate rejects the identity key; the identity signature fails the pairing check).",
-              ""]
-    return "\n".join(lines)
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--hash", type=int, default=10_000)
-    ap.add_argument("--valid", type=int, default=10_000, help="valid encodings per group")
-    ap.add_argument("--corrupted", type=int, default=10_000, help="corrupted encodings per group")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    args = ap.parse_args()
-    hostbuild.build("bls12_381_parts")  # once, before the workers load it
-    tasks: list[tuple] = [(args.seed, i, n) for i, n in enumerate(_plan(args.hash))]
-    for group in (1, 2):
-        kinds_corrupt = [k for k in CORRUPT_KINDS if group == 2 or k != "x_c0_ge_p"]
-        tasks += [(args.seed, i, group, VALID_KINDS, n) for i, n in enumerate(_plan(args.valid))]
-        tasks += [(args.seed, 10_000 + i, group, kinds_corrupt, n) for i, n in enumerate(_plan(args.corrupted))]
-    t0 = time.perf_counter()
-    per_kind: dict[str, Counter] = {}
-    disagreements: list[dict] = []
-    secs: Counter = Counter()
-    counts: Counter = Counter()
-    failures = 0
-    with multiprocessing.Pool(args.workers) as pool:
-        for i, r in enumerate(pool.imap_unordered(_run_chunk, tasks)):
-            for k, v in r.get("per_kind", {}).items():
-                per_kind.setdefault(k, Counter()).update(v)
-            disagreements += [dict(d, task=r["task"]) if isinstance(d, dict) else {"task": r["task"], "msg": d}
-                              for d in r["disagreements"]]
-            secs[r["task"]] += r["kernel_seconds"]
-            counts[r["task"]] += r["items"]
-            failures = max(failures, r["failures"] or 0)  # per worker process: cumulative counter
-            if (i + 1) % 20 == 0:
-                print(f"{i + 1}/{len(tasks)} chunks, {len(disagreements)} disagreements", flush=True)
-    hash_bad = [d for d in disagreements if d["task"] == "hash"]
-    res = {
-        "kernel": "app/engine/kernels/bls12_381_parts.cu (host build)",
-        "reference": "py_arkworks_bls12381 (G2Point.hash_to_curve, G1Point/G2Point.from_compressed_bytes)",
-        "commit": _git_commit(),
-        "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "cpu": platform.processor() or platform.machine(),
-        "workers": args.workers,
-        "seed": args.seed,
-        "hash_items": counts["hash"],
-        "hash_disagreements": len(hash_bad),
-        "hash_us_per_item": secs["hash"] / max(counts["hash"], 1) * 1e6,
-        "decode_items": counts["G1"] + counts["G2"],
-        "decode_disagreements": len(disagreements) - len(hash_bad),
-        "us_per_item": {g: secs[g] / max(counts[g], 1) * 1e6 for g in ("G1", "G2")},
-        "zv_check_failures": failures,
-        "disagreement_samples": disagreements[:50],
-        "per_kind": {k: dict(v) for k, v in sorted(per_kind.items())},
-        "wall_seconds": time.perf_counter() - t0,
-        "versions": {"py_arkworks_bls12381": metadata.version("py_arkworks_bls12381"),
-                     "python": platform.python_version()},
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bls12_381_arith_agreement.json").write_text(json.dumps(res, indent=2) + "\n")
-    (args.out / "bls12_381_arith_agreement.md").write_text(_markdown(res))
-    print(f"{counts['hash']:,} hashes, {res['decode_items']:,} encodings, {len(disagreements)} disagreements, "
-          f"{failures} ZV_CHECK failures; wrote {args.out}/bls12_381_arith_agreement.{{json,md}}")
-    return 1 if disagreements or failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

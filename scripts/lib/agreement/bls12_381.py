@@ -1,0 +1,116 @@
+"""``scripts/agreement --scheme bls12-381``: zv_verify_bls12_381 (host build, through
+app.engine.kernels.ops on the host device, the kernel-host backend's path) against arkworks
+(app.engine.reference.reference.verify_bls12_381).
+
+Valid items: CoreSign of the POP ciphersuite (kat.sign_items: random keys, random 0-200
+byte messages), chunks of CHUNK.  Mutated ones, every kind of MUTANT_KINDS in turn: one-bit
+flips, a wrong message, a wrong key, the signature of another message, the identity as key
+and as signature, and public keys and signatures replaced by encodings that must not decode
+(bad flags, x >= p, off the curve, on the curve but outside G1/G2: bls12_381_arith's
+make_encoding) or that decode to another point (sign bit flipped).  tests/test_kernel_bls12_381.py
+runs :func:`mutant`, :func:`kernel_verdicts` and :func:`reference_verdicts` on a CI sample.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+
+from app.core.batch import Item
+from app.core.schemes import SCHEMES
+from app.engine.kernels import hostlib, ops, registry
+from app.engine.reference import kat, reference
+from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare, host_library
+from scripts.lib.agreement import bls12_381_arith as encodings
+
+SCHEME = "bls12-381"
+TITLE = "BLS12-381 verify kernel (host build) vs arkworks"
+RESULTS = "bls_agreement"
+KERNEL = "zv_verify_bls12_381 (host build, through app.engine.kernels.ops)"
+REFERENCE, REFERENCE_SHORT = "arkworks (py_arkworks_bls12381)", "arkworks"
+VERSIONS = ("py_arkworks_bls12381",)
+SETS = ["bls12-381"]
+DEFAULTS = {"valid": 20_000, "mutated": 20_000}
+CHUNK = 25
+VALID_KINDS = ("valid",)
+
+#: Encoding kinds of make_encoding used to replace a key or a signature (all but "valid").
+ENCODING_KINDS = [k for k in encodings.KINDS if k != "valid"]
+MUTANT_KINDS = (["bitflip", "wrong_message", "wrong_key", "other_message_sig", "identity_pk",
+                 "identity_sig", "identity_both"]
+                + [f"pk_{k}" for k in ENCODING_KINDS if k != "x_c0_ge_p"]  # x has one coordinate in G1
+                + [f"sig_{k}" for k in ENCODING_KINDS])
+
+
+def mutant(it: Item, kind: str, other: Item, rng: random.Random) -> Item:
+    """One mutation of the valid item ``it``; ``other`` is a valid item under another key
+    with another message (the source of wrong keys and foreign signatures)."""
+    if kind == "bitflip":
+        return kat.mutate(it, rng)
+    if kind == "wrong_message":
+        return replace(it, message=it.message + b"\x00" if rng.random() < 0.5 else other.message)
+    if kind == "wrong_key":
+        return replace(it, public_key=other.public_key)
+    if kind == "other_message_sig":
+        return replace(it, signature=other.signature)
+    if kind.startswith("identity"):
+        pk = encodings.compress(1, None) if kind in ("identity_pk", "identity_both") else it.public_key
+        sig = encodings.compress(2, None) if kind in ("identity_sig", "identity_both") else it.signature
+        return replace(it, public_key=pk, signature=sig)
+    if kind.startswith("pk_"):
+        return replace(it, public_key=encodings.make_encoding(rng, 1, kind[3:]))
+    if kind.startswith("sig_"):
+        return replace(it, signature=encodings.make_encoding(rng, 2, kind[4:]))
+    raise ValueError(kind)
+
+
+def kernel_verdicts(items: list[Item]) -> list[bool]:
+    """zv_verify_bls12_381's verdicts through app.engine.kernels.ops on the host device, one
+    launch per (pk length, sig length) group: lengths the Batch type refuses (a truncated
+    signature) still reach the kernel, which must answer 0 for them."""
+    scheme = SCHEMES[SCHEME]
+    dev, kernel = hostlib.device(), registry.VERIFY_KERNELS[SCHEME]
+    out: list[bool] = [False] * len(items)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault((len(it.public_key), len(it.signature)), []).append(i)
+    for (pk_len, sig_len), idx in groups.items():
+        msgs, offsets = ops.pack_messages([items[i].message for i in idx])
+        db = ops.DeviceBatch(
+            n=len(idx), code=scheme.code,
+            pks=dev.put(np.frombuffer(b"".join(items[i].public_key for i in idx) + b"\0", np.uint8)), pk_len=pk_len,
+            sigs=dev.put(np.frombuffer(b"".join(items[i].signature for i in idx) + b"\0", np.uint8)), sig_len=sig_len,
+            msgs=dev.put(msgs), offsets=dev.put(offsets), ctx=dev.put(np.zeros(1, np.uint8)), ctx_len=0, options=0)
+        verdicts = dev.get(ops.verify(dev, kernel, db), len(idx))
+        if not set(verdicts.tolist()) <= {0, 1}:
+            raise RuntimeError(f"a verdict byte other than 0 or 1: {sorted(set(verdicts.tolist()))}")
+        for j, i in enumerate(idx):
+            out[i] = bool(verdicts[j])
+    return out
+
+
+def reference_verdicts(items: list[Item]) -> list[bool]:
+    return [reference.verify_bls12_381(it.public_key, it.message, it.signature) for it in items]
+
+
+def prepare(args) -> None:
+    host_library(SCHEME)
+
+
+def run_chunk(chunk: Chunk) -> Tally:
+    rng = random.Random(f"bls-agreement/{chunk.seed}/{chunk.index}")
+    n_valid = chunk.counts["valid"]
+    valid = kat.sign_items(SCHEME, n_valid, seed=20_000 * chunk.seed + chunk.index)
+    others = kat.sign_items(SCHEME, max(1, n_valid), seed=20_000 * chunk.seed + 20_000 + chunk.index)
+    groups: dict[str, list[Item]] = {"valid": valid}
+    for j in range(chunk.counts["mutated"]):
+        kind = MUTANT_KINDS[(chunk.index * 7 + j) % len(MUTANT_KINDS)]
+        k = j % len(valid)
+        groups.setdefault(kind, []).append(mutant(valid[k], kind, others[k % len(others)], rng))
+    tally = Tally()
+    with CheckFailures(tally, chunk.set_id, host_library(SCHEME)):  # the library the ops path runs
+        for kind, items in groups.items():
+            compare(tally, chunk.set_id, kind, items, kernel_verdicts, reference_verdicts)
+    return tally

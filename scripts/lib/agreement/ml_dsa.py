@@ -1,0 +1,69 @@
+"""``scripts/agreement --scheme ml-dsa``: zv_verify_ml_dsa_<level> (host build, called as
+tests/test_kernel_ml_dsa.py calls it) against OpenSSL through ``cryptography`` (the CPU
+backend's reference), per parameter set ML-DSA-44/65/87.
+
+Per chunk of CHUNK valid items (kat.sign_items: one key, random 0-200 byte messages, contexts
+of 0, 1, 254 and 255 bytes in turn by chunk): as many mutated ones, every kind of
+tests/oracles/ml_dsa_model.MUTANT_KINDS in turn (bit flips of pk, msg, sig and ctx, z at /
+over / just under the bound and at γ1, each malformed hint encoding and a well-formed moved
+hint), plus the chunk's first item under a 256-byte context and with pk and sig one byte
+short and long.  Every group with one context also goes through app.engine.kernels.ops on
+the host device (the kernel-host backend's path), which must give the same verdicts.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import replace
+
+from app.core.schemes import SCHEMES
+from app.engine.reference import kat
+from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare, host_library, kernel_via_ops
+from tests.oracles import ml_dsa_model as m
+
+SCHEME = "ml-dsa"
+TITLE = "ML-DSA kernel (host build) vs OpenSSL"
+RESULTS = "ml_dsa_agreement"
+KERNEL = "zv_verify_ml_dsa_<level> (host build; one-context groups through app.engine.kernels.ops too)"
+REFERENCE, REFERENCE_SHORT = "OpenSSL (cryptography)", "OpenSSL"
+VERSIONS = ("cryptography",)
+SETS = [s for s in SCHEMES if s.startswith("ml-dsa-")]
+DEFAULTS = {"valid": 100_000, "mutated": 100_000}
+CHUNK = 500
+VALID_KINDS = ("valid",)
+CONTEXTS = (0, 1, 254, 255)
+
+
+def prepare(args) -> None:
+    host_library(SETS[0])  # one source for the three sets
+
+
+def run_chunk(chunk: Chunk) -> Tally:
+    scheme = SCHEMES[chunk.set_id]
+    rng = random.Random(f"ml-dsa-agreement/{chunk.set_id}/{chunk.seed}/{chunk.index}")
+    ctx = bytes(rng.randbytes(CONTEXTS[chunk.index % len(CONTEXTS)]))
+    t0 = time.perf_counter()
+    valid = kat.sign_items(scheme.id, chunk.counts["valid"], seed=100_000 * chunk.seed + chunk.index, context=ctx)
+    sign_s = time.perf_counter() - t0
+    groups: dict[str, list] = {"valid": valid}
+    n = chunk.counts["mutated"]
+    for j in range(n):
+        kind = m.MUTANT_KINDS[(chunk.index * n + j) % len(m.MUTANT_KINDS)]
+        groups.setdefault(kind, []).append(m.mutant(valid[j % len(valid)], kind, rng))
+    it = valid[0]
+    groups["length_or_ctx256"] = [replace(it, context=bytes(256)), replace(it, public_key=it.public_key[:-1]),
+                                  replace(it, public_key=it.public_key + b"\0"),
+                                  replace(it, signature=it.signature[:-1]),
+                                  replace(it, signature=it.signature + b"\0")]
+    lib = host_library(scheme.id)
+    tally = Tally()
+    tally.count(chunk.set_id, "valid", sign_s=sign_s)
+    with CheckFailures(tally, chunk.set_id, lib):
+        for kind, items in groups.items():
+            got, _ = compare(tally, chunk.set_id, kind, items, lambda its: m.kernel_verdicts(lib, its),
+                             m.openssl_verdicts)
+            if kind != "length_or_ctx256" and len({x.context for x in items}) == 1:
+                via_ops = kernel_via_ops(scheme.id, items, ctx=items[0].context)
+                tally.count(chunk.set_id, kind, ops_path_disagreements=sum(a != b for a, b in zip(via_ops, got)))
+    return tally

@@ -1,0 +1,107 @@
+"""The GPU-rate model of ``scripts/gpu_model``: the machine it assumes, the build cache its
+methods share, and one way of writing a PREDICTION.
+
+Nothing here runs on a GPU.  Each family's verify kernel is predicted by the method that
+fits how its work can be counted (the modules beside this one):
+
+- ``ops``: kernels built from the primitives zv_port.cuh counts (ZV_OP_...: field products,
+  SHA-2 and Keccak blocks): SASS of each primitive × its count per verify in the host build,
+  through an issue and pipe model of one SM sub-partition (Ed25519, secp256k1);
+- ``bls12_381``: SASS of each Fp leaf × its call count in a profiled host build (gprof),
+  scaled by the measured overhead of straight-line tower routines, against the issue and
+  IMAD bounds;
+- ``ml_dsa``: the out-of-line Keccak permutation's SASS × permutations per verify, the rest
+  scaled by the host build's time ratio, against the 32-bit integer issue bound;
+- ``slh_dsa``: the SASS of each compression primitive × the critical path of compressions
+  on a 32-lane block (counted by ``scripts/agreement --scheme slh-dsa``).
+
+Every rate written is labelled a PREDICTION and names its method (provenance line and
+table headings).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.engine.kernels import ptxas
+from app.engine.kernels.hostbuild import sources_digest
+from bench import provenance
+from scripts.lib import kernels
+
+ROOT = kernels.ROOT
+RESULTS = ROOT / "bench" / "results"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The GPU the rates are predicted for."""
+
+    name: str
+    sms: int
+    smsps_per_sm: int  # sub-partitions, one warp scheduler each
+    clock_hz: float  # boost clock
+    int32_lanes_per_sm_clock: int  # 32-bit integer multiply-add / ALU results per SM per clock
+    pcie_bytes_per_s: float  # effective per direction, large pinned-memory copies
+
+    @property
+    def issue_lanes_per_sm_clock(self) -> int:
+        """One warp instruction issued per sub-partition per clock, 32 lanes each."""
+        return 32 * self.smsps_per_sm
+
+    @property
+    def int32_warp_instructions_per_sm_clock(self) -> float:
+        return self.int32_lanes_per_sm_clock / 32
+
+
+#: NVIDIA H200 SXM (GH100): 132 SMs of 4 sub-partitions, 1.98 GHz boost (NVIDIA H200 / H100
+#: SXM product specifications); 64 results per clock per SM for 32-bit integer multiply-add
+#: and ALU operations (CUDA C++ Programming Guide, arithmetic instruction throughput,
+#: compute capability 9.0); PCIe Gen5 ×16: 64 GB/s raw per direction, ~50 GB/s assumed
+#: effective (128b/130b coding, TLP headers, DMA set-up).  Occupancy limits per SM:
+#: app/engine/kernels/occupancy.py.
+H200 = Machine("H200 SXM", sms=132, smsps_per_sm=4, clock_hz=1.98e9, int32_lanes_per_sm_clock=64,
+               pcie_bytes_per_s=50e9)
+
+
+def work_dir(base: Path | None) -> Path:
+    """The folder builds are cached in: ``base``, else ``.cache/gpu_model/<sources digest>``
+    (a kernel change starts a fresh one, so a rerun after new counts does not recompile)."""
+    path = base if base is not None else ROOT / ".cache" / "gpu_model" / sources_digest()[:20]
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cached_build(work: Path, name: str, build: Callable[[Path], ptxas.CompileResult]) -> tuple[Path, str, float]:
+    """``work/<name>.cubin``, its ptxas log and nvcc seconds: built by ``build(cubin)`` the
+    first time (raising RuntimeError when it fails), read back after."""
+    cubin, log, secs = work / f"{name}.cubin", work / f"{name}.log", work / f"{name}.secs"
+    if not (cubin.is_file() and log.is_file() and secs.is_file()):
+        res = build(cubin)
+        if not res.ok:
+            raise RuntimeError(f"nvcc failed on {name}:\n{kernels.relative_log(res.log)[-3000:]}")
+        log.write_text(res.log)
+        secs.write_text(f"{res.seconds:.1f}")
+    return cubin, log.read_text(), float(secs.read_text())
+
+
+def build_unit(work: Path, unit: str) -> tuple[Path, str, float]:
+    """A compilation unit of the registry, as shipped, through :func:`cached_build`."""
+    return cached_build(work, unit, lambda cubin: kernels.compile_unit(kernels.source(unit), cubin=cubin))
+
+
+def write(out: Path, name: str, markdown: list[str], data: dict | None, prov: dict, method: str) -> None:
+    """``out/<name>.md`` (title, the PREDICTION provenance line naming ``method``, then
+    ``markdown``'s remaining lines) and, when ``data`` is given, ``out/<name>.json`` with
+    the provenance and method added."""
+    title, *body = markdown
+    if "PREDICT" not in title:
+        raise ValueError(f"a prediction's title must say so: {title!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.md").write_text("\n".join([title, "", provenance.markdown_line(prov, "PREDICTION", method),
+                                               *body]) + "\n")
+    if data is not None:
+        (out / f"{name}.json").write_text(json.dumps({"provenance": prov, "kind": "PREDICTION", "method": method,
+                                                      **data}, indent=1, default=str) + "\n")
