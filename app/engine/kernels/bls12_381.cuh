@@ -3,7 +3,7 @@
  * Semantics: CoreVerify with KeyValidate of draft-irtf-cfrg-bls-signature-05 (§2.7, §2.5),
  * minimal-pubkey-size variant (pk ∈ G1, 48 bytes; σ ∈ G2, 96 bytes), proof-of-possession
  * ciphersuite BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_ (§4.2.3), exactly as the CPU
- * backend (arkworks, app/engine/verify/reference.py verify_bls12_381) decides.  The verdict is 1
+ * backend (arkworks, app/engine/reference/reference.py verify_bls12_381) decides.  The verdict is 1
  * only when all of these hold, in this order:
  *   1. pk_len == 48 and sig_len == 96 (anything else is 0, never a read past the item);
  *   2. pk decodes (ZCash compressed format: flags, x < p, on the curve), is in G1 and is

@@ -7,18 +7,10 @@
  * equality and encoding needs no final reduction.  The one exception is the internal
  * zv_fp_mont_mul, whose left operand may be any 384-bit value (see there).
  *
- * Why 12 × 32 bits: the GPU multiplies 32 × 32 → 64 natively (IMAD.WIDE.U32); 64-bit limbs
- * would emulate every 64 × 64 → 128 product with four of those plus carry handling.  A
- * 64-bit accumulator holds a limb product plus two limbs exactly ((2^32−1)^2 + 2(2^32−1)
- * = 2^64 − 1), so the same C is exact on the host (g++, the tests) and the GPU.
- *
- * Multiplication is Montgomery's CIOS (Koç, Acar, Kaliski, "Analyzing and comparing
- * Montgomery multiplication algorithms", IEEE Micro 1996): twelve rounds of one row of
- * a·b_i followed by one reduction row m·p, m = t_0·(−p^−1) mod 2^32, which clears the low
- * limb so the accumulator shifts down by 32 bits.  Bounds (a < 2^384, b < p): after k
- * rounds t = (a·(b mod 2^32k) + M·p)/2^32k with M < 2^32k, so t < a + p < 2^385 (12 limbs
- * and a carry limb ≤ 1; t < 2p when a < p), and at the end t = (a·b + M·p)/R < 2p because
- * a·b < R·p: one conditional subtraction gives a·b·R^−1 mod p, fully reduced.
+ * The arithmetic is mont.cuh's templates over zv_fp_modulus (below): twelve 32-bit limbs
+ * (why 32-bit limbs: mont.cuh), products by Montgomery's CIOS (zv_mont_mul), squarings by
+ * separated operand scanning (zv_mont_sqr), with their contracts and bounds stated and
+ * checked there; the functions here are this field's names for them.
  *
  * Inversion is Fermat, a^(p−2), and the square root a^((p+1)/4) (p ≡ 3 mod 4): fixed
  * exponentiations by square-and-multiply over the exponent's bits, the same sequence for
@@ -30,6 +22,7 @@
 #define ZV_BLS12_381_FP_CUH
 
 #include "zv_port.cuh"
+#include "mont.cuh"
 
 typedef struct { zv_u32 v[12]; } zv_fp;  /* little-endian limbs, Montgomery form, value < p */
 /* c0 + c1·u; declared here because the generated tables hold Fp2 constants (arithmetic:
@@ -49,14 +42,20 @@ typedef struct { zv_fp c0, c1; } zv_fp2;
 #endif
 #endif
 
-/* Whether the 12-limb value a is below p (limb-wise compare from the top). */
-ZV_HD int zv_fp_limbs_lt_p(const zv_u32 a[12]) {
-    const zv_u32 p[12] = ZV_BLS_P_INIT;
-    zv_i64 c = 0;
-    ZV_UNROLL
-    for (int i = 0; i < 12; i++) { c += (zv_i64)a[i] - (zv_i64)p[i]; c >>= 32; }
-    return c != 0;  /* a − p borrowed */
-}
+/* Fp's modulus for the templates of mont.cuh (N = 12 limbs; p as a local initializer, so
+ * the products' p limbs are instruction immediates on the GPU). */
+struct zv_fp_modulus {
+    static constexpr int N = 12;
+    static constexpr zv_u32 N0 = ZV_BLS_P_N0;  /* −p^−1 mod 2^32 */
+    static ZV_HD_MEMBER void modulus(zv_u32 m[12]) {
+        const zv_u32 p[12] = ZV_BLS_P_INIT;
+        for (int i = 0; i < 12; i++) m[i] = p[i];
+    }
+    static ZV_HD_MEMBER const zv_u32 *r2() { return ZV_BLS_FP_R2.v; }
+};
+
+/* Whether the 12-limb value a is below p. */
+ZV_HD int zv_fp_limbs_lt_p(const zv_u32 a[12]) { return zv_mont_lt_m<zv_fp_modulus>(a); }
 
 ZV_HD void zv_fp_zero(zv_fp *r) {
     for (int i = 0; i < 12; i++) r->v[i] = 0;
@@ -66,83 +65,23 @@ ZV_HD void zv_fp_one(zv_fp *r) { *r = ZV_BLS_FP_ONE; }
 
 /* r = t − p if t ≥ p else t, for t < 2p given as 12 limbs plus a carry bit; branch-free. */
 ZV_HD void zv_fp_reduce_once(zv_fp *r, const zv_u32 t[12], zv_u32 carry) {
-    const zv_u32 p[12] = ZV_BLS_P_INIT;
-    zv_u32 s[12];
-    zv_i64 c = 0;
-    ZV_UNROLL
-    for (int i = 0; i < 12; i++) { c += (zv_i64)t[i] - (zv_i64)p[i]; s[i] = (zv_u32)c; c >>= 32; }
-    /* t ≥ p exactly when the subtraction did not borrow beyond the carry bit. */
-    zv_u32 keep_t = (zv_u32)0 - (zv_u32)((zv_i64)carry + c < 0);
-    ZV_UNROLL
-    for (int i = 0; i < 12; i++) r->v[i] = (t[i] & keep_t) | (s[i] & ~keep_t);
-    ZV_CHECK(zv_fp_limbs_lt_p(r->v));
+    zv_mont_reduce_once<zv_fp_modulus>(r->v, t, carry);
 }
 
 /* a + b, both < p: the sum is < 2p < 2^382 (no carry out of 12 limbs), one subtraction. */
-ZV_HD void zv_fp_add(zv_fp *r, const zv_fp *a, const zv_fp *b) {
-    ZV_CHECK(zv_fp_limbs_lt_p(a->v) && zv_fp_limbs_lt_p(b->v));
-    zv_u32 t[12];
-    zv_u64 c = 0;
-    ZV_UNROLL
-    for (int i = 0; i < 12; i++) { c += (zv_u64)a->v[i] + b->v[i]; t[i] = (zv_u32)c; c >>= 32; }
-    zv_fp_reduce_once(r, t, (zv_u32)c);
-}
+ZV_HD void zv_fp_add(zv_fp *r, const zv_fp *a, const zv_fp *b) { zv_mont_add<zv_fp_modulus>(r->v, a->v, b->v); }
 
 ZV_HD void zv_fp_dbl(zv_fp *r, const zv_fp *a) { zv_fp_add(r, a, a); }
 
-/* a − b, both < p: on a borrow the difference is in (−p, 0) and adding p brings it to [0, p). */
-ZV_HD void zv_fp_sub(zv_fp *r, const zv_fp *a, const zv_fp *b) {
-    ZV_CHECK(zv_fp_limbs_lt_p(a->v) && zv_fp_limbs_lt_p(b->v));
-    const zv_u32 p[12] = ZV_BLS_P_INIT;
-    zv_u32 t[12];
-    zv_i64 c = 0;
-    ZV_UNROLL
-    for (int i = 0; i < 12; i++) { c += (zv_i64)a->v[i] - (zv_i64)b->v[i]; t[i] = (zv_u32)c; c >>= 32; }
-    zv_u32 mask = (zv_u32)c;  /* all ones on a borrow (c = −1), else 0 */
-    zv_u64 d = 0;
-    ZV_UNROLL
-    for (int i = 0; i < 12; i++) { d += (zv_u64)t[i] + (p[i] & mask); r->v[i] = (zv_u32)d; d >>= 32; }
-    ZV_CHECK(zv_fp_limbs_lt_p(r->v));
-}
+/* a − b, both < p. */
+ZV_HD void zv_fp_sub(zv_fp *r, const zv_fp *a, const zv_fp *b) { zv_mont_sub<zv_fp_modulus>(r->v, a->v, b->v); }
 
-ZV_HD void zv_fp_neg(zv_fp *r, const zv_fp *a) {
-    zv_fp z;
-    zv_fp_zero(&z);
-    zv_fp_sub(r, &z, a);
-}
+ZV_HD void zv_fp_neg(zv_fp *r, const zv_fp *a) { zv_mont_neg<zv_fp_modulus>(r->v, a->v); }
 
-/* Montgomery product a·b·R^−1 mod p (CIOS, bounds in the header comment).
+/* Montgomery product a·b·R^−1 mod p (CIOS, bounds in mont.cuh's zv_mont_mul).
  * a: any 384-bit value; b < p.  Then a·b < R·p and the result is < p. */
 ZV_HD void zv_fp_mont_mul(zv_fp *r, const zv_u32 a[12], const zv_u32 b[12]) {
-    ZV_CHECK(zv_fp_limbs_lt_p(b));
-    const zv_u32 p[12] = ZV_BLS_P_INIT;
-    zv_u32 t[12];
-    zv_u32 t12 = 0;  /* the carry limb of t (t < a + p < 2^385: at most 1) */
-    ZV_UNROLL
-    for (int j = 0; j < 12; j++) t[j] = 0;
-    ZV_UNROLL
-    for (int i = 0; i < 12; i++) {
-        zv_u64 c = 0;
-        ZV_UNROLL
-        for (int j = 0; j < 12; j++) {
-            c += (zv_u64)a[j] * b[i] + t[j];
-            t[j] = (zv_u32)c; c >>= 32;
-        }
-        zv_u64 top = (zv_u64)t12 + c;  /* t + a·b_i < 2^385 + 2^416: top < 2^33 */
-        zv_u32 m = t[0] * ZV_BLS_P_N0;
-        c = ((zv_u64)m * p[0] + t[0]) >> 32;  /* the low limb becomes 0 by the choice of m */
-        ZV_UNROLL
-        for (int j = 1; j < 12; j++) {
-            c += (zv_u64)m * p[j] + t[j];
-            t[j - 1] = (zv_u32)c; c >>= 32;
-        }
-        c += top;
-        t[11] = (zv_u32)c;
-        t12 = (zv_u32)(c >> 32);
-        ZV_CHECK(t12 <= 1);
-    }
-    ZV_CHECK(t12 == 0);  /* final t < 2p < 2^382 */
-    zv_fp_reduce_once(r, t, t12);
+    zv_mont_mul<zv_fp_modulus>(r->v, a, b);
 }
 
 ZV_HD void zv_fp_mul(zv_fp *r, const zv_fp *a, const zv_fp *b) {
@@ -150,77 +89,17 @@ ZV_HD void zv_fp_mul(zv_fp *r, const zv_fp *a, const zv_fp *b) {
     zv_fp_mont_mul(r, a->v, b->v);
 }
 
-/* a^2 by separated operand scanning: the 66 cross products once, doubled, plus the 12
- * squares give the 24-limb a^2 (78 limb products instead of 144), then twelve Montgomery
- * reduction rows.  Bounds: a < p, so a^2 + M·p < p·p + R·p and the result (a^2 + M·p)/R
- * < 2p < 2^382: the final carry word is 0 (ZV_CHECK), and one conditional
- * subtraction finishes. */
-ZV_HD void zv_fp_sqr(zv_fp *r, const zv_fp *a) {
-    ZV_CHECK(zv_fp_limbs_lt_p(a->v));
-    const zv_u32 p[12] = ZV_BLS_P_INIT;
-    zv_u32 t[24];
-    ZV_UNROLL
-    for (int i = 0; i < 24; i++) t[i] = 0;
-    ZV_UNROLL
-    for (int i = 0; i < 11; i++) {
-        zv_u64 c = 0;
-        ZV_UNROLL
-        for (int j = i + 1; j < 12; j++) {
-            c += (zv_u64)a->v[i] * a->v[j] + t[i + j];
-            t[i + j] = (zv_u32)c; c >>= 32;
-        }
-        t[i + 12] = (zv_u32)c;
-    }
-    t[23] = t[22] >> 31;  /* double the cross products: Σ < 2^766, so 2Σ fits 24 limbs */
-    ZV_UNROLL
-    for (int k = 22; k > 0; k--) t[k] = (t[k] << 1) | (t[k - 1] >> 31);
-    t[0] <<= 1;
-    zv_u64 c = 0;
-    ZV_UNROLL
-    for (int i = 0; i < 12; i++) {
-        c += (zv_u64)a->v[i] * a->v[i] + t[2 * i];
-        t[2 * i] = (zv_u32)c; c >>= 32;
-        c += t[2 * i + 1];
-        t[2 * i + 1] = (zv_u32)c; c >>= 32;
-    }
-    /* Row i adds m·p·2^32i; its carry out of limb i + 12 (0 or 1) is owed to limb i + 13,
-     * which row i + 1 adds in, so no row propagates to the top; after row 11 it is the
-     * limb above t[23]. */
-    zv_u32 carry = 0;
-    ZV_UNROLL
-    for (int i = 0; i < 12; i++) {
-        zv_u32 m = t[i] * ZV_BLS_P_N0;
-        zv_u64 d = 0;
-        ZV_UNROLL
-        for (int j = 0; j < 12; j++) {
-            d += (zv_u64)m * p[j] + t[i + j];
-            t[i + j] = (zv_u32)d; d >>= 32;
-        }
-        d += (zv_u64)t[i + 12] + carry;
-        t[i + 12] = (zv_u32)d;
-        carry = (zv_u32)(d >> 32);
-    }
-    ZV_CHECK(carry == 0);
-    zv_fp_reduce_once(r, t + 12, carry);
-}
+/* a^2 for a < p by separated operand scanning (mont.cuh's zv_mont_sqr: the 66 cross
+ * products once, doubled, plus the 12 squares — 78 limb products instead of 144 — then
+ * twelve Montgomery reduction rows). */
+ZV_HD void zv_fp_sqr(zv_fp *r, const zv_fp *a) { zv_mont_sqr<zv_fp_modulus>(r->v, a->v); }
 
-ZV_HD int zv_fp_is_zero(const zv_fp *a) {
-    zv_u32 acc = 0;
-    for (int i = 0; i < 12; i++) acc |= a->v[i];
-    return acc == 0;
-}
+ZV_HD int zv_fp_is_zero(const zv_fp *a) { return zv_mp_is_zero<12>(a->v); }
 
-ZV_HD int zv_fp_eq(const zv_fp *a, const zv_fp *b) {
-    zv_u32 acc = 0;
-    for (int i = 0; i < 12; i++) acc |= a->v[i] ^ b->v[i];
-    return acc == 0;
-}
+ZV_HD int zv_fp_eq(const zv_fp *a, const zv_fp *b) { return zv_mp_eq<12>(a->v, b->v); }
 
 /* r = a if flag else r; flag is 0 or 1. */
-ZV_HD void zv_fp_cmov(zv_fp *r, const zv_fp *a, int flag) {
-    zv_u32 mask = (zv_u32)0 - (zv_u32)flag;
-    for (int i = 0; i < 12; i++) r->v[i] = (r->v[i] & ~mask) | (a->v[i] & mask);
-}
+ZV_HD void zv_fp_cmov(zv_fp *r, const zv_fp *a, int flag) { zv_mp_cmov<12>(r->v, a->v, flag); }
 
 /* r = a^e for a fixed exponent e of `bits` bits (12 little-endian words), left to right. */
 ZV_BLS_NOINLINE void zv_fp_pow(zv_fp *r, const zv_fp *a, const zv_u32 *e, int bits) {
@@ -247,17 +126,10 @@ ZV_HD int zv_fp_sqrt(zv_fp *r, const zv_fp *a) {
 }
 
 /* Canonical (non-Montgomery) limbs of a: a·R·R^−1, i.e. a Montgomery product with 1. */
-ZV_HD void zv_fp_to_limbs(zv_u32 out[12], const zv_fp *a) {
-    zv_u32 one[12];
-    for (int i = 0; i < 12; i++) one[i] = 0;
-    one[0] = 1;
-    zv_fp t;
-    zv_fp_mont_mul(&t, a->v, one);
-    for (int i = 0; i < 12; i++) out[i] = t.v[i];
-}
+ZV_HD void zv_fp_to_limbs(zv_u32 out[12], const zv_fp *a) { zv_mont_from<zv_fp_modulus>(out, a->v); }
 
 /* Plain limbs (value < p) to Montgomery form: x·R^2·R^−1. */
-ZV_HD void zv_fp_from_limbs(zv_fp *r, const zv_u32 x[12]) { zv_fp_mont_mul(r, x, ZV_BLS_FP_R2.v); }
+ZV_HD void zv_fp_from_limbs(zv_fp *r, const zv_u32 x[12]) { zv_mont_to<zv_fp_modulus>(r->v, x); }
 
 /* 48 big-endian bytes; returns 0 (r unspecified) when the value is ≥ p. */
 ZV_HD int zv_fp_from_be48(zv_fp *r, const zv_u8 in[48]) {

@@ -128,15 +128,7 @@ ZV_HD void k1_glv_split(k1_sc *k1, k1_sc *k2, const k1_sc *k) {
     for (int half = 0; half < 2; half++) {
         const zv_u32 *g = half ? ZV_SECP256K1_GLV_G2 : ZV_SECP256K1_GLV_G1;
         zv_u32 prod[16];
-        for (int i = 0; i < 16; i++) prod[i] = 0;
-        for (int i = 0; i < 8; i++) {
-            zv_u64 c = 0;
-            for (int j = 0; j < 8; j++) {
-                c += (zv_u64)k->v[i] * g[j] + prod[i + j];
-                prod[i + j] = (zv_u32)c; c >>= 32;
-            }
-            prod[i + 8] = (zv_u32)c;
-        }
+        zv_mp_mul_wide<8>(prod, k->v, g);
         /* round(prod / 2^384): bits 384.. plus bit 383.  The result is below 2^128. */
         k1_sc *out = half ? &c2 : &c1;
         zv_u64 c = (zv_u64)(prod[11] >> 31);

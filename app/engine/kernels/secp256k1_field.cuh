@@ -34,6 +34,7 @@
 #define ZV_SECP256K1_FIELD_CUH
 
 #include "zv_port.cuh"
+#include "mont.cuh"
 
 typedef struct { zv_u32 v[8]; } k1_fe;
 
@@ -128,46 +129,20 @@ ZV_UNROLL
     k1_fe_fold(r, c + t[15]);
 }
 
+/* The 512-bit product (mont.cuh's zv_mp_mul_wide: 64 limb products), then the fold. */
 ZV_HD void k1_fe_mul(k1_fe *r, const k1_fe *a, const k1_fe *b) {
     ZV_COUNT(ZV_OP_K1_FE_MUL);
     zv_u32 t[16];
-    for (int i = 0; i < 16; i++) t[i] = 0;
-ZV_UNROLL
-    for (int i = 0; i < 8; i++) {
-        zv_u64 c = 0;
-        for (int j = 0; j < 8; j++) {
-            c += (zv_u64)a->v[i] * b->v[j] + t[i + j];
-            t[i + j] = (zv_u32)c; c >>= 32;
-        }
-        t[i + 8] = (zv_u32)c;
-    }
+    zv_mp_mul_wide<8>(t, a->v, b->v);
     k1_fe_reduce512(r->v, t);
 }
 
-/* Squaring: the 28 cross products once, doubled by a shift, plus the 8 squares. */
+/* Squaring (zv_mp_sqr_wide): the 28 cross products once, doubled by a shift, plus the 8
+ * squares. */
 ZV_HD void k1_fe_sqr(k1_fe *r, const k1_fe *a) {
     ZV_COUNT(ZV_OP_K1_FE_SQR);
     zv_u32 t[16];
-    for (int i = 0; i < 16; i++) t[i] = 0;
-ZV_UNROLL
-    for (int i = 0; i < 7; i++) {
-        zv_u64 c = 0;
-        for (int j = i + 1; j < 8; j++) {
-            c += (zv_u64)a->v[i] * a->v[j] + t[i + j];
-            t[i + j] = (zv_u32)c; c >>= 32;
-        }
-        t[i + 8] = (zv_u32)c;
-    }
-    t[15] = t[14] >> 31;
-    for (int k = 14; k > 0; k--) t[k] = (t[k] << 1) | (t[k - 1] >> 31);
-    t[0] <<= 1;
-    zv_u64 c = 0;
-    for (int i = 0; i < 8; i++) {
-        c += (zv_u64)a->v[i] * a->v[i] + t[2 * i];
-        t[2 * i] = (zv_u32)c; c >>= 32;
-        c += t[2 * i + 1];
-        t[2 * i + 1] = (zv_u32)c; c >>= 32;
-    }
+    zv_mp_sqr_wide<8>(t, a->v);
     k1_fe_reduce512(r->v, t);
 }
 

@@ -1,12 +1,15 @@
 /* secp256k1_scalar.cuh — integers mod the group order n (SEC 2 v2 §2.4.1).
  *
  * A k1_sc holds eight 32-bit limbs, least significant first, of a value in [0, n) unless a
- * function says otherwise.  Products use Montgomery multiplication (CIOS, R = 2^256):
- * n has no sparse form to exploit as p does, and Montgomery's reduction is the same
- * 32-bit multiply-accumulate as the product itself.  Only three products per verify are
- * needed outside the inversion (u1, u2 and the GLV split), and Montgomery form costs
- * nothing there: with w = s^−1·R (what the inversion returns), mont(z, w) = z·s^−1 and
- * mont(r, w) = r·s^−1 come out in ordinary form.
+ * function says otherwise.  The arithmetic is mont.cuh's templates over k1_sc_modulus
+ * (below), whose contracts and bounds hold here; products use Montgomery multiplication
+ * (CIOS, R = 2^256, zv_mont_mul): n has no sparse form to exploit as p does, and
+ * Montgomery's reduction is the same 32-bit multiply-accumulate as the product itself.
+ * Only three products per verify are needed outside the inversion (u1, u2 and the GLV
+ * split), and Montgomery form costs nothing there: with w = s^−1·R (what the inversion
+ * returns), mont(z, w) = z·s^−1 and mont(r, w) = r·s^−1 come out in ordinary form.
+ * n's top bit is set, so a sum or a product's running value can carry one bit above the
+ * eight limbs (mont.cuh's bounds allow for it).
  *
  * Inversion is Fermat's a^(n−2) in the Montgomery domain, by a sliding-window schedule
  * over the fixed exponent generated with the tables (scripts/gen_secp256k1_tables).
@@ -15,59 +18,48 @@
  * variable-time safegcd libsecp256k1 uses on a CPU (divergent branches, 62-bit signed
  * limbs that the GPU emulates).
  *
- * Bounds (ZV_CHECK, counted in verify host builds — zv_port.cuh): k1_sc_mont_mul's b < n
- * and its running sum below 2n (one bit above eight limbs), so one conditional
- * subtraction leaves its output below n; k1_sc_neg's input below n.
+ * Bounds (ZV_CHECK, counted in verify host builds — zv_port.cuh): mont.cuh's contracts —
+ * k1_sc_mont_mul's b < n (any a < 2^256), k1_sc_add's, k1_sc_sub's and k1_sc_neg's inputs
+ * below n, every output below n.
  */
 #ifndef ZV_SECP256K1_SCALAR_CUH
 #define ZV_SECP256K1_SCALAR_CUH
 
 #include "zv_port.cuh"
+#include "mont.cuh"
 #include "secp256k1_tables.cuh"
 
 typedef struct { zv_u32 v[8]; } k1_sc;
+
+/* n for the templates of mont.cuh (N = 8 limbs, read from constant memory). */
+struct k1_sc_modulus {
+    static constexpr int N = 8;
+    static constexpr zv_u32 N0 = ZV_SECP256K1_N_N0INV;  /* −n^−1 mod 2^32 */
+    static ZV_HD_MEMBER void modulus(zv_u32 m[8]) {
+        for (int i = 0; i < 8; i++) m[i] = ZV_SECP256K1_N[i];
+    }
+    static ZV_HD_MEMBER const zv_u32 *r2() { return ZV_SECP256K1_N_R2; }
+};
 
 ZV_HD void k1_sc_copy(k1_sc *r, const zv_u32 a[8]) {
     for (int i = 0; i < 8; i++) r->v[i] = a[i];
 }
 
-ZV_HD int k1_sc_is_zero(const k1_sc *a) {
-    zv_u32 acc = 0;
-    for (int i = 0; i < 8; i++) acc |= a->v[i];
-    return acc == 0;
-}
+ZV_HD int k1_sc_is_zero(const k1_sc *a) { return zv_mp_is_zero<8>(a->v); }
 
 /* a > b as 256-bit integers. */
-ZV_HD int k1_u256_gt(const zv_u32 a[8], const zv_u32 b[8]) {
-    /* b − a borrows exactly when a > b. */
-    zv_i64 c = 0;
-    for (int i = 0; i < 8; i++) { c += (zv_i64)b[i] - (zv_i64)a[i]; c >>= 32; }
-    return c != 0;
-}
+ZV_HD int k1_u256_gt(const zv_u32 a[8], const zv_u32 b[8]) { return zv_mp_lt<8>(b, a); }
 
 /* 32 big-endian bytes; returns 1 when the value is ≥ n (then r is left unreduced), as
  * libsecp256k1's scalar_set_b32 reports an overflow. */
 ZV_HD int k1_sc_set_b32(k1_sc *r, const zv_u8 *b) {
     for (int i = 0; i < 8; i++) r->v[i] = zv_load_be32(b + 4 * (7 - i));
-    zv_u32 n_minus_1[8];
-    for (int i = 0; i < 8; i++) n_minus_1[i] = ZV_SECP256K1_N[i];
-    n_minus_1[0] -= 1;  /* n is odd: no borrow */
-    return k1_u256_gt(r->v, n_minus_1);
+    return !zv_mont_lt_m<k1_sc_modulus>(r->v);
 }
 
-/* r = a − n when a ≥ n (a < 2^256, so once suffices), else a; hi is a carry bit above a
- * that, when set, forces the subtraction. */
-ZV_HD void k1_sc_reduce_once(zv_u32 r[8], zv_u32 hi) {
-    zv_u32 d[8];
-    zv_i64 c = 0;
-    for (int i = 0; i < 8; i++) {
-        c += (zv_i64)r[i] - (zv_i64)ZV_SECP256K1_N[i];
-        d[i] = (zv_u32)c; c >>= 32;
-    }
-    /* Keep r − n when it did not borrow, or when the bit above r pays the borrow. */
-    zv_u32 mask = (zv_u32)0 - (zv_u32)((c == 0) | (hi != 0));
-    for (int i = 0; i < 8; i++) r[i] = (d[i] & mask) | (r[i] & ~mask);
-}
+/* r = a − n when a ≥ n (a < 2^256 < 2n, so once suffices), else a; hi is a carry bit above
+ * a that, when set, forces the subtraction. */
+ZV_HD void k1_sc_reduce_once(zv_u32 r[8], zv_u32 hi) { zv_mont_reduce_once<k1_sc_modulus>(r, r, hi); }
 
 /* 32 big-endian bytes reduced mod n (a hash as ECDSA's z, SEC 1 §4.1.4 step 5). */
 ZV_HD void k1_sc_set_b32_reduce(k1_sc *r, const zv_u8 *b) {
@@ -75,65 +67,23 @@ ZV_HD void k1_sc_set_b32_reduce(k1_sc *r, const zv_u8 *b) {
     k1_sc_reduce_once(r->v, 0);
 }
 
-ZV_HD void k1_sc_add(k1_sc *r, const k1_sc *a, const k1_sc *b) {
-    zv_u64 c = 0;
-    for (int i = 0; i < 8; i++) { c += (zv_u64)a->v[i] + b->v[i]; r->v[i] = (zv_u32)c; c >>= 32; }
-    k1_sc_reduce_once(r->v, (zv_u32)c);
-}
+ZV_HD void k1_sc_add(k1_sc *r, const k1_sc *a, const k1_sc *b) { zv_mont_add<k1_sc_modulus>(r->v, a->v, b->v); }
 
 /* n − a for a in [1, n), 0 for a = 0. */
-ZV_HD void k1_sc_neg(k1_sc *r, const k1_sc *a) {
-    ZV_CHECK(k1_u256_gt(ZV_SECP256K1_N, a->v));
-    zv_u32 nz = (zv_u32)0 - (zv_u32)!k1_sc_is_zero(a);
-    zv_i64 c = 0;
-    for (int i = 0; i < 8; i++) {
-        c += (zv_i64)ZV_SECP256K1_N[i] - (zv_i64)a->v[i];
-        r->v[i] = (zv_u32)c & nz; c >>= 32;
-    }
-}
+ZV_HD void k1_sc_neg(k1_sc *r, const k1_sc *a) { zv_mont_neg<k1_sc_modulus>(r->v, a->v); }
 
-ZV_HD void k1_sc_sub(k1_sc *r, const k1_sc *a, const k1_sc *b) {
-    k1_sc nb;
-    k1_sc_neg(&nb, b);
-    k1_sc_add(r, a, &nb);
-}
+ZV_HD void k1_sc_sub(k1_sc *r, const k1_sc *a, const k1_sc *b) { zv_mont_sub<k1_sc_modulus>(r->v, a->v, b->v); }
 
 /* s > n/2: libsecp256k1's "high S" (BIP 62/146 low-S rule). */
 ZV_HD int k1_sc_is_high(const k1_sc *a) {
     return k1_u256_gt(a->v, ZV_SECP256K1_N_HALF);
 }
 
-/* Montgomery product r = a·b·2^−256 mod n for a < 2^256 and b < n (CIOS: interleave one
- * row of a·b with one reduction step, so the running sum stays 9 limbs + 1 bit < 2n). */
+/* Montgomery product r = a·b·2^−256 mod n for a < 2^256 and b < n (mont.cuh's CIOS; the
+ * running sum stays below a + n < 2^257, the result below n). */
 ZV_HD void k1_sc_mont_mul(k1_sc *r, const zv_u32 a[8], const zv_u32 b[8]) {
     ZV_COUNT(ZV_OP_K1_SC_MONT_MUL);
-    ZV_CHECK(k1_u256_gt(ZV_SECP256K1_N, b));
-    zv_u32 t[10];
-    for (int i = 0; i < 10; i++) t[i] = 0;
-ZV_UNROLL
-    for (int i = 0; i < 8; i++) {
-        zv_u64 c = 0;
-        for (int j = 0; j < 8; j++) {
-            c += (zv_u64)a[j] * b[i] + t[j];
-            t[j] = (zv_u32)c; c >>= 32;
-        }
-        c += t[8];
-        t[8] = (zv_u32)c;
-        t[9] = (zv_u32)(c >> 32);
-        zv_u32 m = t[0] * ZV_SECP256K1_N_N0INV;  /* makes t + m·n divisible by 2^32 */
-        c = ((zv_u64)m * ZV_SECP256K1_N[0] + t[0]) >> 32;
-        for (int j = 1; j < 8; j++) {
-            c += (zv_u64)m * ZV_SECP256K1_N[j] + t[j];
-            t[j - 1] = (zv_u32)c; c >>= 32;
-        }
-        c += t[8];
-        t[7] = (zv_u32)c;
-        t[8] = t[9] + (zv_u32)(c >> 32);
-    }
-    ZV_CHECK(t[8] <= 1);
-    for (int i = 0; i < 8; i++) r->v[i] = t[i];
-    k1_sc_reduce_once(r->v, t[8]);
-    ZV_CHECK(k1_u256_gt(ZV_SECP256K1_N, r->v));
+    zv_mont_mul<k1_sc_modulus>(r->v, a, b);
 }
 
 /* Returns a^−1·R mod n (Montgomery form of the inverse) for a in [1, n); 0 for a = 0. */

@@ -10,7 +10,9 @@
  *   - no host-only calls (malloc, printf, memcpy) in shared code: use zv_memcpy below;
  *   - block-cooperative loops are written ZV_FOR_EACH(i, n), which strides by the grid on
  *     the GPU and visits 0..n-1 once on the host;
- *   - entry points are ZV_KERNEL (extern "C": unmangled names for RawModule and ctypes).
+ *   - entry points are ZV_KERNEL (extern "C": unmangled names for RawModule and ctypes);
+ *   - shared functions are ZV_HD; a static member function (a modulus traits type of
+ *     mont.cuh) is `static ZV_HD_MEMBER`, because ZV_HD is `static inline` on the host.
  */
 #ifndef ZV_PORT_CUH
 #define ZV_PORT_CUH
@@ -25,6 +27,7 @@ typedef signed long long zv_i64;
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define ZV_DEVICE_BUILD 1
 #define ZV_HD __host__ __device__ __forceinline__
+#define ZV_HD_MEMBER __host__ __device__ __forceinline__
 #define ZV_KERNEL extern "C" __global__
 #define ZV_CONSTANT __constant__
 #define ZV_TID ((zv_u64)blockIdx.x * blockDim.x + threadIdx.x)
@@ -33,6 +36,7 @@ typedef signed long long zv_i64;
 #else
 #define ZV_DEVICE_BUILD 0
 #define ZV_HD static inline
+#define ZV_HD_MEMBER inline
 #define ZV_KERNEL extern "C" __attribute__((visibility("default")))
 #define ZV_CONSTANT static const
 #define ZV_TID ((zv_u64)0)
