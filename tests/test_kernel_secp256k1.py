@@ -25,8 +25,8 @@ import pytest
 from app.core import encoding
 from app.engine.kernels import hostbuild
 from app.engine.reference import kat, reference
-from app.vectors import DEFAULT_ROOT, convert_all, from_json
-from tests.conftest import vectors_missing
+from app.vectors import convert_all, from_json
+from tests.conftest import VECTORS, vectors_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 HARNESS = Path(__file__).resolve().parent / "kernel_harness" / "secp256k1_unit.cu"
@@ -320,13 +320,13 @@ WYCHEPROOF = {"ecdsa_secp256k1_sha256_test.json": True, "ecdsa_secp256k1_sha256_
 
 
 def wycheproof_cases(name: str):
-    path = DEFAULT_ROOT / "wycheproof" / "testvectors_v1" / name
+    path = VECTORS / "wycheproof" / "testvectors_v1" / name
     if not path.is_file():
         vectors_missing(str(path))
     source = f"wycheproof/{name}"
     # app.vectors converts DER to compact with encoding.der_to_compact (non-DER -> empty,
     # invalid by length) and sets allow_high_s for the plain and P1363 files.
-    return [from_json(d) for d in convert_all(DEFAULT_ROOT) if d["source"] == source]
+    return [from_json(d) for d in convert_all(VECTORS) if d["source"] == source]
 
 
 @pytest.mark.parametrize("name", sorted(WYCHEPROOF))
