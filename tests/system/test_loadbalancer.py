@@ -141,11 +141,20 @@ def test_killing_a_replica_keeps_requests_succeeding(cluster):
     gets = [r for r in results if r[0] == "GET"]
     posts = [r for r in results if r[0] == "POST"]
     assert len(gets) > 30 and len(posts) > 10
-    assert all(r[3] == 200 for r in gets), Counter(r[3] for r in gets)
+    # nginx resends a GET the dead replica never answered, but once it has passed a
+    # response's header on to the client it cannot take the response back: a GET whose
+    # replica died between its header and its body ends as a cut response (seen in CI, 1
+    # of 790).  Only a GET in flight when the replica died may fail, and only so.
+    def in_flight(r) -> bool:
+        return r[1] <= killed_at + 0.5 <= r[2] + 0.5
+
+    failed_gets = [r for r in gets if r[3] != 200]
+    assert len(failed_gets) <= 3 and all(in_flight(r) and (r[3], r[4]) == (0, "RemoteProtocolError")
+                                         for r in failed_gets), (Counter(r[3] for r in gets), failed_gets)
     # nginx never resends a POST it may already have delivered to the dead replica: only
     # those in flight when it died (or sent on a connection it had just lost) may fail.
     failed = [r for r in posts if r[3] != 200]
-    assert all(r[1] <= killed_at + 0.5 <= r[2] + 0.5 and r[3] == 502 for r in failed), failed
+    assert all(in_flight(r) and r[3] == 502 for r in failed), failed
     after = [r for r in results if r[1] > killed_at + 0.5]
     assert after and all(r[3] == 200 and r[4] == "replica-a" for r in after)
     for _ in range(10):
