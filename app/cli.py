@@ -123,7 +123,7 @@ def _convert_vectors(args: argparse.Namespace) -> int:
 def _build_kernels(args: argparse.Namespace) -> int:
     """Compile the service's kernels ahead of time: nvcc fatbins, or NVRTC cubins and PTX
     where there is no nvcc (the CUDA image does the same at build time)."""
-    from app.engine.kernels import nvrtc, prebuilt
+    from app.engine.device import nvrtc, prebuilt
 
     compiler = prebuilt.nvcc() if args.compiler in ("auto", "nvcc") else None
     if compiler is None and args.compiler == "nvcc":
@@ -211,7 +211,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from app.engine.kernels.prebuilt import ARCHS  # standard library only: cheap for every command
+    from app.engine.device.prebuilt import ARCHS  # standard library only: cheap for every command
 
     p = argparse.ArgumentParser(prog="zapverify", description="Batch signature verification service.")
     sub = p.add_subparsers(dest="command", required=True)

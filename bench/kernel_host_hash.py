@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np
 
-from app.engine.kernels import hostbuild, hostlib, ops
+from app.engine.device import hostbuild, hostlib, ops
 from bench import provenance
 
 REFERENCE = {"sha256": (hashlib.sha256, None), "sha512": (hashlib.sha512, None),

@@ -1,4 +1,4 @@
-"""A stand-in for the slice of CuPy that app/engine/kernels/cudadev.py uses, for hosts with no GPU.
+"""A stand-in for the slice of CuPy that app/engine/device/cudadev.py uses, for hosts with no GPU.
 
 ``RawModule`` builds the very source text the CUDA device hands NVRTC — with the include
 paths from its options — using the host build (g++), and its kernels run through ctypes;
@@ -31,8 +31,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from app.engine.kernels import hostbuild
-from app.engine.kernels.hostlib import c_arg
+from app.engine.device import hostbuild
+from app.engine.device.hostlib import c_arg
 
 
 class CUDADriverError(RuntimeError):

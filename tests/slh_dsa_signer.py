@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 
 from app.core.batch import Item
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 from tests.oracles.slh_dsa import PARAMS, Params, _Hashes
 
 SOURCE = Path(__file__).resolve().parent / "kernel_harness" / "slh_dsa_sign.cu"
@@ -44,7 +44,7 @@ def _simd_defines() -> list[str]:
 
 @cache
 def library() -> ctypes.CDLL:
-    """The built harness (cached on disk by :mod:`app.engine.kernels.hostbuild`)."""
+    """The built harness (cached on disk by :mod:`app.engine.device.hostbuild`)."""
     lib = hostbuild.load_code(SOURCE.read_text(), "slh_dsa_sign", [SOURCE.parent], _simd_defines())
     for fn in (lib.zv_slh_sign_pk_root, lib.zv_slh_sign_digests):
         fn.restype = ctypes.c_int
@@ -53,7 +53,7 @@ def library() -> ctypes.CDLL:
 
 #: What a signature depends on besides the key and message: keyed into cached pools.
 _INPUTS = (SOURCE, Path(__file__), Path(__file__).parent / "oracles" / "slh_dsa.py",
-           *(hostbuild.KERNEL_DIR / name for name in ("zv_port.cuh", "sha2.cuh", "keccak.cuh")))
+           *(hostbuild.KERNEL_DIR / name for name in ("zv_port.cuh", "hashes/sha2.cuh", "hashes/keccak.cuh")))
 
 
 def source_digest() -> str:

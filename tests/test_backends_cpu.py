@@ -277,11 +277,11 @@ def test_chunk_bounds_cover_the_batch_and_cut_only_the_last_round(n, full, worke
 
 
 def test_a_batch_runs_in_its_chunk_bounds(monkeypatch):
-    import app.engine.backends.cpu as cpu
+    import app.engine.backends.cpu_worker as cpu_worker
 
     seen = []
-    real = cpu._native_range
-    monkeypatch.setattr(cpu, "_native_range", lambda b, lo, hi: seen.append((lo, hi)) or real(b, lo, hi))
+    real = cpu_worker.native_range
+    monkeypatch.setattr(cpu_worker, "native_range", lambda b, lo, hi: seen.append((lo, hi)) or real(b, lo, hi))
     items = kat.sign_items("ed25519", 50, seed=5)
     backend = CpuBackend(workers=2, chunk=8, parallelism="thread")
     try:

@@ -90,7 +90,7 @@ def test_wrong_key_length_is_false_with_leaf():
 
 
 def test_a_host_without_a_compiler_loads_the_prebuilt_library(tmp_path, monkeypatch):
-    from app.engine.kernels import hostbuild
+    from app.engine.device import hostbuild
 
     path = native.prebuild(tmp_path)
     assert path == native.prebuilt_path(tmp_path) and path.is_file()
@@ -193,7 +193,7 @@ def test_leaves_of_items_verified_elsewhere_are_merkle_leaf_hashes():
 
 @pytest.mark.parametrize("scheme_id", ["ml-dsa-44", "bls12-381"])
 def test_python_loop_chunks_hash_their_leaves_natively_to_the_same_values(scheme_id, monkeypatch):
-    from app.engine.backends.cpu import _chunk_args, _verify_range
+    from app.engine.backends.cpu_worker import chunk_args, verify_range
 
     assert native.loaded() is LOOPS
     rng = random.Random(2)
@@ -206,7 +206,7 @@ def test_python_loop_chunks_hash_their_leaves_natively_to_the_same_values(scheme
     calls = []
     real = native.NativeLoops.leaves
     monkeypatch.setattr(native.NativeLoops, "leaves", lambda self, *a: calls.append(a[0]) or real(self, *a))
-    flags, leaves = _verify_range(*_chunk_args(b, 0, len(items), False, False))
+    flags, leaves = verify_range(*chunk_args(b, 0, len(items), False, False))
     assert calls == ([b.scheme.code] if LOOPS.sha256 == "openssl" else [])  # hashed in C with OpenSSL only
     ref = reference.verifier(SCHEMES[scheme_id])
     for i, it in enumerate(items):
@@ -216,7 +216,7 @@ def test_python_loop_chunks_hash_their_leaves_natively_to_the_same_values(scheme
                                                               it.signature)
     assert set(flags) == {0, 1}
     monkeypatch.setattr(native, "loaded", lambda: None)  # a process without them: hashlib
-    assert _verify_range(*_chunk_args(b, 0, len(items), False, False)) == (flags, leaves)
+    assert verify_range(*chunk_args(b, 0, len(items), False, False)) == (flags, leaves)
 
 
 def test_libcrypto_is_hashlibs_own_even_with_another_copy_loaded():
@@ -260,14 +260,14 @@ def test_the_worker_initializer_loads_the_loops_and_libraries(monkeypatch):
     import os
     import signal
 
-    from app.engine.backends import cpu
+    from app.engine.backends import cpu_worker
 
     calls = []
     monkeypatch.setattr(native, "loops", lambda: calls.append("loops"))
-    monkeypatch.setattr(cpu.reference, "verifier", lambda s: calls.append(s.id))
+    monkeypatch.setattr(cpu_worker.reference, "verifier", lambda s: calls.append(s.id))
     old = signal.getsignal(signal.SIGINT)
     try:
-        cpu._worker_init(os.getppid())  # "the server" is this process's parent: its watch stays quiet
+        cpu_worker.init_worker(os.getppid())  # "the server" is this process's parent: its watch stays quiet
     finally:
         signal.signal(signal.SIGINT, old)
     assert calls == ["loops", *SCHEMES]

@@ -15,8 +15,8 @@ from app.core.schemes import SCHEMES
 from app.engine.backends.cuda import CudaBackend
 from app.engine.backends.factory import accelerated_backends
 from app.engine.commit import merkle
-from app.engine.kernels import hostbuild, ops
-from app.engine.kernels.cudadev import CupyDevice
+from app.engine.device import hostbuild, ops
+from app.engine.device.cudadev import CupyDevice
 from app.engine.reference import kat
 from app.engine.runtime import Runtime
 from app.engine.verify.calibrate import NEVER, crossover

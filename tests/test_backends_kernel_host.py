@@ -14,7 +14,7 @@ from app.core.schemes import SCHEMES
 from app.engine.backends.factory import accelerated_backends
 from app.engine.backends.kernel_host import KernelHostBackend
 from app.engine.commit import merkle
-from app.engine.kernels import hostbuild, registry
+from app.engine.device import hostbuild, registry
 from app.engine.reference import kat
 from app.engine.verify.engine import Engine, EngineConfig
 from app.engine.verify.grouping import batch_of, group_items

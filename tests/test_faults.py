@@ -16,7 +16,7 @@ from app.core.errors import ConfigError, KernelBuildError
 from app.core.result import Result
 from app.engine.backends.base import READY, Backend, Capabilities
 from app.engine.backends.kernel import KernelBackend
-from app.engine.kernels.registry import VERIFY_KERNELS
+from app.engine.device.registry import VERIFY_KERNELS
 from app.engine.reference import kat
 from app.engine.runtime import Runtime
 from app.engine.verify.engine import Engine, EngineConfig

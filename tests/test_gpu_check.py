@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 from bench import provenance
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.core.schemes import SCHEMES
-from app.engine.kernels import hostbuild, registry
+from app.engine.device import hostbuild, registry
 from bench import provenance
 from scripts.lib import gpu_model
 from scripts.lib.gpu_model import bls12_381, slh_dsa
@@ -55,7 +55,7 @@ def test_issue_model_takes_the_busiest_pipe():
 
 def test_probe_source_applies_each_primitive_once_and_twice():
     src = gm.probe_source(["ZV_OP_FE25519_MUL"])
-    assert src.count("ed_fe_mul(&x, &x, &y);") == 3
+    assert src.count("zv_ed_fe_mul(&x, &x, &y);") == 3
     assert "probe_ZV_OP_FE25519_MUL_1" in src and "probe_ZV_OP_FE25519_MUL_2" in src
     assert set(gm.PROBES) == set(hostbuild.op_names())  # every counted primitive has a probe
 

@@ -1,4 +1,4 @@
-"""The BLS12-381 pairing and verify kernel (app/engine/kernels/bls12_381.cu), host build.
+"""The BLS12-381 pairing and verify kernel (app/engine/kernels/schemes/bls12_381.cu), host build.
 
 The Fp6/Fp12 tower and the pairing are checked through host hooks against py_ecc's FQ12
 and pairing on random elements and points; every verdict is compared with arkworks
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from app.core.batch import Item
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 from app.engine.reference import kat
 from app.vectors import _ethereum_bls, _wycheproof, from_json
 from tests.conftest import ROOT

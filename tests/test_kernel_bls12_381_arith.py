@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 from tests.conftest import VECTORS, vectors_missing
 
 ROOT = Path(__file__).resolve().parents[1]

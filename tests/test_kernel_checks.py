@@ -6,7 +6,7 @@ import ctypes
 
 import pytest
 
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
 

@@ -1,4 +1,4 @@
-"""The Ed25519 kernel (app/engine/kernels/ed25519.cu), host build, against libsodium.
+"""The Ed25519 kernel (app/engine/kernels/schemes/ed25519.cu), host build, against libsodium.
 
 Every verdict is compared with :func:`app.engine.reference.reference.verify_ed25519` (libsodium via
 pynacl); the field, scalar and group layers are also checked one by one against Python
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from app.core.batch import Item
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 from app.engine.reference import kat, reference
 from tests.conftest import ROOT
 from tests.oracles import ed25519_model as m
@@ -123,7 +123,7 @@ def test_field_operations_match_integers(lib, op):
 
 @pytest.mark.parametrize("count", [1, 2, 127, 128, 256])
 def test_batched_inversion_inverts_every_value(lib, count):
-    """ed_fe_batch_invert (the kernel's one inversion per block chunk) gives each value's
+    """zv_ed_fe_batch_invert (the kernel's one inversion per block chunk) gives each value's
     own inverse, for values in the weakly reduced range [1, 2^256) as the kernel holds them."""
     rng = random.Random(count)
     values = [v for v in [1, 2, m.P - 1, m.P + 1, 2**256 - 1] + [rng.getrandbits(256) for _ in range(count)]

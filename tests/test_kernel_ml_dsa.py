@@ -1,4 +1,4 @@
-"""The ML-DSA kernel (app/engine/kernels/ml_dsa.cu), host build, against OpenSSL.
+"""The ML-DSA kernel (app/engine/kernels/schemes/ml_dsa.cu), host build, against OpenSSL.
 
 Every verdict is compared with the CPU backend's reference,
 :func:`app.engine.reference.reference.make_verify_mldsa` (OpenSSL through ``cryptography``), on every
@@ -26,7 +26,7 @@ import pytest
 from app.core.batch import Batch, Item
 from app.core.schemes import SCHEMES
 from app.engine.backends.kernel_host import KernelHostBackend
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 from app.engine.reference import kat
 from tests.conftest import ROOT
 from tests.oracles import ml_dsa_model as m
@@ -206,7 +206,7 @@ def test_ntt_product_equals_schoolbook_negacyclic_product(lib):
               for _ in range(4)]
     for a, b in cases:
         out, x, y = np.zeros(256, np.int32), _i32(a), _i32(b)  # held while the kernel reads them
-        lib.zv_ml_dsa_hook_polymul(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(x.ctypes.data),
+        lib.zv_mldsa_hook_polymul(ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(x.ctypes.data),
                                    ctypes.c_void_p(y.ctypes.data))
         assert out.tolist() == m.polymul([x % q for x in a], [y % q for y in b])
 
@@ -218,7 +218,7 @@ def test_sample_in_ball_matches_fips204_alg29(lib, level):
     for _ in range(20):
         ct = rng.randbytes(p.ct_bytes)
         out, ct_buf = np.zeros(256, np.int32), _buf(ct)
-        assert lib.zv_ml_dsa_hook_sample_in_ball(level, ctypes.c_void_p(out.ctypes.data),
+        assert lib.zv_mldsa_hook_sample_in_ball(level, ctypes.c_void_p(out.ctypes.data),
                                                  ctypes.c_void_p(ct_buf.ctypes.data)) == 1
         want = m.sample_in_ball(ct, p)
         assert out.tolist() == want and sum(map(abs, want)) == p.tau
@@ -232,7 +232,7 @@ def test_use_hint_matches_fips204_alg40(lib, level):
     rng = random.Random(level)
     for r in sorted(edges | {rng.randrange(q) for _ in range(300)}):
         for h in (0, 1):
-            assert lib.zv_ml_dsa_hook_use_hint(level, r, h) == m.use_hint(r, bool(h), p), (r, h)
+            assert lib.zv_mldsa_hook_use_hint(level, r, h) == m.use_hint(r, bool(h), p), (r, h)
 
 
 def test_tables_are_current():

@@ -1,6 +1,6 @@
-"""The multiprecision and Montgomery templates (app/engine/kernels/mont.cuh), host build,
+"""The multiprecision and Montgomery templates (app/engine/kernels/fields/mont.cuh), host build,
 against Python integers: every zv_mont_* operation for the two moduli the kernels use
-(secp256k1's group order n through k1_sc_modulus, BLS12-381's p through zv_fp_modulus) and
+(secp256k1's group order n through zv_k1_sc_modulus, BLS12-381's p through zv_fp_modulus) and
 for two moduli no kernel uses yet (NIST P-256's p, whose top bit is set like n's, and the
 Mersenne prime 2^127 − 1 on four limbs), so that the next prime field is a traits type
 away; the wide products zv_mp_mul_wide / zv_mp_sqr_wide on 8 and 12 limbs; and the
@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler for the host build")
 
@@ -53,14 +53,14 @@ struct {name} {{
 
 # name in the harness -> (modulus, limbs)
 MODULI = {
-    "k1_sc_modulus": (SECP256K1_N, 8),
+    "zv_k1_sc_modulus": (SECP256K1_N, 8),
     "zv_fp_modulus": (BLS12_381_P, 12),
     "t_p256_modulus": (P256_P, 8),
     "t_m127_modulus": (M127, 4),
 }
 
 SRC = (
-    '#include "mont.cuh"\n#include "secp256k1_scalar.cuh"\n#include "bls12_381_fp.cuh"\n'
+    '#include "fields/mont.cuh"\n#include "fields/secp256k1_scalar.cuh"\n#include "fields/bls12_381_fp.cuh"\n'
     + _traits("t_p256_modulus", P256_P, 8)
     + _traits("t_m127_modulus", M127, 4)
     + r"""
@@ -105,7 +105,7 @@ template <int N> void t_mp(int op, const zv_u32 *a, const zv_u32 *b, zv_u32 *r, 
 
 #define T_MONT(M) ZV_KERNEL void t_##M(int op, const zv_u32 *a, const zv_u32 *b, zv_u32 *r, \
                                          zv_u64 n) { t_mont<M>(op, a, b, r, n); }
-T_MONT(k1_sc_modulus)
+T_MONT(zv_k1_sc_modulus)
 T_MONT(zv_fp_modulus)
 T_MONT(t_p256_modulus)
 T_MONT(t_m127_modulus)
@@ -236,5 +236,5 @@ def test_inputs_outside_the_contracts_are_counted():
     mont(bad, "zv_fp_modulus", "mul", [1], [m])
     assert hostbuild.verify_failures(bad) >= 1
     before = hostbuild.verify_failures(bad)
-    mont(bad, "k1_sc_modulus", "add", [SECP256K1_N], [SECP256K1_N - 1])
+    mont(bad, "zv_k1_sc_modulus", "add", [SECP256K1_N], [SECP256K1_N - 1])
     assert hostbuild.verify_failures(bad) > before

@@ -1,4 +1,4 @@
-"""The secp256k1 ECDSA kernel (app/engine/kernels/secp256k1.cu), host build, against
+"""The secp256k1 ECDSA kernel (app/engine/kernels/schemes/secp256k1.cu), host build, against
 libsecp256k1 through coincurve (app/engine/reference/reference.py verify_secp256k1).
 
 Three layers: the kernel's field, scalar and group routines against Python integers
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from app.core import encoding
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 from app.engine.reference import kat, reference
 from app.vectors import convert_all, from_json
 from tests.conftest import VECTORS, vectors_missing
@@ -218,8 +218,8 @@ def test_scalar_arithmetic_matches_integers(unit):
 
 @pytest.mark.parametrize("count", [1, 2, 127, 128, 256])
 def test_batched_scalar_inversion_matches_the_single_one(unit, count):
-    """k1_sc_batch_inv_mont (the kernel's one inversion per block chunk) gives each s its
-    own s^-1·R mod n, as k1_sc_inv_mont does."""
+    """zv_k1_sc_batch_inv_mont (the kernel's one inversion per block chunk) gives each s its
+    own s^-1·R mod n, as zv_k1_sc_inv_mont does."""
     rng = random.Random(count)
     xs = ([1, 2, N - 1, N // 2] + [rng.randrange(1, N) for _ in range(count)])[:count]
     out = limbs(0, 8 * count)
@@ -560,7 +560,7 @@ def test_tables_header_is_what_the_generator_writes():
 
 # ------------------------------------------------------------------ the GPU build
 def test_ptxas_report_keeps_the_entry_frame_apart_from_out_of_line_functions():
-    from app.engine.kernels import ptxas
+    from app.engine.device import ptxas
 
     log = """ptxas info    : Compiling entry function 'zv_verify_secp256k1' for 'sm_90'
 ptxas info    : Function properties for zv_verify_secp256k1

@@ -1,4 +1,4 @@
-"""The SLH-DSA kernel (app/engine/kernels/slh_dsa.cu), host build, against pqcrypto.
+"""The SLH-DSA kernel (app/engine/kernels/schemes/slh_dsa.cu), host build, against pqcrypto.
 
 Every verdict is compared with pqcrypto (PQClean; app.engine.reference.reference), the library of the
 CPU backend, on all 12 parameter sets: a pool of valid signatures (contexts of 0, 1 and 255
@@ -23,7 +23,7 @@ import pytest
 from app.core.batch import Batch
 from app.core.schemes import SCHEMES
 from app.engine.backends.kernel_host import KernelHostBackend
-from app.engine.kernels import hostbuild, registry
+from app.engine.device import hostbuild, registry
 from app.vectors import RULE_SLH_INTERNAL, _acvp_slh_dsa, from_json
 from tests.oracles.slh_dsa import PARAMS, slh_verify
 from tests.slh_dsa_cases import (
@@ -148,9 +148,9 @@ def test_internal_hook_refuses_wrong_lengths(lib, pools):
 def test_compression_counts_match_fips205_cost(pools):
     """The stats build counts compressions: SHA2-192s's SHA-512 work is exactly the
     midstate, H_msg and MGF1, k·a FORS H's, d·h' XMSS H's and the multi-block T_l's."""
-    from app.engine.kernels.hostbuild import KERNEL_DIR, load_code
+    from app.engine.device.hostbuild import KERNEL_DIR, load_code
 
-    stats_lib = load_code('#define ZV_SLH_STATS 1\n#include "slh_dsa.cu"\n', "slh_dsa_stats", [KERNEL_DIR])
+    stats_lib = load_code('#define ZV_SLH_STATS 1\n#include "schemes/slh_dsa.cu"\n', "slh_dsa_stats", [KERNEL_DIR])
     sid, p = "slh-dsa-sha2-192s", PARAMS["slh-dsa-sha2-192s"]
     it = pools[sid][2]
     stats = np.ctypeslib.as_array((ctypes.c_uint64 * 6).in_dll(stats_lib, "zv_slh_stats"))

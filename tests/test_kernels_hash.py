@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from app.core.errors import RequestError
-from app.engine.kernels import hostlib, ops
+from app.engine.device import hostlib, ops
 
 pytestmark = pytest.mark.skipif(hostlib.hostbuild.compiler() is None, reason="no C++ compiler")
 

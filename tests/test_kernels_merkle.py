@@ -9,7 +9,7 @@ from app.core.batch import Batch
 from app.core.errors import EmptyBatch, RequestError
 from app.core.schemes import SCHEMES
 from app.engine.commit import merkle
-from app.engine.kernels import hostlib, ops
+from app.engine.device import hostlib, ops
 from app.engine.reference import kat
 from app.engine.verify.grouping import batch_of, group_items
 

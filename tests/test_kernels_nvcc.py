@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.kernels import ptxas, registry
-from app.engine.kernels.hostbuild import sources_digest
+from app.engine.device import ptxas, registry
+from app.engine.device.hostbuild import sources_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "kernels_ptxas.txt"

@@ -1,4 +1,4 @@
-"""The pipelined CUDA path (app/engine/kernels/pipeline.py, occupancy.py, the CUDA backend's
+"""The pipelined CUDA path (app/engine/device/pipeline.py, occupancy.py, the CUDA backend's
 chunking), run through the fake CuPy over the real sources: same verdicts, leaves and root
 as the one-launch path, chunks of whole waves, and work queued so copies can overlap."""
 
@@ -10,8 +10,8 @@ import pytest
 from app.core.errors import KernelLaunchError
 from app.engine.backends.cuda import CudaBackend
 from app.engine.commit import merkle
-from app.engine.kernels import hostbuild, occupancy, ops, pipeline
-from app.engine.kernels.cudadev import CupyDevice
+from app.engine.device import hostbuild, occupancy, ops, pipeline
+from app.engine.device.cudadev import CupyDevice
 from app.engine.reference import kat
 from app.engine.verify.grouping import batch_of, group_items
 from tests.fake_cupy import FakeCupy

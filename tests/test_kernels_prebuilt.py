@@ -1,4 +1,4 @@
-"""Kernels compiled ahead of time (app/engine/kernels/prebuilt.py): a second start compiles nothing."""
+"""Kernels compiled ahead of time (app/engine/device/prebuilt.py): a second start compiles nothing."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from app import cli
-from app.engine.kernels import nvrtc, prebuilt, registry
-from app.engine.kernels.registry import KernelSource
+from app.engine.device import nvrtc, prebuilt, registry
+from app.engine.device.registry import KernelSource
 
 TOY = KernelSource("toy", Path(__file__).resolve().parent / "kernels")
 
@@ -180,7 +180,7 @@ def test_a_second_process_start_runs_no_compiler(tmp_path):
     wrapper.chmod(0o755)
     env = {**os.environ, "CXX": str(wrapper), "ZAPVERIFY_KERNEL_CACHE": str(tmp_path / "cache")}
     script = textwrap.dedent("""
-        from app.engine.kernels import hostbuild
+        from app.engine.device import hostbuild
         hostbuild.load("hash")
     """)
     for _ in range(2):

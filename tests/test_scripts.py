@@ -154,7 +154,7 @@ def test_agreement_keeps_a_result_of_the_scripts_it_replaced_unless_told(tmp_pat
 
 
 def test_ptxas_lists_every_compilation_unit_of_the_registry():
-    from app.engine.kernels import registry
+    from app.engine.device import registry
 
     out = _run("scripts/ptxas", "--list")
     assert out.returncode == 0, out.stderr

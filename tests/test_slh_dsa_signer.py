@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 from tests import slh_dsa_signer
 from tests.oracles.slh_dsa import PARAMS, slh_verify
 from tests.slh_dsa_cases import SLH_IDS, kernel_verdicts, reference_verdicts, sign_pool

@@ -17,7 +17,7 @@ from app.core.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED, Item
 from app.core.result import Result
 from app.core.schemes import SCHEMES
 from app.engine.backends.base import READY, Backend, Capabilities
-from app.engine.kernels.registry import KernelSource, VerifyKernel
+from app.engine.device.registry import KernelSource, VerifyKernel
 from app.engine.reference.kat import KnownAnswer
 
 TOY_SOURCE = KernelSource("toy", Path(__file__).resolve().parent / "kernels")

@@ -2,9 +2,9 @@
 into instructions: what ``scripts/ptxas`` and ``scripts/gpu_model`` share.
 
 No kernel path is written here: compilation units come from
-``app.engine.kernels.registry.sources()`` (by name, the file's stem), headers are found by
+``app.engine.device.registry.sources()`` (by name, the file's stem), headers are found by
 file name under ``hostbuild.KERNEL_DIR`` wherever the kernels folder keeps them, and every
-compilation goes through ``app.engine.kernels.ptxas.compile_source`` (the project's nvcc
+compilation goes through ``app.engine.device.ptxas.compile_source`` (the project's nvcc
 flags).
 """
 
@@ -20,8 +20,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from app.engine.kernels import ptxas, registry
-from app.engine.kernels.hostbuild import KERNEL_DIR
+from app.engine.device import ptxas, registry
+from app.engine.device.hostbuild import KERNEL_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 

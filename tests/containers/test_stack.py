@@ -158,7 +158,7 @@ def test_cuda_image_without_a_gpu_serves_from_the_cpu_and_says_why(stack):
 _SHIPPED_KERNELS = """
 import ctypes, json, sys
 from pathlib import Path
-from app.engine.kernels import prebuilt, registry
+from app.engine.device import prebuilt, registry
 # The CUDA runtime's major version, which CupyDevice reads (cudaRuntimeGetVersion needs no GPU).
 cudart = sorted(Path(sys.prefix).glob("lib/python3*/site-packages/nvidia/cu*/lib/libcudart.so*"))[-1]
 version = ctypes.c_int()
@@ -175,7 +175,7 @@ print(json.dumps(out))
 
 _NATIVE_LOOPS = """
 from app.engine.backends import native
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 print(hostbuild.compiler(), native.loops() is not None)
 """
 

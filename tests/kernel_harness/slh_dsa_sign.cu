@@ -33,8 +33,8 @@
 #pragma GCC target("avx2")
 #endif
 
-#include "sha2.cuh"
-#include "keccak.cuh"
+#include "hashes/sha2.cuh"
+#include "hashes/keccak.cuh"
 
 #include <cstring>
 #include <map>

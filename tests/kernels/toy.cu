@@ -7,7 +7,7 @@
  * signature kernels.  It reads every column exactly as a real verify kernel must.
  */
 #include "zv_port.cuh"
-#include "sha2.cuh"
+#include "hashes/sha2.cuh"
 
 ZV_KERNEL void zv_verify_toy(const zv_u8 *pks, zv_u32 pk_len, const zv_u8 *sigs, zv_u32 sig_len,
                              const zv_u8 *msgs, const zv_u64 *offsets, const zv_u8 *ctx, zv_u32 ctx_len,

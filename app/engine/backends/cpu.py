@@ -1,5 +1,13 @@
 """The CPU backend: the reference libraries, spread over every core.
 
+The backend is in four modules, one job each: this one is the backend the engine holds
+(:class:`CpuBackend`: its pools and their start, which pool and in which chunks a batch runs,
+a broken process pool replaced); :mod:`app.engine.backends.cpu_worker` is what runs in a
+pool worker, process or thread (verifying one chunk, a spawned worker's start-up and exit);
+:mod:`app.engine.backends.cpu_policy` is the fixed policy (pool kind per family, chunk and
+claim sizes); :mod:`app.engine.backends.shared_columns` hands process batches over in shared
+memory.
+
 A batch is cut into chunks of about ``CHUNK_SECONDS`` of its scheme's measured per-item cost
 (:func:`app.engine.backends.cpu_policy.chunk_bounds`), and its chunks run on the pool that
 the fixed policy of :mod:`app.engine.backends.cpu_policy` names (the evidence is there and
@@ -10,9 +18,9 @@ the columns passed without a copy.  Every chunk in the Python loop over
 :mod:`app.engine.reference.reference` runs on a pool of worker processes (started with
 ``spawn``, so a threaded server is never forked).  The server copies a process batch into a
 shared-memory segment and each worker claims ranges of it until none is left
-(:mod:`app.engine.backends.shared_columns`, :func:`_shared_batch`), the claims shrinking to
-``CLAIM_SECONDS`` of work; where there is no room for a segment, chunks go through the
-pool's pipe as a few byte strings.
+(:mod:`app.engine.backends.shared_columns`, :func:`cpu_worker.shared_batch`), the claims
+shrinking to ``CLAIM_SECONDS`` of work; where there is no room for a segment, chunks go
+through the pool's pipe as a few byte strings (:func:`cpu_worker.chunk_args`).
 """
 
 from __future__ import annotations
@@ -20,7 +28,6 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -30,16 +37,14 @@ from typing import Literal
 
 import numpy as np
 
-from app.core.batch import AggregateBatch, AggregateItem, Batch, message_span
+from app.core.batch import AggregateBatch, AggregateItem, Batch
 from app.core.errors import BackendUnavailable, SegmentGone
 from app.core.result import Result
 from app.core.schemes import SCHEMES, Scheme
-from app.engine.backends import cpu_policy, native, shared_columns
+from app.engine.backends import cpu_policy, cpu_worker, native, shared_columns
 from app.engine.backends.base import READY, Backend, Capabilities
 from app.engine.backends.cpu_policy import PoolKind, chunk_bounds
-from app.engine.commit import merkle
-from app.engine.reference import bls_aggregate, reference
-from app.engine.reference.bls_batch import BlsBatchVerifier
+from app.engine.reference import bls_aggregate
 
 log = logging.getLogger("zapverify.engine")
 
@@ -48,88 +53,6 @@ Parallelism = Literal["auto", "thread", "process"]
 
 #: What the CPU backend declares: it serves every scheme and BLS aggregate items.
 _CAPABILITIES = Capabilities(schemes={s: READY for s in SCHEMES}, aggregates=True)
-Bytes = bytes | memoryview
-
-#: One per process: its running invalid-fraction estimate sizes the groups of every chunk.
-_BLS_BATCH = BlsBatchVerifier()
-
-
-def _verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Bytes,
-                  offsets: list[int], ctx: bytes, prehashed: bool, allow_high_s: bool,
-                  use_native: bool = False, bls_batch: bool = False) -> tuple[bytes, bytes]:
-    """Verify a chunk given as flat bytes (in the native loop where ``use_native`` and it builds).
-
-    BLS12-381 chunks go through :class:`BlsBatchVerifier` when ``bls_batch`` is set (same
-    verdicts as the one-by-one loop, see app/engine/reference/bls_batch.py).
-
-    Returns (one verdict byte per item, the 32-byte Merkle leaf hash of each item): the
-    leaves are hashed here so that they too are spread over the cores.  Runs in a worker
-    process or thread; ``offsets`` are relative to ``msgs``; the columns may be views of a
-    shared-memory segment (:func:`_shared_batch`).
-    """
-    scheme = SCHEMES[scheme_id]
-    sig_len, code = scheme.sig_len, scheme.code
-    n = len(offsets) - 1
-    u8 = np.uint8
-    columns = (np.frombuffer(pks, u8).reshape(n, pk_len), np.frombuffer(sigs, u8).reshape(n, sig_len),
-               np.frombuffer(msgs, u8), np.asarray(offsets, np.uint64))
-    loops = native.loops() if use_native and scheme.family in native.FAMILIES else None
-    if loops is not None:
-        return loops.run(scheme.family, code, *columns, prehashed, allow_high_s)
-    fn = reference.verifier(scheme)
-    mv_pk, mv_sig, mv_msg = memoryview(pks), memoryview(sigs), memoryview(msgs)
-    rows = [(mv_pk[i * pk_len:(i + 1) * pk_len], mv_msg[offsets[i]:offsets[i + 1]],
-             mv_sig[i * sig_len:(i + 1) * sig_len]) for i in range(n)]
-    verdicts: list[bool] = []
-    if bls_batch and scheme.family == "bls12-381" and rows:
-        try:
-            verdicts = _BLS_BATCH.verify(*zip(*rows))
-        except Exception:  # a library surprise: the one-by-one loop below decides
-            verdicts = []
-    if not verdicts:
-        for pk, msg, sig in rows:
-            try:
-                ok = fn(pk, msg, sig, ctx, prehashed, allow_high_s)
-            except Exception:  # a library surprise on one item must not fail the batch
-                ok = False
-            verdicts.append(ok)
-    flags = bytes(1 if ok else 0 for ok in verdicts)
-    hasher = native.leaf_hasher()  # loaded at warm-up, in the server and in each pool worker
-    if hasher is not None:  # hashlib's SHA-256 without four Python calls per item: half the time
-        return flags, hasher.leaves(code, flags, *columns)
-    return flags, b"".join(merkle.leaf_hash(code, ok, pk, msg, sig) for ok, (pk, msg, sig) in zip(verdicts, rows))
-
-
-def _chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool) -> tuple:
-    """:func:`_verify_range`'s arguments for items [lo, hi): the chunk's columns as bytes."""
-    base, end, off = message_span(batch.offsets, lo, hi)
-    return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
-            batch.msgs[base:end].tobytes(), off.tolist(), batch.ctx, batch.prehashed, batch.allow_high_s,
-            use_native, bls_batch)
-
-
-#: In a process worker: the pool's claim lock (:func:`_worker_init`).
-_claim_lock = None
-
-
-def _shared_batch(name: str, layout: shared_columns.Layout, scheme_id: str, ctx: bytes, prehashed: bool,
-                  allow_high_s: bool, use_native: bool, bls_batch: bool, min_items: int,
-                  workers: int) -> list[shared_columns.Span]:
-    """In a process worker: claim ranges of the batch in segment ``name`` until none is left
-    (app/engine/backends/shared_columns.py), verify each with :func:`_verify_range` and write
-    its verdicts and leaves back.  Returns the ranges this worker did.
-
-    Raises:
-        SegmentGone: the segment is gone (the caller sends the ranges no worker did through
-            the pipe).
-    """
-    batch = shared_columns.Claims(name, layout)
-    done: list[shared_columns.Span] = []
-    while (span := batch.claim(_claim_lock, min_items, workers)) is not None:
-        batch.put(*span, *_verify_range(scheme_id, layout[1], *batch.chunk(*span), ctx, prehashed, allow_high_s,
-                                        use_native, bls_batch))
-        done.append(span)
-    return done
 
 
 def _broke(f: Future) -> bool:
@@ -147,50 +70,6 @@ def _missing(done: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
     return out + [(at, n)] if at < n else out
 
 
-def _native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
-    """Verify items [lo, hi) of ``batch`` in the native loop, on the batch's own columns."""
-    loops = native.loops()
-    assert loops is not None  # callers check native_family first
-    base, end, off = message_span(batch.offsets, lo, hi)
-    return loops.run(batch.scheme.family, batch.scheme.code, batch.pks[lo:hi], batch.sigs[lo:hi],
-                     batch.msgs[base:end], off.astype(np.uint64), batch.prehashed, batch.allow_high_s)
-
-
-#: How often a process worker looks whether the server that started it is still there.
-PARENT_POLL_SECONDS = 1.0
-
-
-def _leave_with_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL_SECONDS)
-    os._exit(0)
-
-
-def _worker_init(server: int, claim_lock=None) -> None:
-    global _claim_lock
-    _claim_lock = claim_lock  # guards the claim counters of shared batches (shared_columns.Claims)
-    # Ctrl-C reaches the whole process group: the server shuts this pool down in order, so
-    # a worker must not die of the signal mid-chunk (and print a KeyboardInterrupt traceback).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # A server killed outright (SIGKILL, the OOM killer) cannot shut its pool down, and the
-    # workers, which hold the pool's pipes themselves, would wait on them for ever, holding its
-    # shared memory (shared_columns.py): they leave once the server (``server``, its pid: it
-    # may be gone before this runs) is no longer their parent.
-    threading.Thread(target=_leave_with_parent, args=(server,), name="zv-parent-watch", daemon=True).start()
-    # Every worker (an initializer runs in each; a warm-up task may not reach them all) imports
-    # every library and loads the native loops (the parent's warm-up built them: a cached
-    # build) before its first real chunk.
-    native.loops()
-    for s in SCHEMES.values():
-        reference.verifier(s)
-
-
-def _warm(_: int) -> int:
-    # A task for every worker at start-up: the pool spawns its workers (each running
-    # _worker_init) before the first batch rather than during it.
-    return os.getpid()
-
-
 class _ProcessPool(ProcessPoolExecutor):
     """``workers`` spawned worker processes of the server ``os.getpid()`` and the lock they
     share for claiming ranges of shared batches (``claim_lock``: shared_columns.Claims),
@@ -199,7 +78,8 @@ class _ProcessPool(ProcessPoolExecutor):
     def __init__(self, workers: int):
         spawn = multiprocessing.get_context("spawn")
         self.claim_lock = spawn.Lock()  # given to each worker as it starts
-        super().__init__(workers, mp_context=spawn, initializer=_worker_init, initargs=(os.getpid(), self.claim_lock))
+        super().__init__(workers, mp_context=spawn, initializer=cpu_worker.init_worker,
+                         initargs=(os.getpid(), self.claim_lock))
 
 
 class CpuBackend(Backend):
@@ -292,7 +172,7 @@ class CpuBackend(Backend):
             if processes:
                 if self._procs is None:
                     self._procs = _ProcessPool(self.workers)
-                    list(self._procs.map(_warm, range(self.workers)))
+                    list(self._procs.map(cpu_worker.warm, range(self.workers)))
                 return self._procs
             if self._threads is None:
                 self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="zv-cpu")
@@ -317,8 +197,9 @@ class CpuBackend(Backend):
         parallel = 1 if self.workers == 1 else min(self.workers, len(bounds))
         if parallel == 1:
             t0 = time.perf_counter()
-            parts = [_native_range(batch, lo, hi) if use_native
-                     else _verify_range(*_chunk_args(batch, lo, hi, False, self.bls_batch)) for lo, hi in bounds]
+            parts = [cpu_worker.native_range(batch, lo, hi) if use_native
+                     else cpu_worker.verify_range(*cpu_worker.chunk_args(batch, lo, hi, False, self.bls_batch))
+                     for lo, hi in bounds]
         else:
             processes = self.pool_kind(batch.scheme) == "process"
             ex = self._executor(processes)
@@ -336,7 +217,7 @@ class CpuBackend(Backend):
                     ex = self._executor(True)
                     t0 = time.perf_counter()  # the failed try and the new pool's start are no per-item cost
             else:
-                parts = [f.result() for f in [ex.submit(_native_range, batch, lo, hi) if use_native
+                parts = [f.result() for f in [ex.submit(cpu_worker.native_range, batch, lo, hi) if use_native
                                               else self._through_pipe(ex, batch, lo, hi, False) for lo, hi in bounds]]
         # Wall time over items, times the cores that shared the work: the single-core cost.
         self.item_seconds[batch.scheme.id] = cpu_policy.item_cost(self.item_seconds.get(batch.scheme.id), n,
@@ -360,7 +241,7 @@ class CpuBackend(Backend):
 
     def _through_pipe(self, ex: Executor, batch: Batch, lo: int, hi: int, use_native: bool) -> Future:
         """Items [lo, hi) sent to ``ex`` as bytes (to a process worker: through the pool's pipe)."""
-        return ex.submit(_verify_range, *_chunk_args(batch, lo, hi, use_native, self.bls_batch))
+        return ex.submit(cpu_worker.verify_range, *cpu_worker.chunk_args(batch, lo, hi, use_native, self.bls_batch))
 
     def _on_processes(self, ex: Executor, batch: Batch, bounds: list[tuple[int, int]],
                       use_native: bool) -> list[tuple[bytes, bytes]]:
@@ -386,7 +267,7 @@ class CpuBackend(Backend):
             args = (shared.name, shared.layout, batch.scheme.id, batch.ctx, batch.prehashed, batch.allow_high_s,
                     use_native, self.bls_batch, self.claim_items(batch.scheme, len(batch)), self.workers)
             for _ in range(self.workers):  # one at a time: a failed submit must not lose those already made
-                futures.append(ex.submit(_shared_batch, *args))
+                futures.append(ex.submit(cpu_worker.shared_batch, *args))
             try:
                 shared.fill(ex.claim_lock, lambda: any(_broke(f) for f in futures))
             except TimeoutError:

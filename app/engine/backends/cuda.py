@@ -1,7 +1,7 @@
 """The ``cuda`` backend: the kernel sources compiled by NVRTC (CuPy) and run on a GPU.
 
 Lazily built and disk-cached modules, a stream of its own, batch columns read from the
-page-locked pool in place or copied asynchronously (:mod:`app.engine.kernels.cudadev`),
+page-locked pool in place or copied asynchronously (:mod:`app.engine.device.cudadev`),
 errors checked on every launch and transfer.  Per-scheme availability comes from the
 kernel registry and the build (:meth:`availability`); the engine runs the known-answer
 self-test per scheme at start, measures crossover sizes and rates
@@ -19,9 +19,9 @@ import numpy as np
 from app.core.batch import Batch
 from app.core.schemes import SCHEMES
 from app.engine.backends.kernel import KernelBackend
-from app.engine.kernels import pipeline
-from app.engine.kernels.cudadev import CupyDevice, Transfer
-from app.engine.kernels.registry import VerifyKernel
+from app.engine.device import pipeline
+from app.engine.device.cudadev import CupyDevice, Transfer
+from app.engine.device.registry import VerifyKernel
 
 
 class CudaBackend(KernelBackend):
@@ -30,15 +30,15 @@ class CudaBackend(KernelBackend):
     Args:
         cupy: the CuPy module; imported on first use when None (tests pass a stand-in).
         device_id: the GPU ordinal.
-        transfer: ``copy`` (default) | ``auto`` | ``zero-copy`` (see :mod:`app.engine.kernels.cudadev`).
+        transfer: ``copy`` (default) | ``auto`` | ``zero-copy`` (see :mod:`app.engine.device.cudadev`).
         kernels: the verify-kernel table (default: the registry's).
         chunk_items: items per pipelined chunk; 0 (default) sizes chunks by ``waves``.
         waves: full waves of the GPU per chunk (a wave: every SM with its resident blocks
-            of the scheme's kernel; :mod:`app.engine.kernels.occupancy`).
+            of the scheme's kernel; :mod:`app.engine.device.occupancy`).
         streams: streams the chunks of a batch cycle through.
 
     A batch larger than one chunk is verified and committed by the pipeline of
-    :mod:`app.engine.kernels.pipeline` (copies of neighbouring chunks overlap the kernels);
+    :mod:`app.engine.device.pipeline` (copies of neighbouring chunks overlap the kernels);
     a smaller one in one launch each, for the least latency.
 
     ``available()`` is False (never an exception) where CuPy or a GPU is missing.
@@ -82,7 +82,7 @@ class CudaBackend(KernelBackend):
 
     def _verify_and_commit(self, k: VerifyKernel, batch: Batch) -> tuple[np.ndarray, np.ndarray, bytes]:
         """Verdicts, leaves and root of ``batch``, pipelined over chunks when it is larger
-        than one (:mod:`app.engine.kernels.pipeline`); the verdicts never leave the device
+        than one (:mod:`app.engine.device.pipeline`); the verdicts never leave the device
         before the leaves and root are made."""
         p = self.plan(batch)
         with self._lock:

@@ -1,6 +1,6 @@
 """What the kernel-host and CUDA backends share: a backend running our kernel sources.
 
-Schemes are discovered from :data:`app.engine.kernels.registry.VERIFY_KERNELS`: a scheme
+Schemes are discovered from :data:`app.engine.device.registry.VERIFY_KERNELS`: a scheme
 is offered when its family's .cu file exists *and* its entry point builds on this device;
 :meth:`KernelBackend.availability` says which, and why not.  A kernel backend also builds
 Merkle trees on its device (``run(batch, commit=True)``), so a batch verified there is
@@ -20,8 +20,8 @@ from app.core.errors import BackendUnavailable, KernelError
 from app.core.result import Result
 from app.core.schemes import SCHEMES, Scheme
 from app.engine.backends.base import READY, Backend, Capabilities
-from app.engine.kernels import ops
-from app.engine.kernels.registry import MERKLE, KernelSource, VerifyKernel, verify_kernel
+from app.engine.device import ops
+from app.engine.device.registry import MERKLE, KernelSource, VerifyKernel, verify_kernel
 
 NO_KERNEL = "no kernel"
 
@@ -29,8 +29,8 @@ NO_KERNEL = "no kernel"
 class KernelDevice(ops.Device, Protocol):
     """A device that also builds entry points by name (raising :class:`BackendUnavailable`
     or :class:`KernelError` when it cannot) and describes itself for /v1/status: the host
-    build (:class:`app.engine.kernels.hostlib.HostDevice`) and CUDA
-    (:class:`app.engine.kernels.cudadev.CupyDevice`)."""
+    build (:class:`app.engine.device.hostlib.HostDevice`) and CUDA
+    (:class:`app.engine.device.cudadev.CupyDevice`)."""
 
     def function(self, source: KernelSource, entry: str) -> Any: ...
 

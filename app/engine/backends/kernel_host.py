@@ -8,8 +8,8 @@ the reference libraries on machines without a GPU.  Needs a C++ compiler (``$CXX
 from __future__ import annotations
 
 from app.engine.backends.kernel import KernelBackend
-from app.engine.kernels import hostbuild
-from app.engine.kernels.hostlib import HostDevice
+from app.engine.device import hostbuild
+from app.engine.device.hostlib import HostDevice
 
 
 class KernelHostBackend(KernelBackend):

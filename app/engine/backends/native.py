@@ -2,7 +2,7 @@
 entry points.
 
 :func:`loops` builds ``native_loops.cpp`` with the kernels' host build
-(:mod:`app.engine.kernels.hostbuild`, cached by source hash) and hands it the addresses of
+(:mod:`app.engine.device.hostbuild`, cached by source hash) and hands it the addresses of
 libsodium's ``crypto_sign_ed25519_verify_detached`` (PyNaCl's bundled copy), of
 libsecp256k1's parse / normalize / verify functions (coincurve's bundled copy, with its
 global context) and of a SHA-256: OpenSSL's low-level one from the libcrypto hashlib runs on
@@ -167,7 +167,7 @@ def prebuild(directory: str | Path) -> Path:
     """Build the native loops into ``directory`` for a host without a compiler (the CPU
     image builds them in its build stage); returns the library's path.  Raises
     :class:`app.core.errors.KernelBuildError` when the build fails."""
-    from app.engine.kernels import hostbuild
+    from app.engine.device import hostbuild
 
     out = prebuilt_path(directory)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -176,7 +176,7 @@ def prebuild(directory: str | Path) -> Path:
 
 
 def _library() -> Path:
-    from app.engine.kernels import hostbuild
+    from app.engine.device import hostbuild
 
     if hostbuild.compiler() is None:
         # No compiler here: a library prebuilt from this source, under $ZAPVERIFY_NATIVE_DIR.

@@ -24,7 +24,7 @@ first write costs a page fault per 4 KiB page.
 
 Shared memory is POSIX shared memory (:class:`multiprocessing.shared_memory.SharedMemory`,
 a file in ``/dev/shm`` on Linux), whose resource tracker unlinks what a killed server
-leaves once its workers have gone too (they leave when it does: ``cpu._worker_init``).
+leaves once its workers have gone too (they leave when it does: ``cpu_worker.init_worker``).
 ``/dev/shm`` is a size-limited tmpfs (64 MiB in a Docker container by default, compose.yaml
 sets more), shared with others (multiprocessing's semaphores live there), and a write to a
 page it has no room for kills the writer with SIGBUS.  So a new segment is

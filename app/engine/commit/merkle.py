@@ -5,7 +5,7 @@ SHA-256(sig)`` (98 bytes); its leaf hash is the RFC 6962 §2.1 leaf hash
 ``SHA-256(0x00 ‖ data)``.  Interior nodes are ``SHA-256(0x01 ‖ left ‖ right)`` and a list
 of n leaves is split at k, the largest power of two smaller than n.  The root of zero
 leaves is SHA-256 of the empty string (RFC 6962 §2.1), although the API refuses empty
-batches.  The GPU computes the same tree (kernels/merkle.cuh) and must give the same root.
+batches.  The GPU computes the same tree (kernels/hashes/merkle.cuh) and must give the same root.
 
 Hashing is hashlib's unless the caller passes a :class:`LeafHasher` (``hasher=``): the CPU
 backend's native loops (app/engine/backends/native.py: the same leaves and tree in C, GIL

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from app.core.batch import Batch
 from app.core.schemes import SCHEMES
-from app.engine.kernels import hostbuild, hostlib, ops, registry
+from app.engine.device import hostbuild, hostlib, ops, registry
 from bench import provenance
 
 FORMAT = 2  # of the JSON this package writes (earlier files came from the per-scheme scripts)
@@ -152,7 +152,7 @@ def host_library(scheme_id: str):
 
 
 def kernel_via_ops(scheme_id: str, items: list, ctx: bytes = b"") -> list[bool]:
-    """Verdicts of ``scheme_id``'s kernel through app.engine.kernels.ops on the host device:
+    """Verdicts of ``scheme_id``'s kernel through app.engine.device.ops on the host device:
     the path the kernel-host backend takes (one Batch: one key length, one context)."""
     scheme = SCHEMES[scheme_id]
     batch = Batch.from_items(scheme, [it.public_key for it in items], [it.message for it in items],

@@ -1,5 +1,5 @@
 """``scripts/agreement --scheme bls12-381``: zv_verify_bls12_381 (host build, through
-app.engine.kernels.ops on the host device, the kernel-host backend's path) against arkworks
+app.engine.device.ops on the host device, the kernel-host backend's path) against arkworks
 (app.engine.reference.reference.verify_bls12_381).
 
 Valid items: CoreSign of the POP ciphersuite (kat.sign_items: random keys, random 0-200
@@ -20,7 +20,7 @@ import numpy as np
 
 from app.core.batch import Item
 from app.core.schemes import SCHEMES
-from app.engine.kernels import hostlib, ops, registry
+from app.engine.device import hostlib, ops, registry
 from app.engine.reference import kat, reference
 from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare, host_library
 from scripts.lib.agreement import bls12_381_arith as encodings
@@ -28,7 +28,7 @@ from scripts.lib.agreement import bls12_381_arith as encodings
 SCHEME = "bls12-381"
 TITLE = "BLS12-381 verify kernel (host build) vs arkworks"
 RESULTS = "bls_agreement"
-KERNEL = "zv_verify_bls12_381 (host build, through app.engine.kernels.ops)"
+KERNEL = "zv_verify_bls12_381 (host build, through app.engine.device.ops)"
 REFERENCE, REFERENCE_SHORT = "arkworks (py_arkworks_bls12381)", "arkworks"
 VERSIONS = ("py_arkworks_bls12381",)
 SETS = ["bls12-381"]
@@ -67,7 +67,7 @@ def mutant(it: Item, kind: str, other: Item, rng: random.Random) -> Item:
 
 
 def kernel_verdicts(items: list[Item]) -> list[bool]:
-    """zv_verify_bls12_381's verdicts through app.engine.kernels.ops on the host device, one
+    """zv_verify_bls12_381's verdicts through app.engine.device.ops on the host device, one
     launch per (pk length, sig length) group: lengths the Batch type refuses (a truncated
     signature) still reach the kernel, which must answer 0 for them."""
     scheme = SCHEMES[SCHEME]

@@ -23,7 +23,7 @@ import ctypes
 import random
 import time
 
-from app.engine.kernels import hostbuild
+from app.engine.device import hostbuild
 from scripts.lib import kernels
 from scripts.lib.agreement import CheckFailures, Chunk, Tally, hexed
 

@@ -1,5 +1,5 @@
 """``scripts/agreement --scheme ed25519``: zv_verify_ed25519 (host build, through
-app.engine.kernels.ops on the host device, the kernel-host backend's path) against libsodium
+app.engine.device.ops on the host device, the kernel-host backend's path) against libsodium
 (pynacl, app.engine.reference.reference.verify_ed25519).
 
 Per chunk of CHUNK valid items (kat.generate: many keys, random 0-200 byte messages): as many
@@ -20,7 +20,7 @@ from tests.oracles import ed25519_model as m
 SCHEME = "ed25519"
 TITLE = "Ed25519 kernel (host build) vs libsodium"
 RESULTS = "ed25519_agreement"
-KERNEL = "zv_verify_ed25519 (host build, through app.engine.kernels.ops)"
+KERNEL = "zv_verify_ed25519 (host build, through app.engine.device.ops)"
 REFERENCE, REFERENCE_SHORT = "libsodium (pynacl)", "libsodium"
 VERSIONS = ("pynacl",)
 SETS = ["ed25519"]

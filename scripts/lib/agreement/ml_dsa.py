@@ -7,7 +7,7 @@ of 0, 1, 254 and 255 bytes in turn by chunk): as many mutated ones, every kind o
 tests/oracles/ml_dsa_model.MUTANT_KINDS in turn (bit flips of pk, msg, sig and ctx, z at /
 over / just under the bound and at γ1, each malformed hint encoding and a well-formed moved
 hint), plus the chunk's first item under a 256-byte context and with pk and sig one byte
-short and long.  Every group with one context also goes through app.engine.kernels.ops on
+short and long.  Every group with one context also goes through app.engine.device.ops on
 the host device (the kernel-host backend's path), which must give the same verdicts.
 """
 
@@ -25,7 +25,7 @@ from tests.oracles import ml_dsa_model as m
 SCHEME = "ml-dsa"
 TITLE = "ML-DSA kernel (host build) vs OpenSSL"
 RESULTS = "ml_dsa_agreement"
-KERNEL = "zv_verify_ml_dsa_<level> (host build; one-context groups through app.engine.kernels.ops too)"
+KERNEL = "zv_verify_ml_dsa_<level> (host build; one-context groups through app.engine.device.ops too)"
 REFERENCE, REFERENCE_SHORT = "OpenSSL (cryptography)", "OpenSSL"
 VERSIONS = ("cryptography",)
 SETS = [s for s in SCHEMES if s.startswith("ml-dsa-")]

@@ -80,7 +80,7 @@ def run_chunk(chunk: Chunk) -> Tally:
 
 def finish_set(set_id: str, args) -> dict:
     """Compressions per verify of the set, from the counting build (-DZV_SLH_STATS)."""
-    from app.engine.kernels import hostbuild
+    from app.engine.device import hostbuild
 
     src = kernels.source("slh_dsa")
     lib = hostbuild.load_code(f'#define ZV_SLH_STATS 1\n#include "{src}"\n', "slh_dsa_stats", [src.parent])

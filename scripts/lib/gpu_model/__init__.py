@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.engine.kernels import ptxas
-from app.engine.kernels.hostbuild import sources_digest
+from app.engine.device import ptxas
+from app.engine.device.hostbuild import sources_digest
 from bench import provenance
 from scripts.lib import kernels
 
@@ -61,7 +61,7 @@ class Machine:
 #: and ALU operations (CUDA C++ Programming Guide, arithmetic instruction throughput,
 #: compute capability 9.0); PCIe Gen5 ×16: 64 GB/s raw per direction, ~50 GB/s assumed
 #: effective (128b/130b coding, TLP headers, DMA set-up).  Occupancy limits per SM:
-#: app/engine/kernels/occupancy.py.
+#: app/engine/device/occupancy.py.
 H200 = Machine("H200 SXM", sms=132, smsps_per_sm=4, clock_hz=1.98e9, int32_lanes_per_sm_clock=64,
                pcie_bytes_per_s=50e9)
 

@@ -1,7 +1,7 @@
 """Method ``leaves`` of scripts/gpu_model: the BLS12-381 verify kernel's PREDICTED H200 rate
 from the SASS of its Fp leaves and their call counts; writes bench/results/bls12_381_gpu.md.
 
- 1. nvcc (app.engine.kernels.ptxas's flags) on the bls12_381 compilation unit: registers,
+ 1. nvcc (app.engine.device.ptxas's flags) on the bls12_381 compilation unit: registers,
     stack frame and spills of zv_verify_bls12_381 and of every out-of-line routine.
  2. Leaf SASS costs (nvdisasm): tiny kernels each doing exactly one zv_fp_mul, zv_fp_sqr,
     zv_fp_add, zv_fp_sub or zv_fp_neg, and one zv_sha256_block, compiled the same way; from
@@ -33,8 +33,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from app.engine.kernels import ptxas
-from app.engine.kernels.hostbuild import sources_digest
+from app.engine.device import ptxas
+from app.engine.device.hostbuild import sources_digest
 from app.engine.reference import kat
 from scripts.lib import kernels
 from scripts.lib.gpu_model import H200, build_unit, cached_build, write

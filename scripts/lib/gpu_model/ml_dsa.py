@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.engine.kernels import hostbuild, ptxas
+from app.engine.device import hostbuild, ptxas
 from app.engine.reference import kat
 from scripts.lib import kernels
 from scripts.lib.gpu_model import H200, build_unit, write
@@ -100,7 +100,7 @@ def permutations(p: m.Params) -> dict[str, float]:
 
 def host_times(level: int, runs: int) -> tuple[float, float]:
     """Median host seconds per verification (valid items) and per Keccak permutation, both
-    from the same host library (zv_ml_dsa_hook_keccak), measured side by side."""
+    from the same host library (zv_mldsa_hook_keccak), measured side by side."""
     src = kernels.source(UNIT)
     lib = hostbuild.load(src.stem, src.parent)
     items = kat.sign_items(f"ml-dsa-{level}", 200, seed=5, msg_len=MSG_LEN)
@@ -113,7 +113,7 @@ def host_times(level: int, runs: int) -> tuple[float, float]:
             raise RuntimeError(f"ml-dsa-{level}: the host build rejected a valid item")
         tv.append((time.perf_counter() - t0) / len(items))
         t0 = time.perf_counter()
-        lib.zv_ml_dsa_hook_keccak(ctypes.c_uint64(n_perm), ctypes.c_void_p(state.ctypes.data))
+        lib.zv_mldsa_hook_keccak(ctypes.c_uint64(n_perm), ctypes.c_void_p(state.ctypes.data))
         tp.append((time.perf_counter() - t0) / n_perm)
     return statistics.median(tv), statistics.median(tp)
 

@@ -1,7 +1,7 @@
 """Method ``ops`` of scripts/gpu_model: PREDICTED H200 rates of the kernels built from the
 primitives zv_port.cuh counts (Ed25519, secp256k1); writes bench/results/gpu_model.md and .json.
 
-  1. The family's verify kernel (app/engine/kernels/registry.py) and the Merkle kernels are
+  1. The family's verify kernel (app/engine/device/registry.py) and the Merkle kernels are
      compiled with nvcc for sm_90; ptxas gives registers, stack, spills and shared memory,
      hence the resident warps per SM at the registry's block size; ``cuobjdump -sass``
      gives each entry point's static instruction mix by class.
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from app.core.schemes import SCHEMES
-from app.engine.kernels import hostbuild, occupancy, ptxas, registry
+from app.engine.device import hostbuild, occupancy, ptxas, registry
 from app.engine.reference import kat
 from app.engine.verify.grouping import batch_of, group_items
 from scripts.lib import kernels
@@ -99,16 +99,16 @@ def sass_mix(sass: str) -> dict[str, dict[str, int]]:
 # ------------------------------------------------------------------ probes of the primitives
 #: ZV_OP name -> (header, operand type, one application to x (y is a second operand)).
 PROBES: dict[str, tuple[str, str, str]] = {
-    "ZV_OP_FE25519_MUL": ("fe25519.cuh", "ed_fe", "ed_fe_mul(&x, &x, &y);"),
-    "ZV_OP_FE25519_SQ": ("fe25519.cuh", "ed_fe", "ed_fe_sq(&x, &x);"),
-    "ZV_OP_FE25519_ADD": ("fe25519.cuh", "ed_fe", "ed_fe_add(&x, &x, &y);"),
-    "ZV_OP_FE25519_SUB": ("fe25519.cuh", "ed_fe", "ed_fe_sub(&x, &x, &y);"),
-    "ZV_OP_K1_FE_MUL": ("secp256k1_field.cuh", "k1_fe", "k1_fe_mul(&x, &x, &y);"),
-    "ZV_OP_K1_FE_SQR": ("secp256k1_field.cuh", "k1_fe", "k1_fe_sqr(&x, &x);"),
-    "ZV_OP_K1_FE_ADD": ("secp256k1_field.cuh", "k1_fe", "k1_fe_add(&x, &x, &y);"),
-    "ZV_OP_K1_FE_SUB": ("secp256k1_field.cuh", "k1_fe", "k1_fe_sub(&x, &x, &y);"),
-    "ZV_OP_K1_FE_MUL_INT": ("secp256k1_field.cuh", "k1_fe", "k1_fe_mul_int(&x, &x, 3u);"),
-    "ZV_OP_K1_SC_MONT_MUL": ("secp256k1_scalar.cuh", "k1_sc", "k1_sc_mont_mul(&x, x.v, y.v);"),
+    "ZV_OP_FE25519_MUL": ("fe25519.cuh", "zv_ed_fe", "zv_ed_fe_mul(&x, &x, &y);"),
+    "ZV_OP_FE25519_SQ": ("fe25519.cuh", "zv_ed_fe", "zv_ed_fe_sq(&x, &x);"),
+    "ZV_OP_FE25519_ADD": ("fe25519.cuh", "zv_ed_fe", "zv_ed_fe_add(&x, &x, &y);"),
+    "ZV_OP_FE25519_SUB": ("fe25519.cuh", "zv_ed_fe", "zv_ed_fe_sub(&x, &x, &y);"),
+    "ZV_OP_K1_FE_MUL": ("secp256k1_field.cuh", "zv_k1_fe", "zv_k1_fe_mul(&x, &x, &y);"),
+    "ZV_OP_K1_FE_SQR": ("secp256k1_field.cuh", "zv_k1_fe", "zv_k1_fe_sqr(&x, &x);"),
+    "ZV_OP_K1_FE_ADD": ("secp256k1_field.cuh", "zv_k1_fe", "zv_k1_fe_add(&x, &x, &y);"),
+    "ZV_OP_K1_FE_SUB": ("secp256k1_field.cuh", "zv_k1_fe", "zv_k1_fe_sub(&x, &x, &y);"),
+    "ZV_OP_K1_FE_MUL_INT": ("secp256k1_field.cuh", "zv_k1_fe", "zv_k1_fe_mul_int(&x, &x, 3u);"),
+    "ZV_OP_K1_SC_MONT_MUL": ("secp256k1_scalar.cuh", "zv_k1_sc", "zv_k1_sc_mont_mul(&x, x.v, y.v);"),
     "ZV_OP_SHA256_BLOCK": ("sha2.cuh", "zv_probe_w16", "zv_sha256_block(x.v, (const zv_u8 *)y.v);"),
     "ZV_OP_SHA512_BLOCK": ("sha2.cuh", "zv_probe_d16", "zv_sha512_block(x.d, (const zv_u8 *)y.d);"),
     "ZV_OP_KECCAK_F1600": ("keccak.cuh", "zv_probe_d25", "zv_keccak_f1600(x.d);"),
@@ -231,7 +231,7 @@ def compile_kernel(source: registry.KernelSource, entry: str, work: Path) -> Com
 
 
 def resident_warps(c: Compiled, block: int) -> int:
-    """Warps per SM at ``block`` threads per block (app/engine/kernels/occupancy.py)."""
+    """Warps per SM at ``block`` threads per block (app/engine/device/occupancy.py)."""
     return occupancy.blocks_per_sm(c.registers, block, c.smem) * -(-block // 32)
 
 

@@ -31,7 +31,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.engine.kernels import occupancy, ptxas
+from app.engine.device import occupancy, ptxas
 from scripts.lib import kernels
 from scripts.lib.gpu_model import H200, RESULTS, build_unit, write
 

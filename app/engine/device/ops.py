@@ -1,0 +1,263 @@
+"""The kernel operations, written once for every device that runs the kernel sources.
+
+A *device* (:class:`Device`) is where kernels run: :class:`app.engine.device.hostlib.HostDevice`
+(the g++ build, numpy arrays) or :class:`app.engine.device.cudadev.CupyDevice` (NVRTC via
+CuPy, device arrays).  The functions here hold what the two share: argument order of every
+entry point, buffer sizes, and the sequence of launches that builds a Merkle root.  Device
+buffers are opaque to this module; inputs and outputs at the edges are numpy arrays.
+
+Functions taking host arrays (:func:`hash_messages`, :func:`batch_leaves`, :func:`root`,
+:func:`verify_batch`, :func:`verify_and_commit`) are the Python wrappers of the batch
+kernels; the others work on device buffers so a caller can chain launches (verdicts stay
+on the device between verification and the Merkle leaves).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from app.core.batch import Batch
+from app.core.errors import EmptyBatch, RequestError
+from app.engine.device.registry import HASH, HASH_KERNELS, MERKLE, KernelSource, VerifyKernel
+
+#: Levels at or below this many nodes are finished by one block (zv_merkle_tail).
+TAIL_MAX = 4096
+#: Threads per block of the hash and Merkle kernels, and of the tail's single block (a
+#: device lowers either to what the compiled kernel's registers allow).
+HASH_BLOCK = 256
+TAIL_BLOCK = 512
+
+
+class Device(Protocol):
+    """Where kernels run.  Buffers are opaque handles of uint8 bytes."""
+
+    name: str
+
+    def put(self, a: np.ndarray) -> Any:
+        """A device buffer holding the bytes of the C-contiguous array ``a`` (a copy, or
+        ``a`` itself where the device reads host memory in place)."""
+
+    def put_columns(self, arrays: list[np.ndarray]) -> list[Any]:
+        """Device buffers of each array of ``arrays`` (a batch's columns), as :meth:`put`
+        would give them; a device may copy them together (one transfer per batch)."""
+
+    def alloc(self, nbytes: int) -> Any:
+        """An uninitialised buffer of ``nbytes`` bytes (at least one)."""
+
+    def get(self, buf: Any, nbytes: int) -> np.ndarray:
+        """The first ``nbytes`` bytes of ``buf`` as a fresh host ``uint8`` array, after all
+        queued work is done; raises :class:`app.core.errors.KernelLaunchError` if it failed."""
+
+    def launch(self, source: KernelSource, entry: str, threads: int, args: tuple, *,
+               block: int = HASH_BLOCK, one_block: bool = False) -> None:
+        """Queue ``entry`` of ``source`` over ``threads`` items (grid-stride, so the grid may
+        be smaller), or on exactly one block of ``block`` threads when ``one_block``.
+        ``args`` are buffers and numpy scalars (``np.uint32``/``np.uint64``) in the entry's
+        parameter order."""
+
+    def sync(self) -> None:
+        """Wait for queued work; raises :class:`app.core.errors.KernelLaunchError` if it failed."""
+
+
+@dataclass
+class DeviceBatch:
+    """The columns of a :class:`Batch` as device buffers (offsets widened to u64)."""
+
+    n: int
+    code: int
+    pks: Any
+    pk_len: int
+    sigs: Any
+    sig_len: int
+    msgs: Any
+    offsets: Any
+    ctx: Any
+    ctx_len: int
+    options: int
+
+
+def _contiguous(a: np.ndarray, dtype) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def put_batch(dev: Device, batch: Batch) -> DeviceBatch:
+    """Hand the columns of ``batch`` to ``dev`` in one :meth:`Device.put_columns` call (one
+    copy per batch, or in place, as the device's transfer mode says)."""
+    offsets = batch.offsets if batch.offsets.dtype == np.uint64 else batch.offsets.astype(np.uint64)
+    ctx = np.frombuffer(bytes(batch.ctx) or b"\0", dtype=np.uint8)
+    pks, sigs, msgs, offs, ctx_buf = dev.put_columns([
+        _contiguous(batch.pks, np.uint8), _contiguous(batch.sigs, np.uint8), _contiguous(batch.msgs, np.uint8),
+        _contiguous(offsets, np.uint64), ctx])
+    return DeviceBatch(
+        n=len(batch), code=batch.scheme.code,
+        pks=pks, pk_len=int(batch.pks.shape[1]), sigs=sigs, sig_len=int(batch.sigs.shape[1]),
+        msgs=msgs, offsets=offs, ctx=ctx_buf, ctx_len=len(batch.ctx), options=batch.options,
+    )
+
+
+# ------------------------------------------------------------------ device-buffer operations
+def verify(dev: Device, kernel: VerifyKernel, db: DeviceBatch) -> Any:
+    """Launch ``kernel`` (the kernel contract's zv_verify_<family> shape) on ``db`` with
+    ``kernel.lanes`` threads per item; returns the device buffer of ``uint8[n]`` verdicts (1 valid, 0 invalid)."""
+    out = dev.alloc(db.n)
+    dev.launch(kernel.source, kernel.entry, db.n * kernel.lanes,
+               (db.pks, np.uint32(db.pk_len), db.sigs, np.uint32(db.sig_len), db.msgs, db.offsets,
+                db.ctx, np.uint32(db.ctx_len), np.uint32(db.options), np.uint64(db.n), out),
+               block=kernel.block)
+    return out
+
+
+def merkle_leaves(dev: Device, db: DeviceBatch, verdicts: Any, out: Any = None) -> Any:
+    """Leaf hashes (docs/architecture.md, "Merkle leaf and receipts") of every item of ``db`` with device ``verdicts``
+    (``uint8[n]``); returns a device buffer of ``n`` 32-byte leaves (``out`` when given: a
+    device buffer of at least 32 n bytes, such as a chunk's slice of a whole batch's leaves)."""
+    if out is None:
+        out = dev.alloc(32 * db.n)
+    dev.launch(MERKLE, "zv_merkle_leaves", db.n,
+               (np.uint32(db.code), db.pks, np.uint32(db.pk_len), db.sigs, np.uint32(db.sig_len),
+                db.msgs, db.offsets, verdicts, np.uint64(db.n), out))
+    return out
+
+
+def merkle_root_buffer(dev: Device, leaves: Any, n: int, *, tail_max: int = TAIL_MAX) -> Any:
+    """RFC 6962 root of ``n`` device leaves; returns a 32-byte device buffer.
+
+    Levels wider than ``tail_max`` nodes are one grid-wide launch each; the rest is one
+    single-block launch.  ``leaves`` is not modified.  Raises :class:`EmptyBatch` for n = 0
+    (the API refuses empty batches; RFC 6962 would hash the empty string).
+    """
+    if n < 1:
+        raise EmptyBatch("a Merkle root needs at least one leaf", field="leaves")
+    half = (n + 1) // 2
+    bufs = [dev.alloc(32 * half), dev.alloc(32 * half)]
+    src, m, k = leaves, n, 0
+    while m > max(1, tail_max):
+        dev.launch(MERKLE, "zv_merkle_level", (m + 1) // 2, (src, np.uint64(m), bufs[k]))
+        src, k, m = bufs[k], k ^ 1, (m + 1) // 2
+    root_buf = dev.alloc(32)
+    dev.launch(MERKLE, "zv_merkle_tail", 1, (src, np.uint64(m), bufs[k], bufs[k ^ 1], root_buf),
+               block=TAIL_BLOCK, one_block=True)
+    return root_buf
+
+
+def digest_size(algo: str, out_len: int | None = None) -> int:
+    """Bytes per message that ``algo`` writes; checks ``out_len`` (see :func:`hash_buffer`)."""
+    try:
+        size = HASH_KERNELS[algo][1]
+    except KeyError:
+        raise RequestError(f"unknown hash {algo!r}; known: {', '.join(HASH_KERNELS)}", field="algo") from None
+    if size is None:
+        if out_len is None or not 0 < out_len < 2**32:
+            raise RequestError(f"{algo} needs out_len in [1, 2^32)", field="out_len")
+        return int(out_len)
+    if out_len not in (None, size):
+        raise RequestError(f"{algo} gives {size} bytes, not {out_len}", field="out_len")
+    return size
+
+
+def hash_buffer(dev: Device, algo: str, msgs: Any, offsets: Any, n: int, out_len: int | None = None) -> Any:
+    """Run the batch kernel of ``algo`` (a key of :data:`HASH_KERNELS`) over ``n`` device
+    messages; returns a device buffer of ``n * digest_size`` bytes.
+
+    ``out_len`` is required for SHAKE (bytes per message, 1 .. 2^32 − 1) and must be None or
+    the digest size otherwise; raises :class:`RequestError` naming ``algo`` or ``out_len``.
+    """
+    size = digest_size(algo, out_len)
+    entry, fixed = HASH_KERNELS[algo]
+    out = dev.alloc(n * size)
+    if fixed is None:
+        dev.launch(HASH, entry, n, (msgs, offsets, np.uint64(n), np.uint32(size), out))
+    else:
+        dev.launch(HASH, entry, n, (msgs, offsets, np.uint64(n), out))
+    return out
+
+
+# ------------------------------------------------------------------ host-array wrappers
+def pack_messages(msgs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Messages back to back (``uint8[M]``) and their ``uint64[N+1]`` offsets."""
+    offsets = np.zeros(len(msgs) + 1, dtype=np.uint64)
+    if msgs:
+        np.cumsum([len(m) for m in msgs], out=offsets[1:])
+    return np.frombuffer(b"".join(msgs) or b"\0", dtype=np.uint8), offsets
+
+
+def hash_messages(dev: Device, algo: str, msgs: Sequence[bytes], out_len: int | None = None) -> np.ndarray:
+    """Hash every message of ``msgs`` with ``algo`` on ``dev``; returns ``uint8[N, L]``
+    (L = the digest size, or ``out_len`` for SHAKE).  Errors as :func:`hash_buffer`."""
+    size = digest_size(algo, out_len)
+    n = len(msgs)
+    if n == 0:
+        return np.zeros((0, size), dtype=np.uint8)
+    data, offsets = pack_messages(msgs)
+    out = hash_buffer(dev, algo, dev.put(data), dev.put(offsets), n, out_len)
+    return dev.get(out, n * size).reshape(n, size)
+
+
+def batch_leaves(dev: Device, batch: Batch, verdicts: np.ndarray) -> np.ndarray:
+    """Leaf hashes of ``batch`` with host ``verdicts`` (bool or uint8 ``[N]``), computed on
+    ``dev``; returns ``uint8[N, 32]`` equal to :func:`app.engine.commit.merkle.batch_leaves`."""
+    n = len(batch)
+    if n == 0:
+        return np.zeros((0, 32), dtype=np.uint8)
+    db = put_batch(dev, batch)
+    v = dev.put(np.ascontiguousarray(verdicts, dtype=bool).view(np.uint8))
+    return dev.get(merkle_leaves(dev, db, v), 32 * n).reshape(n, 32)
+
+
+def root(dev: Device, leaves: np.ndarray, *, tail_max: int = TAIL_MAX) -> bytes:
+    """RFC 6962 root of host ``leaves`` (``uint8[N, 32]``) computed on ``dev``, 32 bytes.
+
+    Raises :class:`EmptyBatch` for zero leaves and :class:`RequestError` for another shape.
+    """
+    leaves = np.asarray(leaves)
+    if leaves.ndim != 2 or leaves.shape[1] != 32 or leaves.dtype != np.uint8:
+        raise RequestError("leaves must be uint8[N, 32]", field="leaves")
+    n = leaves.shape[0]
+    if n == 0:
+        raise EmptyBatch("a Merkle root needs at least one leaf", field="leaves")
+    buf = merkle_root_buffer(dev, dev.put(np.ascontiguousarray(leaves)), n, tail_max=tail_max)
+    return dev.get(buf, 32).tobytes()
+
+
+def verify_batch(dev: Device, kernel: VerifyKernel, batch: Batch) -> np.ndarray:
+    """Verdicts of ``batch`` from ``kernel`` on ``dev``: ``bool[N]`` in item order."""
+    if len(batch) == 0:
+        return np.zeros(0, dtype=bool)
+    db = put_batch(dev, batch)
+    return dev.get(verify(dev, kernel, db), db.n).astype(bool)
+
+
+def verify_and_commit(dev: Device, kernel: VerifyKernel, batch: Batch, *,
+                      tail_max: int = TAIL_MAX) -> tuple[np.ndarray, np.ndarray, bytes]:
+    """Verify ``batch`` and build its Merkle tree without the verdicts leaving the device.
+
+    Returns ``(verdicts bool[N], leaves uint8[N, 32], root 32 bytes)``; raises
+    :class:`EmptyBatch` for an empty batch.
+    """
+    n = len(batch)
+    if n == 0:
+        raise EmptyBatch("a batch needs at least one item", field="count")
+    db = put_batch(dev, batch)
+    verdicts = verify(dev, kernel, db)
+    leaves = merkle_leaves(dev, db, verdicts)
+    root_buf = merkle_root_buffer(dev, leaves, n, tail_max=tail_max)
+    v = dev.get(verdicts, n).astype(bool)
+    return v, dev.get(leaves, 32 * n).reshape(n, 32), dev.get(root_buf, 32).tobytes()
+
+
+def commit(dev: Device, batch: Batch, verdicts: np.ndarray, *, tail_max: int = TAIL_MAX) -> tuple[np.ndarray, bytes]:
+    """Leaves (``uint8[N, 32]``) and RFC 6962 root of ``batch`` with host ``verdicts``
+    (bool or uint8 ``[N]``), both computed on ``dev``.  Raises :class:`EmptyBatch` for N = 0.
+    """
+    n = len(batch)
+    if n == 0:
+        raise EmptyBatch("a batch needs at least one item", field="count")
+    db = put_batch(dev, batch)
+    v = dev.put(np.ascontiguousarray(verdicts, dtype=bool).view(np.uint8))
+    leaves = merkle_leaves(dev, db, v)
+    root_buf = merkle_root_buffer(dev, leaves, n, tail_max=tail_max)
+    return dev.get(leaves, 32 * n).reshape(n, 32), dev.get(root_buf, 32).tobytes()

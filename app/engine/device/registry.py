@@ -1,0 +1,101 @@
+"""Which kernels exist: the tables the kernel-host and CUDA backends discover schemes from.
+
+A signature family has GPU kernels when its source file ``<source>.cu`` is present; its
+verify entry point has the one shape of the kernel contract (see ``zv_verify_<family>`` in
+docs/kernels.md and :func:`app.engine.device.ops.verify`).  Adding a family
+is adding its .cu/.cuh files and, if its names differ from the defaults, one row here.
+Rows are looked up by scheme id first, then by family, so a family whose parameter sets
+need separate entry points (SLH-DSA's sha2/shake variants share key and signature sizes)
+can name one per scheme.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.core.schemes import Scheme
+from app.engine.device.hostbuild import KERNEL_DIR
+
+#: Where the compilation units of the service live (docs/kernels.md "Layout and names").
+SCHEMES_DIR = KERNEL_DIR / "schemes"
+HASHES_DIR = KERNEL_DIR / "hashes"
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """One compilation unit: ``<directory>/<name>.cu``; its quoted includes are found in
+    ``directory`` or by their path from :data:`KERNEL_DIR`."""
+
+    name: str
+    directory: Path
+
+    @property
+    def path(self) -> Path:
+        return self.directory / f"{self.name}.cu"
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+
+@dataclass(frozen=True)
+class VerifyKernel:
+    """A verify entry point.  ``block`` is the GPU block size (threads); heavy curve code
+    runs best with fewer threads per block than the hash kernels.  ``lanes`` is threads per
+    item: 1 for a thread per signature, ``block`` for a block per signature (SLH-DSA)."""
+
+    source: KernelSource
+    entry: str
+    block: int = 128
+    lanes: int = 1
+
+
+def _family(name: str, block: int = 128) -> VerifyKernel:
+    return VerifyKernel(KernelSource(name, SCHEMES_DIR), f"zv_verify_{name}", block)
+
+
+#: Verify kernels by scheme id or family; a row counts only while its .cu file exists.
+VERIFY_KERNELS: dict[str, VerifyKernel] = {
+    "ed25519": _family("ed25519"),
+    "secp256k1": _family("secp256k1"),
+    # One entry point per FIPS 204 parameter set (sizes and loop bounds are compile-time).
+    **{f"ml-dsa-{level}": VerifyKernel(KernelSource("ml_dsa", SCHEMES_DIR), f"zv_verify_ml_dsa_{level}")
+       for level in (44, 65, 87)},
+    # SLH-DSA: one entry per parameter set (slh_dsa.cu), one 32-thread block per signature.
+    **{f"slh-dsa-{h}-{lvl}": VerifyKernel(KernelSource("slh_dsa", SCHEMES_DIR), f"zv_verify_slh_dsa_{h}_{lvl}", 32, 32)
+       for h in ("sha2", "shake") for lvl in ("128s", "128f", "192s", "192f", "256s", "256f")},
+    # One thread per verify at 255 registers (bls12_381.cuh): 8 warps fill an SM, so blocks
+    # of 64 let 4 resident blocks share it and a batch's last wave is finer-grained.
+    "bls12-381": _family("bls12_381", block=64),
+}
+
+HASH = KernelSource("hash", HASHES_DIR)
+MERKLE = KernelSource("merkle", HASHES_DIR)
+
+#: Batch hash kernels of hash.cu: name -> (entry point, digest bytes; None = XOF, caller's length).
+HASH_KERNELS: dict[str, tuple[str, int | None]] = {
+    "sha256": ("zv_sha256_batch", 32),
+    "sha512": ("zv_sha512_batch", 64),
+    "sha3-256": ("zv_sha3_256_batch", 32),
+    "sha3-512": ("zv_sha3_512_batch", 64),
+    "shake128": ("zv_shake128_batch", None),
+    "shake256": ("zv_shake256_batch", None),
+}
+
+
+def verify_kernel(scheme: Scheme, table: dict[str, VerifyKernel] | None = None) -> VerifyKernel | None:
+    """The verify kernel of ``scheme`` (by id, then family) if its source file exists, else None."""
+    table = VERIFY_KERNELS if table is None else table
+    row = table.get(scheme.id) or table.get(scheme.family)
+    return row if row is not None and row.source.exists() else None
+
+
+def service_sources() -> list[KernelSource]:
+    """The compilation units the service loads (every verify kernel's, the hash and Merkle
+    kernels'), not test harnesses such as bls12_381_parts.cu; what build-kernels ships."""
+    return [s for s in dict.fromkeys([*(row.source for row in VERIFY_KERNELS.values()), HASH, MERKLE]) if s.exists()]
+
+
+def sources(directory: Path = KERNEL_DIR) -> list[Path]:
+    """Every compilation unit (``*.cu``) in ``directory`` and its subfolders, sorted by path."""
+    return sorted(directory.rglob("*.cu"))

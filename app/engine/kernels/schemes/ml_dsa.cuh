@@ -1,0 +1,380 @@
+/* ml_dsa.cuh — ML-DSA-44/65/87 signature verification (FIPS 204), shared by host and device.
+ *
+ * Semantics: FIPS 204 Alg. 3 ML-DSA.Verify (the pure, "external" interface) over Alg. 8
+ * ML-DSA.Verify_internal, exactly as OpenSSL 3.5 decides it (the CPU backend's reference,
+ * app/engine/reference.py).  The verdict is 1 (valid) only when all of these hold:
+ *   1. pk_len and sig_len are the parameter set's (Table 2: 1312/2420, 1952/3309,
+ *      2592/4627 bytes) and ctx_len <= 255 (Alg. 3 step 1; anything else is 0, and
+ *      nothing is read);
+ *   2. the hint h decodes (Alg. 21 HintBitUnpack): the K counts y[ω+i] never decrease and
+ *      never exceed ω, the indices within one polynomial strictly increase, and every byte
+ *      of y[0 .. ω-1] past the last index is zero;
+ *   3. ‖z‖∞ < γ1 − β, with z = BitUnpack(·, γ1 − 1, γ1) (Alg. 19), each coefficient in
+ *      [−γ1 + 1, γ1];
+ *   4. c̃ = H(μ ‖ w1Encode(w1'), λ/4) with, H = SHAKE256 (§3.7):
+ *        tr = H(pk, 64), M′ = 0 ‖ ctx_len ‖ ctx ‖ M (Alg. 3 step 5), μ = H(tr ‖ M′, 64),
+ *        c = SampleInBall(c̃) (Alg. 29), Â = ExpandA(ρ) (Alg. 32, SHAKE128 rejection
+ *        sampling, Alg. 30), w′ = NTT^-1(Â ∘ NTT(z) − NTT(c) ∘ NTT(t1 · 2^d)),
+ *        w1' = UseHint(h, w′) (Alg. 40 with Decompose, Alg. 36), w1Encode (Alg. 28).
+ * The checks run in the order 1, 2, 3, 4 and stop at the first failure; the verdict is the
+ * conjunction, so the order changes nothing but the work done on a bad item.
+ *
+ * Arithmetic (mod q = 8380417, signed 32-bit coefficients, Montgomery radix R = 2^32):
+ *   - zv_mldsa_mont_reduce(a), |a| < 2^31·q  →  r ≡ a·R^-1, |r| < q;
+ *   - NTT (Alg. 41) with zetas in Montgomery form: input |a| < q, each of the 8 layers
+ *     adds at most q, output |a| < 9q;
+ *   - pointwise products (one Montgomery reduction, factor R^-1): inputs |a| < 9q and
+ *     0 ≤ Â < q or |b| < 9q, so |a·b| < 81q² < 2^31·q; each product is < q, the row sum
+ *     of L ≤ 7 products of Â∘ẑ minus ĉ∘t̂1 is < 8q;
+ *   - zv_mldsa_reduce32 brings that below q (|r| ≤ 6283009), the input bound of NTT^-1;
+ *   - NTT^-1 (Alg. 42, Gentleman–Sande, no reduction of the sums): after layer L the sums
+ *     are < 2^L·q, the last layer's < 256q = 2145386752 < 2^31, so int32 holds them; the
+ *     final multiplication by F = R²/256 (Montgomery) gives NTT^-1(x)·R, which cancels the
+ *     R^-1 of the pointwise products; output |a| < q, then lifted to [0, q) for Decompose.
+ * Every bound above is checked with ZV_CHECK in host builds (zv_port.cuh).
+ *
+ * Parallel layout (GPU): one thread per signature, grid-stride over the batch (ZV_FOR_EACH).
+ *   Why: about half the instructions are Keccak-f[1600] (ML-DSA-65: 30 SHAKE128 streams of 5
+ *   permutations each for Â, plus 24 for tr, μ, c and c̃′, so 174 permutations, next to 18
+ *   NTTs of 1024 butterflies; bench/results/ml_dsa_sass.md), and each SHAKE stream is
+ *   inherently serial; one thread per item runs them with no synchronisation, no shared
+ *   memory and no divergence between items (every
+ *   item of a batch has the same parameter set and, apart from rejection sampling and the
+ *   message length, the same control flow).  It also keeps one source for g++ and NVRTC
+ *   with no block-level protocol to emulate on the host.  The cost: the per-item
+ *   polynomials live in local memory (L1/L2 backed), not registers or shared memory:
+ *   ẑ (L·1 KiB), ĉ, the row accumulator and the t̂1 row (1 KiB each) and the packed w1
+ *   (≤ 1 KiB) — 6 KiB (ML-DSA-44) to 11 KiB (ML-DSA-87) per thread.  Â is never stored:
+ *   each coefficient is multiplied into the row accumulator as it leaves the sampler, and
+ *   t1 is unpacked row by row, so memory does not grow with K·L.
+ *   A warp-cooperative layout (one warp per signature: lanes across the K·L SHAKE128
+ *   streams of ExpandA, across coefficients for the NTTs, polynomials in shared memory) is
+ *   the known next step for throughput; it is not built here.
+ *   Registers and memory (nvcc 13.0, sm_90, bench/results/kernels_ptxas_ml_dsa.txt): 254
+ *   registers and no spills uncapped (most registers serve the unrolled Keccak rounds), so 8
+ *   warps per SM; a stack frame of 8.7 KiB (ML-DSA-44), 9.8 KiB (65), 12 KiB (87) per thread
+ *   for the arrays above and the two Keccak states; no shared memory.
+ */
+#ifndef ZV_MLDSA_CUH
+#define ZV_MLDSA_CUH
+
+#include "zv_port.cuh"
+/* One out-of-line Keccak-f[1600] for the ~30 sponge calls of a verification (keccak.cuh). */
+#define ZV_KECCAK_OUTLINE 1
+#include "hashes/keccak.cuh"
+#include "tables/ml_dsa_tables.cuh"
+
+#define ZV_MLDSA_N 256
+#define ZV_MLDSA_D 13            /* dropped bits of t (Table 1) */
+#define ZV_MLDSA_MAX_CTX 255     /* Alg. 3 step 1 */
+#define ZV_MLDSA_SEED_BYTES 32   /* ρ */
+#define ZV_MLDSA_TR_BYTES 64
+#define ZV_MLDSA_MU_BYTES 64
+#define ZV_MLDSA_T1_POLY_BYTES 320 /* 256 coefficients of 10 bits (Alg. 23 pkEncode) */
+
+/* FIPS 204 Table 1, per parameter set; the derived sizes are Table 2's. */
+template <int LEVEL> struct zv_mldsa_params;
+template <> struct zv_mldsa_params<44> {
+    static constexpr int K = 4, L = 4, ETA = 2, TAU = 39, OMEGA = 80, LAMBDA = 128, GAMMA1_LOG2 = 17;
+    static constexpr zv_i32 GAMMA2 = (ZV_MLDSA_Q - 1) / 88;
+};
+template <> struct zv_mldsa_params<65> {
+    static constexpr int K = 6, L = 5, ETA = 4, TAU = 49, OMEGA = 55, LAMBDA = 192, GAMMA1_LOG2 = 19;
+    static constexpr zv_i32 GAMMA2 = (ZV_MLDSA_Q - 1) / 32;
+};
+template <> struct zv_mldsa_params<87> {
+    static constexpr int K = 8, L = 7, ETA = 2, TAU = 60, OMEGA = 75, LAMBDA = 256, GAMMA1_LOG2 = 19;
+    static constexpr zv_i32 GAMMA2 = (ZV_MLDSA_Q - 1) / 32;
+};
+
+/* The sizes every routine below derives from a parameter set P. */
+template <class P> struct zv_mldsa_sizes {
+    static constexpr zv_i32 GAMMA1 = (zv_i32)1 << P::GAMMA1_LOG2;
+    static constexpr zv_i32 BETA = P::TAU * P::ETA;
+    static constexpr int CT_BYTES = P::LAMBDA / 4;                 /* c̃ */
+    static constexpr int Z_BITS = P::GAMMA1_LOG2 + 1;               /* bitlen(2γ1 − 1) */
+    static constexpr int Z_POLY_BYTES = 32 * Z_BITS;
+    static constexpr int W1_M = (ZV_MLDSA_Q - 1) / (2 * P::GAMMA2); /* values of w1: 44 or 16 */
+    static constexpr int W1_BITS = W1_M == 44 ? 6 : 4;              /* bitlen(W1_M − 1) */
+    static constexpr int W1_POLY_BYTES = 32 * W1_BITS;
+    static constexpr int PK_BYTES = ZV_MLDSA_SEED_BYTES + ZV_MLDSA_T1_POLY_BYTES * P::K;
+    static constexpr int SIG_BYTES = CT_BYTES + P::L * Z_POLY_BYTES + P::OMEGA + P::K;
+};
+static_assert(zv_mldsa_sizes<zv_mldsa_params<44>>::PK_BYTES == 1312 &&
+              zv_mldsa_sizes<zv_mldsa_params<44>>::SIG_BYTES == 2420, "FIPS 204 Table 2, ML-DSA-44");
+static_assert(zv_mldsa_sizes<zv_mldsa_params<65>>::PK_BYTES == 1952 &&
+              zv_mldsa_sizes<zv_mldsa_params<65>>::SIG_BYTES == 3309, "FIPS 204 Table 2, ML-DSA-65");
+static_assert(zv_mldsa_sizes<zv_mldsa_params<87>>::PK_BYTES == 2592 &&
+              zv_mldsa_sizes<zv_mldsa_params<87>>::SIG_BYTES == 4627, "FIPS 204 Table 2, ML-DSA-87");
+
+/* ------------------------------------------------------------------ arithmetic mod q */
+#define ZV_MLDSA_MONT_BOUND ((zv_i64)ZV_MLDSA_Q << 31) /* 2^31·q */
+
+/* r ≡ a·2^-32 (mod q), |r| < q, for |a| < 2^31·q: t = a·q^-1 mod 2^32 (signed) makes
+ * a − t·q divisible by 2^32, and |a − t·q| < 2^31·q + 2^31·q. */
+ZV_HD zv_i32 zv_mldsa_mont_reduce(zv_i64 a) {
+    ZV_CHECK(a < ZV_MLDSA_MONT_BOUND && a > -ZV_MLDSA_MONT_BOUND);
+    zv_i32 t = (zv_i32)((zv_u32)(zv_u64)a * ZV_MLDSA_QINV);
+    zv_i32 r = (zv_i32)((a - (zv_i64)t * ZV_MLDSA_Q) >> 32);
+    ZV_CHECK(r < ZV_MLDSA_Q && r > -ZV_MLDSA_Q);
+    return r;
+}
+
+ZV_HD zv_i32 zv_mldsa_mont_mul(zv_i32 a, zv_i32 b) { return zv_mldsa_mont_reduce((zv_i64)a * b); }
+
+/* r ≡ a (mod q) with |r| ≤ 6283009 < q, for |a| ≤ 2^31 − 2^22 − 1: since q ≈ 2^23,
+ * round(a / 2^23) is within one of a / q. */
+ZV_HD zv_i32 zv_mldsa_reduce32(zv_i32 a) {
+    ZV_CHECK(a <= (1 << 30) && a >= -(1 << 30)); /* the callers' |a| < 8q < 2^30 */
+    zv_i32 t = (a + (1 << 22)) >> 23;
+    zv_i32 r = a - t * ZV_MLDSA_Q;
+    ZV_CHECK(r < ZV_MLDSA_Q && r > -ZV_MLDSA_Q);
+    return r;
+}
+
+/* |a| < q  →  a mod q in [0, q). */
+ZV_HD zv_i32 zv_mldsa_caddq(zv_i32 a) {
+    ZV_CHECK(a < ZV_MLDSA_Q && a > -ZV_MLDSA_Q);
+    return a + ((a >> 31) & ZV_MLDSA_Q);
+}
+
+/* Alg. 41 NTT, in place.  Input |a| < q; output |a| < 9q (each layer adds < q). */
+ZV_HD void zv_mldsa_ntt(zv_i32 a[ZV_MLDSA_N]) {
+    int k = 0;
+    ZV_NO_UNROLL
+    for (int len = 128; len >= 1; len >>= 1) {
+        ZV_NO_UNROLL
+        for (int start = 0; start < ZV_MLDSA_N; start += 2 * len) {
+            zv_i32 zeta = ZV_MLDSA_ZETAS[++k];
+            for (int j = start; j < start + len; j++) {
+                zv_i32 t = zv_mldsa_mont_mul(zeta, a[j + len]);
+                a[j + len] = a[j] - t;
+                a[j] = a[j] + t;
+            }
+        }
+    }
+    for (int j = 0; j < ZV_MLDSA_N; j++) ZV_CHECK(a[j] < 9 * ZV_MLDSA_Q && a[j] > -9 * ZV_MLDSA_Q);
+}
+
+/* Alg. 42 NTT^-1 times R (see the header): input |a| < q, output |a| < q. */
+ZV_HD void zv_mldsa_invntt_tomont(zv_i32 a[ZV_MLDSA_N]) {
+    int k = ZV_MLDSA_N;
+    ZV_NO_UNROLL
+    for (int len = 1; len < ZV_MLDSA_N; len <<= 1) {
+        ZV_NO_UNROLL
+        for (int start = 0; start < ZV_MLDSA_N; start += 2 * len) {
+            zv_i32 zeta = -ZV_MLDSA_ZETAS[--k];
+            for (int j = start; j < start + len; j++) {
+                zv_i32 t = a[j];
+                ZV_CHECK(t < 128 * ZV_MLDSA_Q && t > -128 * ZV_MLDSA_Q); /* < 2^(layer)·q */
+                ZV_CHECK(a[j + len] < 128 * ZV_MLDSA_Q && a[j + len] > -128 * ZV_MLDSA_Q);
+                a[j] = t + a[j + len];
+                a[j + len] = zv_mldsa_mont_mul(zeta, t - a[j + len]);
+            }
+        }
+    }
+    for (int j = 0; j < ZV_MLDSA_N; j++) a[j] = zv_mldsa_mont_mul(ZV_MLDSA_INVNTT_F, a[j]);
+}
+
+/* ------------------------------------------------------------------ decoding */
+/* Coefficient j of a little-endian packing of `bits`-bit values (Alg. 16-19's bit order):
+ * bits j·bits .. (j+1)·bits − 1 of the byte string, reading only the bytes they occupy. */
+ZV_HD zv_u32 zv_mldsa_unpack_bits(const zv_u8 *p, int j, int bits) {
+    int bit = j * bits, byte = bit >> 3, shift = bit & 7;
+    int nbytes = (shift + bits + 7) >> 3;
+    zv_u32 v = 0;
+    for (int b = 0; b < nbytes; b++) v |= (zv_u32)p[byte + b] << (8 * b);
+    return (v >> shift) & (((zv_u32)1 << bits) - 1);
+}
+
+/* Alg. 21 HintBitUnpack's checks on y = the last ω + K bytes of sig; 1 when h decodes. */
+template <class P>
+ZV_HD int zv_mldsa_hint_is_valid(const zv_u8 *y) {
+    int index = 0;
+    for (int i = 0; i < P::K; i++) {
+        int end = y[P::OMEGA + i];
+        if (end < index || end > P::OMEGA) return 0;
+        for (int p = index + 1; p < end; p++)
+            if (y[p - 1] >= y[p]) return 0;
+        index = end;
+    }
+    for (int p = index; p < P::OMEGA; p++)
+        if (y[p] != 0) return 0;
+    return 1;
+}
+
+/* z_j = BitUnpack(sig bytes, γ1 − 1, γ1) (Alg. 19), then the norm check of Alg. 8 step 13:
+ * returns 0 when some |z| ≥ γ1 − β.  On success z holds the coefficients, |z| < γ1 − β < q. */
+template <class P>
+ZV_HD int zv_mldsa_unpack_z(zv_i32 z[ZV_MLDSA_N], const zv_u8 *bytes) {
+    typedef zv_mldsa_sizes<P> S;
+    for (int j = 0; j < ZV_MLDSA_N; j++) {
+        zv_i32 c = S::GAMMA1 - (zv_i32)zv_mldsa_unpack_bits(bytes, j, S::Z_BITS);
+        ZV_CHECK(c <= S::GAMMA1 && c > -S::GAMMA1);
+        if (c >= S::GAMMA1 - S::BETA || c <= -(S::GAMMA1 - S::BETA)) return 0;
+        z[j] = c;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ sampling */
+/* Alg. 29 SampleInBall(c̃): τ coefficients ±1, the rest 0; |c| ≤ 1. */
+template <class P>
+ZV_HD void zv_mldsa_sample_in_ball(zv_i32 c[ZV_MLDSA_N], const zv_u8 *ct) {
+    zv_keccak_ctx h;
+    zv_shake256_init(&h);
+    zv_keccak_absorb(&h, ct, zv_mldsa_sizes<P>::CT_BYTES);
+    zv_u8 s[8];
+    zv_keccak_squeeze(&h, s, 8);
+    zv_u64 signs = zv_load_le64(s); /* bit k of the 64 (BytesToBits order) is h[k] */
+    for (int i = 0; i < ZV_MLDSA_N; i++) c[i] = 0;
+    for (int i = ZV_MLDSA_N - P::TAU; i < ZV_MLDSA_N; i++) {
+        zv_u8 j;
+        do {
+            zv_keccak_squeeze(&h, &j, 1);
+        } while (j > i);
+        c[i] = c[j];
+        c[j] = 1 - 2 * (zv_i32)(signs & 1);
+        signs >>= 1;
+    }
+}
+
+/* acc += Â[r][s] ∘ ẑ (Montgomery products), with Â[r][s] = RejNTTPoly(ρ ‖ s ‖ r)
+ * (Alg. 32 and 30): SHAKE128 output read 3 bytes at a time, CoeffFromThreeBytes (Alg. 14)
+ * keeps the 23-bit value when < q.  Each coefficient goes straight into the accumulator,
+ * so Â is never stored.  A SHAKE128 block is 168 = 56·3 bytes, so no triple straddles two. */
+ZV_HD void zv_mldsa_expand_a_mac(zv_i32 acc[ZV_MLDSA_N], const zv_u8 rho[ZV_MLDSA_SEED_BYTES], int r, int s,
+                              const zv_i32 zhat[ZV_MLDSA_N]) {
+    zv_keccak_ctx g;
+    zv_shake128_init(&g);
+    zv_keccak_absorb(&g, rho, ZV_MLDSA_SEED_BYTES);
+    zv_u8 idx[2] = {(zv_u8)s, (zv_u8)r};
+    zv_keccak_absorb(&g, idx, 2);
+    zv_u8 block[ZV_SHAKE128_RATE];
+    int j = 0;
+    while (j < ZV_MLDSA_N) {
+        zv_keccak_squeeze(&g, block, ZV_SHAKE128_RATE);
+        for (int b = 0; b < (int)ZV_SHAKE128_RATE && j < ZV_MLDSA_N; b += 3) {
+            zv_i32 a = (zv_i32)(block[b] | ((zv_u32)block[b + 1] << 8) | ((zv_u32)(block[b + 2] & 0x7F) << 16));
+            if (a < ZV_MLDSA_Q) {
+                acc[j] += zv_mldsa_mont_mul(a, zhat[j]); /* |Â·ẑ| < q·9q */
+                j++;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ hints and w1 */
+/* Alg. 40 UseHint on r in [0, q) with Decompose (Alg. 36): r = r1·2γ2 + r0, r0 in
+ * (−γ2, γ2], except that r − r0 = q − 1 gives r1 = 0, r0 − 1.  A hint moves r1 one step
+ * towards r0's side, mod m = (q − 1)/(2γ2). */
+template <class P>
+ZV_HD zv_i32 zv_mldsa_use_hint(zv_i32 r, int hint) {
+    typedef zv_mldsa_sizes<P> S;
+    ZV_CHECK(r >= 0 && r < ZV_MLDSA_Q);
+    zv_i32 r0 = r % (2 * P::GAMMA2);
+    if (r0 > P::GAMMA2) r0 -= 2 * P::GAMMA2;
+    zv_i32 r1;
+    if (r - r0 == ZV_MLDSA_Q - 1) {
+        r1 = 0;
+        r0 -= 1;
+    } else {
+        r1 = (r - r0) / (2 * P::GAMMA2);
+    }
+    ZV_CHECK(r1 >= 0 && r1 < S::W1_M);
+    if (!hint) return r1;
+    return r0 > 0 ? (r1 + 1) % S::W1_M : (r1 + S::W1_M - 1) % S::W1_M;
+}
+
+/* ------------------------------------------------------------------ verification */
+/* The verdict for one item (semantics in the header): 1 valid, 0 invalid.  ctx is this
+ * item's context string (a batch passes the same one for every item). */
+template <int LEVEL>
+ZV_HD int zv_mldsa_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len, const zv_u8 *msg,
+                          zv_u64 msg_len, const zv_u8 *ctx, zv_u32 ctx_len) {
+    typedef zv_mldsa_params<LEVEL> P;
+    typedef zv_mldsa_sizes<P> S;
+    if (pk_len != (zv_u32)S::PK_BYTES || sig_len != (zv_u32)S::SIG_BYTES || ctx_len > ZV_MLDSA_MAX_CTX) return 0;
+    const zv_u8 *rho = pk, *t1_bytes = pk + ZV_MLDSA_SEED_BYTES;
+    const zv_u8 *ct = sig, *z_bytes = sig + S::CT_BYTES, *y = z_bytes + P::L * S::Z_POLY_BYTES;
+
+    /* Step 2 of the semantics: the hint encoding. */
+    if (!zv_mldsa_hint_is_valid<P>(y)) return 0;
+
+    /* Step 3: z, its norm, and ẑ = NTT(z) (|z| < γ1 − β < q, so NTT's input bound holds). */
+    zv_i32 zhat[P::L][ZV_MLDSA_N];
+    for (int s = 0; s < P::L; s++) {
+        if (!zv_mldsa_unpack_z<P>(zhat[s], z_bytes + s * S::Z_POLY_BYTES)) return 0;
+        zv_mldsa_ntt(zhat[s]);
+    }
+
+    /* μ = H(H(pk, 64) ‖ 0 ‖ ctx_len ‖ ctx ‖ M, 64). */
+    zv_u8 mu[ZV_MLDSA_MU_BYTES];
+    {
+        zv_keccak_ctx h;
+        zv_u8 tr[ZV_MLDSA_TR_BYTES];
+        zv_shake256(pk, S::PK_BYTES, tr, ZV_MLDSA_TR_BYTES);
+        zv_shake256_init(&h);
+        zv_keccak_absorb(&h, tr, ZV_MLDSA_TR_BYTES);
+        zv_u8 prefix[2] = {0, (zv_u8)ctx_len};
+        zv_keccak_absorb(&h, prefix, 2);
+        zv_keccak_absorb(&h, ctx, ctx_len);
+        zv_keccak_absorb(&h, msg, msg_len);
+        zv_keccak_squeeze(&h, mu, ZV_MLDSA_MU_BYTES);
+    }
+
+    /* ĉ = NTT(SampleInBall(c̃)); |c| ≤ 1. */
+    zv_i32 chat[ZV_MLDSA_N];
+    zv_mldsa_sample_in_ball<P>(chat, ct);
+    zv_mldsa_ntt(chat);
+
+    /* Row by row: w′_r = NTT^-1(Σ_s Â[r][s]∘ẑ_s − ĉ∘NTT(t1_r·2^d)), then UseHint and
+     * w1Encode into w1 (the row's hint indices are y[start .. y[ω + r]), increasing). */
+    zv_u8 w1[P::K * S::W1_POLY_BYTES];
+    int hint = 0;
+    for (int r = 0; r < P::K; r++) {
+        zv_i32 acc[ZV_MLDSA_N], t[ZV_MLDSA_N];
+        for (int j = 0; j < ZV_MLDSA_N; j++) acc[j] = 0;
+        for (int s = 0; s < P::L; s++) zv_mldsa_expand_a_mac(acc, rho, r, s, zhat[s]);
+        const zv_u8 *t1r = t1_bytes + r * ZV_MLDSA_T1_POLY_BYTES;
+        for (int j = 0; j < ZV_MLDSA_N; j++) t[j] = (zv_i32)(zv_mldsa_unpack_bits(t1r, j, 10) << ZV_MLDSA_D); /* < 2^23 < q */
+        zv_mldsa_ntt(t);
+        for (int j = 0; j < ZV_MLDSA_N; j++) {
+            ZV_CHECK(acc[j] < P::L * ZV_MLDSA_Q && acc[j] > -P::L * ZV_MLDSA_Q);
+            acc[j] = zv_mldsa_reduce32(acc[j] - zv_mldsa_mont_mul(chat[j], t[j])); /* |·| < (L + 1)q ≤ 8q */
+        }
+        zv_mldsa_invntt_tomont(acc);
+
+        zv_u8 *out = w1 + r * S::W1_POLY_BYTES;
+        int end = y[P::OMEGA + r];
+        zv_u32 bitbuf = 0;
+        int nbits = 0, nout = 0;
+        for (int j = 0; j < ZV_MLDSA_N; j++) {
+            int h = hint < end && y[hint] == j;
+            hint += h;
+            zv_i32 w = zv_mldsa_use_hint<P>(zv_mldsa_caddq(acc[j]), h);
+            /* SimpleBitPack (Alg. 16): little-endian, W1_BITS per coefficient. */
+            bitbuf |= (zv_u32)w << nbits;
+            nbits += S::W1_BITS;
+            while (nbits >= 8) {
+                out[nout++] = (zv_u8)bitbuf;
+                bitbuf >>= 8;
+                nbits -= 8;
+            }
+        }
+        ZV_CHECK(nout == S::W1_POLY_BYTES && nbits == 0 && hint == end);
+    }
+
+    /* c̃′ = H(μ ‖ w1Encode(w1′), λ/4) compared with c̃ (Alg. 8 steps 12-13). */
+    zv_keccak_ctx h;
+    zv_shake256_init(&h);
+    zv_keccak_absorb(&h, mu, ZV_MLDSA_MU_BYTES);
+    zv_keccak_absorb(&h, w1, sizeof(w1));
+    zv_u8 ct2[S::CT_BYTES];
+    zv_keccak_squeeze(&h, ct2, S::CT_BYTES);
+    zv_u8 diff = 0;
+    for (int i = 0; i < S::CT_BYTES; i++) diff |= (zv_u8)(ct2[i] ^ ct[i]);
+    return diff == 0;
+}
+
+#endif /* ZV_MLDSA_CUH */
