@@ -24,6 +24,7 @@ needs only the standard library and app.engine (no web stack), so the GPU check 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -108,11 +109,20 @@ def from_json(d: dict) -> KnownAnswer | AggregateAnswer:
     return KnownAnswer(item, bool(d["expected"]), str(d["id"]), d.get("source", ""), d.get("rule", ""))
 
 
+def open_text(path: str | Path, mode: str = "r"):
+    """``path`` opened as UTF-8 text for ``mode`` ("r" or "w"), through gzip when its name
+    ends in ``.gz`` (what a GPU host is carried is kept small that way)."""
+    if str(path).endswith(".gz"):
+        return gzip.open(path, mode + "t", encoding="utf-8")
+    return open(path, mode, encoding="utf-8")
+
+
 def read_jsonl(path: str | Path) -> Iterator[KnownAnswer | AggregateAnswer]:
-    """The records of a JSONL vector file.  Raises :class:`app.core.errors.BadVectorFile` naming
-    ``<path>:<line>`` for a file that cannot be opened or a line that is not a record."""
+    """The records of a JSONL vector file (gzip-compressed when named ``*.gz``).  Raises
+    :class:`app.core.errors.BadVectorFile` naming ``<path>:<line>`` for a file that cannot be
+    opened or a line that is not a record."""
     try:
-        f = open(path, encoding="utf-8")
+        f = open_text(path)
     except OSError as exc:
         raise BadVectorFile(f"cannot open {path}: {exc.strerror}", field=str(path)) from None
     with f:
@@ -121,8 +131,8 @@ def read_jsonl(path: str | Path) -> Iterator[KnownAnswer | AggregateAnswer]:
             for lineno, line in enumerate(f, 1):  # noqa: B007 (lineno is read in the handler)
                 if line.strip():
                     yield from_json(json.loads(line))
-        except UnicodeDecodeError:
-            raise BadVectorFile(f"{path}: not UTF-8 text", field=f"{path}:{lineno + 1}") from None
+        except (UnicodeDecodeError, gzip.BadGzipFile, EOFError):
+            raise BadVectorFile(f"{path}: not UTF-8 text (or not gzip)", field=f"{path}:{lineno + 1}") from None
         except json.JSONDecodeError as exc:
             raise BadVectorFile(f"{path}:{lineno}: not JSON ({exc.msg})", field=f"{path}:{lineno}") from None
         except (KeyError, ValueError, TypeError) as exc:
@@ -131,13 +141,14 @@ def read_jsonl(path: str | Path) -> Iterator[KnownAnswer | AggregateAnswer]:
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:
-    """Write ``records`` one JSON object a line; the file appears only once complete, so a
-    failure (an import error in a signer, Ctrl-C) leaves no empty or partial file behind."""
+    """Write ``records`` one JSON object a line (gzip-compressed when ``path`` ends in
+    ``.gz``); the file appears only once complete, so a failure (an import error in a signer,
+    Ctrl-C) leaves no empty or partial file behind."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{'.gz' if path.suffix == '.gz' else ''}")
     n = 0
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open_text(tmp, "w") as f:
             for r in records:
                 f.write(json.dumps(r, separators=(",", ":")) + "\n")
                 n += 1

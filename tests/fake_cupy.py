@@ -14,9 +14,18 @@ injected per entry point:
 
 Streams and events are recorded, not simulated: work runs at once, in the order it is
 queued, and ``ops`` lists every copy and launch with the stream it was queued on
-(``("h2d" | "d2h" | "launch", what, stream id)``), ``syncs`` every stream or event
-synchronisation and ``waits`` every (stream, stream of the awaited event) — enough to
-check which work may overlap on a GPU.  ``num_regs`` sets the registers a kernel reports.
+(``("h2d" | "d2h" | "launch", what, stream id)``) and every time the host waits
+(``("sync", "stream", id)``, ``("host-wait", "get" | "event", id)``); ``syncs`` lists every
+host wait and ``waits`` every (stream, stream of the awaited event) — enough to check which
+work may overlap on a GPU.  ``num_regs`` sets the registers a kernel reports.
+
+Copies back to the host follow CuPy 14's ``ndarray.get(stream, order, out, blocking=True)``:
+a blocking get is a host wait on its stream, then the bytes are there.  A non-blocking get
+(``blocking=False``) needs a page-locked ``out`` (into pageable memory a copy is not
+asynchronous) and models a stream that has not finished yet: ``out`` holds :data:`POISON`
+until the host synchronises that stream, or an event recorded on it after the copy, so code
+that reads a result before waiting for it sees garbage.  (A stream's sync does not land the
+copies of streams it waited for on the GPU: stricter than CUDA, never laxer.)
 
 Like NVRTC, it refuses sources that include a system header (``#include <...>``).
 """
@@ -33,6 +42,9 @@ import numpy as np
 
 from app.engine.device import hostbuild
 from app.engine.device.hostlib import c_arg
+
+#: The byte a non-blocking copy back leaves in its destination until its stream is synchronised.
+POISON = 0xA5
 
 
 class CUDADriverError(RuntimeError):
@@ -62,13 +74,21 @@ class FakeArray:
         self.fake.ops.append(("h2d", src.nbytes, self.fake.stream_id(stream)))
         self.data[:src.nbytes] = src
 
-    def get(self, stream=None, out=None):
-        self.fake.check_pending()
-        self.fake.transfers.append(("d2h", self.data.nbytes, out is not None and self.fake.is_pinned(out.ctypes.data)))
-        self.fake.ops.append(("d2h", self.data.nbytes, self.fake.stream_id(stream)))
-        if out is None:
-            return self.data.copy()
-        out.reshape(-1).view(np.uint8)[:] = self.data
+    def get(self, stream=None, order="C", out=None, blocking=True):
+        fake, sid = self.fake, self.fake.stream_id(stream)
+        pinned = out is not None and fake.is_pinned(out.ctypes.data, out.nbytes)
+        fake.transfers.append(("d2h", self.data.nbytes, pinned))
+        fake.ops.append(("d2h", self.data.nbytes, sid))
+        dst = None if out is None else out.reshape(-1).view(np.uint8)
+        if blocking:  # CuPy queues the copy, then synchronises the stream on the host
+            fake.host_wait("get", sid)
+            if dst is None:
+                return self.data.copy()
+            dst[:] = self.data
+            return out
+        if not pinned:
+            raise ValueError("a non-blocking copy back needs a page-locked out array")
+        fake.queue_copy_back(sid, dst, self.data)
         return out
 
 
@@ -122,6 +142,9 @@ class FakeCupy:
         self.modules: list[str] = []
         self.pending: Exception | None = None
         self._pinned: list[np.ndarray] = []  # kept alive: addresses are never reused
+        # non-blocking copies back not landed yet: (stream id, number, destination, bytes)
+        self.copies_in_flight: list[tuple[int, int, np.ndarray, np.ndarray]] = []
+        self._copy_seq = 0
         fake = self
 
         class Stream:
@@ -141,6 +164,7 @@ class FakeCupy:
             def synchronize(self):
                 fake.syncs.append(("stream", self.id))
                 fake.ops.append(("sync", "stream", self.id))
+                fake.land_copies_back(self.id)
                 fake.check_pending()
 
             def wait_event(self, event):
@@ -148,14 +172,15 @@ class FakeCupy:
 
         class Event:
             stream_id = 0
+            seq = 0  # copies back queued before the record: those with a smaller number
 
             def record(self, stream=None):
                 self.t = time.perf_counter()
                 self.stream_id = fake.stream_id(stream)
+                self.seq = fake._copy_seq
 
             def synchronize(self):
-                fake.syncs.append(("event", self.stream_id))
-                fake.check_pending()
+                fake.host_wait("event", self.stream_id, before=self.seq)
 
         class Device:
             def __init__(self, device_id=0):
@@ -198,8 +223,35 @@ class FakeCupy:
         self._pinned.append(buf)
         return buf
 
-    def is_pinned(self, ptr: int) -> bool:
-        return any(b.ctypes.data <= ptr < b.ctypes.data + b.nbytes for b in self._pinned)
+    def is_pinned(self, ptr: int, nbytes: int = 1) -> bool:
+        """Whether the ``nbytes`` at ``ptr`` lie in one page-locked allocation."""
+        return any(b.ctypes.data <= ptr and ptr + max(1, nbytes) <= b.ctypes.data + b.nbytes for b in self._pinned)
+
+    # ------------------------------------------------------------------ copies back, host waits
+    def queue_copy_back(self, sid: int, dst: np.ndarray, data: np.ndarray) -> None:
+        """A non-blocking copy of device ``data`` into ``dst`` on stream ``sid``: the bytes
+        are taken now (work runs in queue order), ``dst`` is poisoned until the stream is
+        synchronised."""
+        self.copies_in_flight.append((sid, self._copy_seq, dst, data.copy()))
+        self._copy_seq += 1
+        dst[:] = POISON
+
+    def land_copies_back(self, sid: int, before: int | None = None) -> None:
+        """The copies back of stream ``sid`` (those numbered below ``before``) are complete."""
+        keep = []
+        for c in self.copies_in_flight:
+            if c[0] == sid and (before is None or c[1] < before):
+                c[2][:] = c[3]
+            else:
+                keep.append(c)
+        self.copies_in_flight = keep
+
+    def host_wait(self, what: str, sid: int, before: int | None = None) -> None:
+        """The host waits for stream ``sid`` (up to an event when ``before`` is set)."""
+        self.syncs.append((what, sid))
+        self.ops.append(("host-wait", what, sid))
+        self.land_copies_back(sid, before)
+        self.check_pending()
 
     def empty(self, shape, dtype=np.uint8) -> FakeArray:
         assert np.dtype(dtype) == np.uint8

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from app.core.batch import Batch
-from app.core.errors import BackendUnavailable, KernelLaunchError
+from app.core.errors import BackendUnavailable, KernelBuildError, KernelLaunchError
 from app.core.schemes import SCHEMES
 from app.engine.backends.cuda import CudaBackend
 from app.engine.backends.factory import accelerated_backends
 from app.engine.commit import merkle
-from app.engine.device import hostbuild, ops
+from app.engine.device import hostbuild, ops, registry
 from app.engine.device.cudadev import CupyDevice
 from app.engine.reference import kat
 from app.engine.runtime import Runtime
@@ -409,3 +409,18 @@ def test_settings_reach_the_engine():
     assert [b.name for b in eng.backends] == ["kernel-host", "cpu"]
     assert eng.config.crossover == {"ed25519": 7} and eng.config.hybrid and eng.config.hybrid_min == 99
     rt.close()
+
+
+def test_a_device_that_must_not_compile_refuses_a_module_it_was_not_given(monkeypatch, tmp_path):
+    """gpu_check's device on a lent GPU: no prepared module -> KernelBuildError naming the
+    unit, and nothing compiled; a device that may compile says where its module came from."""
+    monkeypatch.setenv("ZAPVERIFY_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.delenv("ZAPVERIFY_KERNEL_PREBUILT", raising=False)
+    fake = FakeCupy()
+    dev = CupyDevice(cupy=fake, compile=False)
+    with pytest.raises(KernelBuildError, match="compiling was refused"):
+        dev.function(registry.MERKLE, "zv_merkle_leaves")
+    assert fake.modules == [] and dev.origins == {}
+    dev = CupyDevice(cupy=fake)
+    dev.function(registry.MERKLE, "zv_merkle_leaves")
+    assert dev.origins == {registry.MERKLE: "nvrtc"} and dev.info()["modules"] == {"merkle": "nvrtc"}

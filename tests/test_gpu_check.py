@@ -1,40 +1,71 @@
-"""scripts/prepare_gpu_check and the dry-run mode of scripts/gpu_check (host build, no GPU).
+"""scripts/prepare_gpu_check and scripts/gpu_check's dry runs (host build, and the CUDA path
+over tests/fake_cupy.py), no GPU.
 
 gpu_check must run on a GPU host that has numpy and CuPy but none of the web stack or the
-signing libraries: the dry run here blocks those imports to prove it.
+signing libraries: a sitecustomize on PYTHONPATH blocks those imports in the parent and in
+every step process it starts.  What a run has done must survive a kill at any moment, a
+hanging step must cost that step only, and every timed verdict is checked.
 """
 
+from __future__ import annotations
+
+import gzip
 import json
+import os
+import random
+import re
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from app.engine.device import hostbuild
+from app.engine.device import hostbuild, registry
 from bench import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "gpu_check"
 BLOCKED = ["fastapi", "pydantic", "pydantic_settings", "starlette", "uvicorn", "httpx", "jinja2", "nacl",
            "coincurve", "cryptography", "pqcrypto", "py_arkworks_bls12381", "milagro_bls_binding", "py_ecc",
-           "prometheus_client"]
+           "prometheus_client", "cupy"]
+SMALL = ["--max-log2", "10", "--reps", "2", "--schemes", "ed25519,secp256k1"]
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
 
 
-def run_gpu_check(*args: str) -> subprocess.CompletedProcess:
-    code = ("import runpy, sys\n"
-            f"for m in {BLOCKED!r}:\n    sys.modules[m] = None  # any import of these fails\n"
-            f"sys.argv = ['gpu_check', *{list(args)!r}]\n"
-            f"runpy.run_path({str(ROOT / 'scripts' / 'gpu_check')!r}, run_name='__main__')\n")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory) -> dict:
+    """The environment of a bare GPU host: the web stack and signing libraries (and here,
+    CuPy) cannot be imported, in this process's children and theirs."""
+    site = tmp_path_factory.mktemp("bare_site")
+    (site / "sitecustomize.py").write_text(f"import sys\nfor m in {BLOCKED!r}:\n    sys.modules[m] = None\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    return env
+
+
+def gpu_check(env: dict, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def journal(out: Path) -> list[dict]:
+    [path] = list(out.glob("gpu_*.jsonl"))
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def steps_of(recs: list[dict]) -> dict[str, dict]:
+    return {r["step"]: r for r in recs if r["kind"] == "step"}
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu_check_data")
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_gpu_check"), "--out", str(out),
-                           "--generated", "1", "--schemes", "ed25519,secp256k1"],
+                           "--generated", "1", "--schemes", "ed25519,secp256k1", "--no-kernels", "--no-wheels"],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     return out
@@ -43,11 +74,15 @@ def data(tmp_path_factory):
 def test_prepared_data_has_what_the_gpu_host_needs(data):
     manifest = json.loads((data / "manifest.json").read_text())
     assert manifest["generated_vectors"] == 2 * 2 and manifest["kernel_sources_sha256"]
-    recs = [json.loads(line) for line in (data / "vectors" / "generated.jsonl").read_text().splitlines()]
+    with gzip.open(data / "vectors" / "generated.jsonl.gz", "rt") as f:
+        recs = [json.loads(line) for line in f]
     assert {r["scheme"] for r in recs} == {"ed25519", "secp256k1"}
-    external = (data / "vectors" / "external.jsonl").read_text().splitlines()
+    with gzip.open(data / "vectors" / "external.jsonl.gz", "rt") as f:
+        external = f.read().splitlines()
     assert all(json.loads(line).get("signature_format", "raw") == "raw" for line in external)  # DER converted
     assert len(external) == manifest["external_vectors"]
+    merkle_cases = json.loads((data / "merkle.json").read_text())
+    assert {c["n"] for c in merkle_cases} >= {1, 2, 3, 1025, 65_537} and all(c["seed"] for c in merkle_cases)
     hashes = json.loads((data / "hashes.json").read_text())
     assert len(hashes["messages"]) == 301 and set(hashes["xof"]) == {"shake128", "shake256"}
     bench = [json.loads(line) for line in (data / "bench.jsonl").read_text().splitlines()]
@@ -56,50 +91,167 @@ def test_prepared_data_has_what_the_gpu_host_needs(data):
     assert {r["scheme"] for r in bench} == {"ed25519"} and all(r["expected"] for r in bench)
 
 
-def test_dry_run_checks_and_times_without_web_stack_or_signing_libraries(data, tmp_path):
+def test_dry_run_on_the_host_build_does_every_step_and_checks_every_result(bare, data, tmp_path):
     out = tmp_path / "out"
-    proc = run_gpu_check("--backend", "kernel-host", "--data", str(data), "--out", str(out),
-                         "--min-log2", "8", "--max-log2", "10", "--reps", "2", "--pipeline-chunk", "64")
+    proc = gpu_check(bare, "--backend", "kernel-host", "--data", str(data), "--out", str(out), "--cap", "200", *SMALL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "checks: all passed" in proc.stdout and "sha256 64 B" in proc.stdout
-    [report] = list(out.glob("gpu_*.json"))
-    result = json.loads(report.read_text())
-    assert result["ok"] and all(r["ok"] for r in result["compile"]["entries"])
-    assert all(r["failed"] == 0 and r["checked"] > 0 for r in result["checks"]["hashes"].values())
-    assert result["checks"]["merkle"]["failed"] == 0 and result["checks"]["merkle"]["checked"] >= 38
-    assert set(result["timings"]["sha256 64 B"]) == {"256", "512", "1024"}
-    assert result["timings"]["merkle leaves+root (ed25519 items, 64 B msgs)"]["1024"]["items_per_second"] > 0
-    md = (out / report.name.replace(".json", ".md")).read_text()
-    assert md.startswith("# GPU check")
-    # provenance: the commit (from git here; from the manifest on a GPU host without git), date, machine
-    assert result["provenance"]["commit"] == provenance.parse(md)["commit"] != "unknown"
-    assert result["provenance"]["machine"]["cores"] and result["data_manifest"]["commit"]
-    for size in (32, 64, 256):  # Ed25519 at fixed message sizes; no pynacl here, so no CPU row
-        assert result["timings"][f"verify ed25519 {size} B msgs (kernel)"]["1024"]["items_per_second"] > 0
-        [cpu_row] = [r for name, r in result["timings"].items()
-                     if name.startswith(f"verify ed25519 {size} B msgs (cpu")]
-        assert all("unavailable" in cell for cell in cpu_row.values())
-    assert result["gpu_cpu_ratio"] == {f"verify ed25519 {s} B msgs": {} for s in (32, 64, 256)}
-    # the pipelined path over three chunks matches the one-launch path and the expected verdicts
-    for sid in ("ed25519", "secp256k1"):
-        pipe = result["checks"]["pipeline"][sid]
-        assert pipe["status"] == "run" and pipe["chunks"] == 3 and pipe["chunk_items"] == 64
-        assert pipe["verdicts_ok"] and pipe["same_as_one_launch"]
-    # the engine path needs the CPU reference, which a bare GPU host lacks: skipped, saying why
-    assert result["checks"]["engine"]["status"].startswith("skipped: the CPU reference")
+    recs = journal(out)
+    run = recs[0]
+    assert run["kind"] == "run" and recs[-1]["kind"] == "end" and recs[-1]["ok"]
+    steps = steps_of(recs)
+    assert list(steps) == run["plan"] and all(s["status"] == "ok" for s in steps.values())
+    # the order is by value: every scheme's correctness, then one saturating batch each, ...
+    assert run["plan"][:7] == ["env", "device", "hashes", "check:ed25519", "check:secp256k1", "time:ed25519",
+                               "time:secp256k1"]
+    env = next(r for r in recs if r["kind"] == "env")
+    assert env["toolchain"]["nvrtc"] and "python" in env["python"]
+    builds = [r for r in recs if r["kind"] == "build"]
+    assert builds and all(b["ok"] and b["origin"] == "host build" for b in builds)
+    checks = [r for r in recs if r["kind"] == "check"]
+    assert {c["what"] for c in checks} >= {"sha256", "shake256", "merkle roots", "vectors"}
+    assert all(c["failed"] == 0 and c["checked"] > 0 and not c.get("roots_bad") for c in checks)
+    rates = [r for r in recs if r["kind"] == "rate" and "items_per_second" in r]
+    verify_rows = [r for r in rates if r["row"].startswith("verify")]
+    assert verify_rows and all(r["verdicts_ok"] for r in verify_rows)  # every timed verdict checked
+    assert all(r["root_ok"] for r in rates if r["row"].startswith("verify+commit"))
+    big = [r for r in rates if "(big, mixed verdicts)" in r["row"]]
+    assert {r["step"] for r in big} == {"big:ed25519", "big:secp256k1"} and all(r["root_ok"] for r in big)
+    pipes = [r for r in recs if r["kind"] == "pipeline"]
+    assert {p["scheme"] for p in pipes} == {"ed25519", "secp256k1"}
+    assert all(p["same_as_one_launch"] and p["verdicts_ok"] and p["root_ok"] and p["chunks"] >= 2 for p in pipes)
+    # the register-cap variants, side by side on one batch per scheme, each checked
+    caps = [r for r in rates if str(r["step"]).startswith("caps:")]
+    assert {(r["step"], r["variant"]) for r in caps} == {
+        (f"caps:{s}", v) for s in ("ed25519", "secp256k1") for v in ("shipped", "regs0", "regs128")}
+    assert len({(r["step"], r["items"]) for r in caps}) == 2 and all(r["verdicts_ok"] for r in caps)
+    # no pynacl on a bare host: the CPU rows and the engine path say so
+    assert any(r.get("unavailable") for r in recs if r["kind"] == "rate")
+    assert next(r for r in recs if r["kind"] == "engine")["status"].startswith("skipped")
+    md = next(out.glob("gpu_*.md")).read_text()
+    assert md.startswith("# GPU check") and "verdict: **PASS**" in md and "## Measured and PREDICTED" in md
+    assert "## Register caps" in md and "| ed25519 | regs128 (-DZV_ED25519_MAX_REGISTERS=128) |" in md
+    assert provenance.parse(md)["commit"] == run["provenance"]["commit"] != "unknown"
 
 
-def test_a_wrong_answer_fails_the_run(data, tmp_path):
+def test_dry_run_on_the_cuda_path_over_a_fake_device_completes_within_its_cap(bare, data, tmp_path):
+    out = tmp_path / "out"
+    proc = gpu_check(bare, "--backend", "fake-cuda", "--data", str(data), "--out", str(out), "--cap", "120",
+                     "--max-log2", "9", "--reps", "1", "--schemes", "ed25519")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs = journal(out)
+    assert recs[-1]["kind"] == "end" and recs[-1]["ok"] and recs[-1]["seconds"] <= 120
+    device = next(r for r in recs if r["kind"] == "device")
+    assert device["name"].startswith("fake GPU") and "runtime" in device["cuda"]
+    # the fake's CUDA 0.0 matches no prepared module: every one came from (stand-in) NVRTC
+    builds = [r for r in recs if r["kind"] == "build"]
+    assert builds and all(b["ok"] and b["origin"] == "nvrtc" for b in builds)
+
+
+def _prepare_module():
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+
+    loader = SourceFileLoader("prepare_gpu_check", str(ROOT / "scripts" / "prepare_gpu_check"))
+    module = module_from_spec(spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_prepared_kernels_are_every_service_unit_and_its_caps_and_the_device_command_carries_them():
+    prep = _prepare_module()
+    builds = prep.kernel_builds()
+    assert {s.name for s in builds if not s.variant} == {s.name for s in registry.service_sources()}
+    assert {(s.name, s.variant) for s in builds if s.variant} == {
+        ("ed25519", "regs0"), ("ed25519", "regs128"), ("secp256k1", "regs0"), ("secp256k1", "regs128"),
+        ("ml_dsa", "regs128"), ("ml_dsa", "regs168"), ("bls12_381", "regs128")}
+    cmd = prep.device_command(ROOT / ".gpu_check_data")
+    assert "--target /tmp/site .gpu_check_data/wheels/*.whl && export PYTHONPATH=/tmp/site;" in cmd
+    assert cmd.endswith('python3 scripts/gpu_check --backend cuda --data .gpu_check_data --out "$OUT"')
+
+
+def test_cuda_backend_without_cupy_reaches_the_device_step_and_stops_there(bare, data, tmp_path):
+    """What the lender runs imports with CuPy, numpy and the folder only; here CuPy is
+    missing, so the run stops at the device step, saying why, with the environment kept."""
+    out = tmp_path / "out"
+    proc = gpu_check(bare, "--backend", "cuda", "--data", str(data), "--out", str(out), "--cap", "60")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    recs = journal(out)
+    steps = steps_of(recs)
+    assert steps["env"]["status"] == "ok" and steps["device"]["status"] == "failed"
+    assert list(steps) == ["env", "device"]
+    error = next(r for r in recs if r["kind"] == "error" and r["step"] == "device")
+    assert "CuPy" in error["error"] or "cupy" in error["error"]
+    assert recs[-2]["kind"] == "stopped" and "no usable device" in recs[-2]["reason"]
+
+
+def test_a_hanging_step_costs_that_step_only(bare, data, tmp_path):
+    """hashes.json as a FIFO nobody writes: the hashes step blocks reading it, is killed at
+    its limit, and every later step still runs."""
+    hang = tmp_path / "hang"
+    shutil.copytree(data, hang)
+    (hang / "hashes.json").unlink()
+    os.mkfifo(hang / "hashes.json")
+    out = tmp_path / "out"
+    proc = gpu_check(bare, "--backend", "kernel-host", "--data", str(hang), "--out", str(out), "--cap", "200",
+                     "--step-limit", "20", *SMALL)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    steps = steps_of(journal(out))
+    assert steps["hashes"]["status"] == "timeout" and 19 <= steps["hashes"]["seconds"] < 30
+    later = [name for name in steps if name not in ("env", "device", "hashes")]
+    assert later and all(steps[n]["status"] == "ok" for n in later)
+    # the hash kernels were loaded (and recorded) before the step hung
+    assert any(r["kind"] == "build" and r["step"] == "hashes" for r in journal(out))
+    md = next(out.glob("gpu_*.md")).read_text()
+    assert "verdict: **FAIL**" in md and "step hashes: timeout" in md
+
+
+def test_a_wrong_timed_verdict_fails_the_run(bare, data, tmp_path):
+    """A generated item marked valid that is not: the saturating batch is tiled from the
+    'valid' items, so its verdicts are not all true and the run says which row."""
     bad = tmp_path / "bad"
-    subprocess.run(["cp", "-r", str(data), str(bad)], check=True)
-    hashes = json.loads((bad / "hashes.json").read_text())
-    hashes["fixed"]["sha256"][64] = "00" * 32
-    (bad / "hashes.json").write_text(json.dumps(hashes))
-    proc = run_gpu_check("--backend", "kernel-host", "--data", str(bad), "--out", str(tmp_path / "o"),
-                         "--min-log2", "8", "--max-log2", "8", "--reps", "1")
-    assert proc.returncode == 1 and "sha256: 1 of 301 digests differ" in proc.stdout
+    shutil.copytree(data, bad)
+    path = bad / "vectors" / "generated.jsonl.gz"
+    with gzip.open(path, "rt") as f:
+        rows = [json.loads(line) for line in f]
+    for r in rows:
+        if r["scheme"] == "ed25519":
+            r["expected"] = True  # the mutated one too
+    with gzip.open(path, "wt") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    proc = gpu_check(bare, "--backend", "kernel-host", "--data", str(bad), "--out", str(out), "--cap", "200", *SMALL)
+    assert proc.returncode == 1
+    recs = journal(out)
+    timed = [r for r in recs if r["kind"] == "rate" and r["step"] == "time:ed25519"]
+    assert timed and not any(r["verdicts_ok"] for r in timed)
+    assert "verify ed25519 (kernel) at" in next(out.glob("gpu_*.md")).read_text()
 
 
-def test_missing_data_is_a_clear_error(tmp_path):
-    proc = run_gpu_check("--backend", "kernel-host", "--data", str(tmp_path / "none"))
-    assert proc.returncode == 2 and "prepare_gpu_check" in proc.stderr
+def test_a_kill_at_a_random_step_keeps_every_step_done_before_it(bare, data, tmp_path):
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "--backend", "kernel-host", "--data", str(data),
+                             "--out", str(out), "--cap", "200", *SMALL], stdout=subprocess.PIPE, text=True,
+                            env=bare, start_new_session=True)
+    kill_after = rng.randrange(1, 12)
+    done: list[str] = []
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 200
+    for line in proc.stdout:
+        if m := re.match(r"^\[\s*[\d.]+s\] (\S+): (\w+) in ", line):
+            done.append(m.group(1))
+            if len(done) == kill_after:
+                os.killpg(proc.pid, signal.SIGKILL)  # the parent and the step it runs, at once
+                break
+        assert time.monotonic() < deadline
+    proc.wait(30)
+    recs = journal(out)
+    steps = steps_of(recs)
+    # every step the run reported done before the kill is in the journal, as done
+    names = recs[0]["plan"][:kill_after]
+    assert done == names, (seed, done)
+    assert all(steps.get(n, {}).get("status") == "ok" for n in names), (seed, kill_after, list(steps))
+    assert not any(r["kind"] == "end" for r in recs)
+    md = next(out.glob("gpu_*.md")).read_text()
+    assert all(f"| {n} | ok |" in md for n in names), (seed, kill_after)

@@ -14,7 +14,7 @@ from app.engine.device import hostbuild, occupancy, ops, pipeline
 from app.engine.device.cudadev import CupyDevice
 from app.engine.reference import kat
 from app.engine.verify.grouping import batch_of, group_items
-from tests.fake_cupy import FakeCupy
+from tests.fake_cupy import POISON, FakeCupy
 from tests.toy_scheme import TOY, TOY_ALL, toy_items, toy_valid
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
@@ -54,19 +54,30 @@ def test_chunks_are_whole_waves_unless_set():
 
 
 # ------------------------------------------------------------------ results
-def test_pipelined_results_equal_the_one_launch_path():
+def test_pipelined_batch_is_queued_whole_before_the_host_waits_and_equals_one_launch():
     batch = toy_batch(100)
     fake = FakeCupy()
     dev = CupyDevice(fake)
     want = ops.verify_and_commit(dev, TOY, batch)
     fake.ops.clear()
-    got = pipeline.verify_and_commit(dev, TOY, batch, pipeline.plan(100, 1, chunk_items=16))
+    p = pipeline.plan(100, 1, chunk_items=16)
+    got = pipeline.verify_and_commit(dev, TOY, batch, p)
+    # every chunk's copies in, kernels and copies back (and the root's) are queued before
+    # the host waits on a stream; a blocking copy back would wait after each chunk
+    copies_back = [i for i, op in enumerate(fake.ops) if op[0] == "d2h"]
+    assert len(copies_back) == 2 * len(p.chunks) + 1
+    early = [op for op in fake.ops[:copies_back[-1]] if op[0] in ("sync", "host-wait")]
+    # the only earlier waits are the staging ring's: packing a chunk waits for the event of
+    # the last copy in out of the buffer it reuses (chunk k-2's), at most once per chunk
+    assert all(op[:2] == ("host-wait", "event") for op in early), early
+    assert len(early) <= len(p.chunks)
+    # the copies back landed before the results were read (else they hold POISON)
     assert got[0].tolist() == want[0].tolist() == truth(batch)
     assert np.array_equal(got[1], want[1]) and got[2] == want[2]
     assert got[2] == merkle.root(merkle.batch_leaves(batch, got[0]))
 
 
-def test_chunks_go_round_the_streams_and_sync_once_at_the_end():
+def test_chunks_go_round_the_streams_and_the_root_waits_on_the_gpu():
     batch = toy_batch(100)
     fake = FakeCupy()
     dev = CupyDevice(fake)
@@ -83,14 +94,53 @@ def test_chunks_go_round_the_streams_and_sync_once_at_the_end():
             chunk_ops[-1].append(op)
     for ops_k in chunk_ops[:7]:
         assert len({s for *_, s in ops_k if _[0] != "launch" or _[1] != "zv_merkle_tail"}) == 1
-    # no stream is waited for until every chunk is queued: the host never stalls mid-batch
-    first_sync = next(i for i, op in enumerate(fake.ops) if op[0] == "sync")
-    last_verify = max(i for i, op in enumerate(fake.ops) if op[:2] == ("launch", "zv_verify_toy"))
-    assert first_sync > last_verify
     # the root waits for the other streams on the GPU (events), not on the host
     root_stream = verify_streams[0]
     assert {w for s, w in fake.waits if s == root_stream} == set(verify_streams) - {root_stream}
     assert all(pinned for kind, _, pinned in fake.transfers)  # every async copy from/to pinned memory
+
+
+def test_one_launch_batches_after_a_pipelined_one_release_their_staging():
+    fake = FakeCupy()
+    dev = CupyDevice(fake, transfer="auto")  # pageable columns are staged one by one (put)
+    pipeline.verify_and_commit(dev, TOY, toy_batch(100), pipeline.plan(100, 1, chunk_items=16, streams=3))
+    assert dev.staged() == 0 and len(dev._streams) == 3  # the pipeline made its streams
+    small = toy_batch(10)
+    held = []
+    for _ in range(20):
+        ops.verify_and_commit(dev, TOY, small)  # copies in and out on the default stream
+        held.append(dev.staged())
+    assert held == [0] * 20  # each batch's get() waited for its stream: its sources are free
+    # a copy queued on another stream still reads its source until that stream is waited for
+    with dev.on(dev.streams(3)[1]):
+        dev.put(np.arange(10, dtype=np.uint8))
+    ops.verify_and_commit(dev, TOY, small)
+    assert dev.staged() == 1
+    dev.sync()
+    assert dev.staged() == 0
+
+
+def test_a_copy_back_lands_when_its_stream_is_waited_for():
+    fake = FakeCupy()
+    dev = CupyDevice(fake)
+    s0, s1 = dev.streams(2)
+    data = np.arange(64, dtype=np.uint8)
+    with dev.on(s1):
+        buf = dev.put(data)
+        before = dev.record()
+        out = dev.pinned(64)
+        dev.get_async(buf, 64, out)
+        after = dev.record()
+    assert (out == POISON).all()  # queued, not done: a result read now is garbage
+    assert not [op for op in fake.ops if op[0] == "host-wait"]  # queueing it did not wait
+    s0.synchronize()
+    before.synchronize()
+    assert (out == POISON).all()  # another stream, or an event recorded before the copy
+    after.synchronize()
+    assert out.tolist() == data.tolist()
+    with pytest.raises(KernelLaunchError):  # into pageable memory a copy is not asynchronous
+        dev.get_async(buf, 64, np.empty(64, dtype=np.uint8))
+    assert dev.get(buf, 64).tolist() == data.tolist()  # get() waits for its own stream
 
 
 def test_small_batches_take_the_one_launch_path():

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from app import cli
+from app.core.errors import KernelBuildError
 from app.engine.device import nvrtc, prebuilt, registry
 from app.engine.device.registry import KernelSource
 
@@ -46,8 +47,12 @@ def test_a_shipped_fatbin_is_loaded_and_nothing_compiled(cache, monkeypatch):
     monkeypatch.setenv("ZAPVERIFY_KERNEL_PREBUILT", str(shipped))
     monkeypatch.setattr(prebuilt.subprocess, "run", lambda *a, **k: pytest.fail("compiled"))
     cp = RecordingCupy(13020)
-    prebuilt.load_module(cp, TOY, "code", ("-std=c++17",))
-    assert cp.loads == [{"path": str(shipped / prebuilt.fatbin_file(prebuilt.key(TOY, 13)))}]
+    _, origin = prebuilt.load_module(cp, TOY)
+    name = prebuilt.fatbin_file(prebuilt.key(TOY, 13))
+    assert cp.loads == [{"path": str(shipped / name)}]
+    assert origin == f"prebuilt:{name}"
+    # one that must not compile loads it just the same
+    assert prebuilt.load_module(RecordingCupy(13020), TOY, compile=False)[1] == origin
 
 
 def test_another_cuda_major_or_a_changed_source_is_another_key(tmp_path):
@@ -60,26 +65,91 @@ def test_another_cuda_major_or_a_changed_source_is_another_key(tmp_path):
     assert prebuilt.key(KernelSource("toy", tmp_path), 13) != prebuilt.key(TOY, 13)
 
 
+NVRTC_LOAD = {"code": prebuilt.source_text(TOY), "options": prebuilt.nvrtc_options(TOY)}
+
+
 def test_without_nvcc_nvrtc_compiles_into_a_persistent_cache(cache, monkeypatch):
     monkeypatch.setattr(prebuilt, "nvcc", lambda: None)
     cp = RecordingCupy(13000)
-    prebuilt.load_module(cp, TOY, "the code", ("-std=c++17",))
-    assert cp.loads == [{"code": "the code", "options": ("-std=c++17",)}]
+    assert prebuilt.load_module(cp, TOY)[1] == "nvrtc"
+    assert cp.loads == [NVRTC_LOAD]
     assert os.environ["CUPY_CACHE_DIR"] == str(cache / "cache" / "nvrtc")
+
+
+def test_a_load_that_must_not_compile_says_what_is_missing(cache, monkeypatch):
+    """gpu_check on a lent GPU: no module of this digest -> an error naming the key, and
+    neither nvcc nor NVRTC is started."""
+    monkeypatch.setattr(prebuilt.subprocess, "run", lambda *a, **k: pytest.fail("ran nvcc"))
+    cp = RecordingCupy(13000)
+    with pytest.raises(KernelBuildError, match=prebuilt.key(TOY, 13)):
+        prebuilt.load_module(cp, TOY, (9, 0), compile=False)
+    assert cp.loads == []
+
+
+def _fake_nvcc(monkeypatch, run):
+    monkeypatch.setattr(prebuilt, "nvcc", lambda: "nvcc")
+    monkeypatch.setattr(prebuilt, "nvcc_major", lambda c: 13)
+    monkeypatch.setattr(prebuilt.subprocess, "run", run)
+
+
+def test_a_failing_nvcc_falls_back_to_nvrtc(cache, monkeypatch):
+    _fake_nvcc(monkeypatch, lambda cmd, **k: SimpleNamespace(returncode=1, stderr="error: ptxas died\n", stdout=""))
+    cp = RecordingCupy(13000)
+    _, origin = prebuilt.load_module(cp, TOY)
+    assert cp.loads == [NVRTC_LOAD]
+    assert origin.startswith("nvrtc (nvcc failed: nvcc failed on toy.cu")
+
+
+def test_an_nvcc_past_its_timeout_falls_back_to_nvrtc(cache, monkeypatch):
+    seen = {}
+
+    def run(cmd, **kw):
+        seen["timeout"] = kw.get("timeout")
+        raise subprocess.TimeoutExpired(cmd, kw.get("timeout"))
+
+    _fake_nvcc(monkeypatch, run)
+    cp = RecordingCupy(13000)
+    _, origin = prebuilt.load_module(cp, TOY)
+    assert seen["timeout"] == prebuilt.NVCC_TIMEOUT
+    assert cp.loads == [NVRTC_LOAD] and "ran past" in origin
+
+
+def test_a_register_cap_variant_is_its_own_module_with_its_own_options(cache, monkeypatch):
+    """A variant's key differs from the shipped build's, and its options reach nvcc and
+    NVRTC; the table gives every capped unit its caps other than the shipped one."""
+    capped = KernelSource("toy", TOY.directory, ("-DZV_TOY_MAX_REGISTERS=128",), "regs128")
+    assert prebuilt.key(capped, 13) != prebuilt.key(TOY, 13) and ".regs128-" in prebuilt.key(capped, 13)
+    assert prebuilt.nvrtc_options(capped)[-1] == "-DZV_TOY_MAX_REGISTERS=128"
+    cmds = []
+
+    def run(cmd, **kw):
+        cmds.append(cmd)
+        Path(cmd[cmd.index("-o") + 1]).write_bytes(b"fatbin")
+        return SimpleNamespace(returncode=0, stderr="", stdout="")
+
+    _fake_nvcc(monkeypatch, run)
+    _, origin = prebuilt.load_module(RecordingCupy(13000), capped)
+    assert "-DZV_TOY_MAX_REGISTERS=128" in cmds[0] and origin.startswith("nvcc:toy.regs128-")
+    ed = registry.VERIFY_KERNELS["ed25519"].source
+    assert [(v.variant, v.options) for v in registry.cap_variants(ed)] == [
+        ("regs0", ("-DZV_ED25519_MAX_REGISTERS=0",)), ("regs128", ("-DZV_ED25519_MAX_REGISTERS=128",))]
+    bls = registry.VERIFY_KERNELS["bls12-381"].source
+    assert [(v.variant, v.options) for v in registry.cap_variants(bls)] == [("regs128", ("--maxrregcount=128",))]
+    assert registry.cap_variants(registry.HASH) == []
 
 
 @pytest.mark.skipif(prebuilt.nvcc() is None, reason="no nvcc")
 def test_nvcc_builds_once_then_every_start_loads_the_fatbin(cache, monkeypatch):
     major = prebuilt.nvcc_major(prebuilt.nvcc())
     first = RecordingCupy(major * 1000)
-    prebuilt.load_module(first, TOY, "code", ())
+    assert prebuilt.load_module(first, TOY)[1].startswith("nvcc:")
     built = Path(first.loads[0]["path"])
     assert built.parent == cache / "cache" / "fatbin" and built.stat().st_size > 0
     assert b"sm_90" in built.read_bytes() or built.read_bytes()[:4] == b"\x50\xed\x55\xba"  # fatbin magic
     monkeypatch.setattr(prebuilt.subprocess, "run", lambda *a, **k: pytest.fail("compiled on the second start"))
     monkeypatch.setattr(prebuilt, "nvcc_major", lambda c: major)
     second = RecordingCupy(major * 1000)
-    prebuilt.load_module(second, TOY, "code", ())
+    assert prebuilt.load_module(second, TOY)[1].startswith("cache:")
     assert second.loads == first.loads
 
 
@@ -122,15 +192,15 @@ def test_build_kernels_with_nvrtc_ships_cubins_and_ptx_that_later_starts_load(ca
                      ((8, 9), f"{stem}.sm_80.cubin"), ((10, 0), f"{stem}.compute_90.ptx"),
                      ((12, 0), f"{stem}.compute_90.ptx")]:
         cp = RecordingCupy(major * 1000)
-        prebuilt.load_module(cp, TOY, "code", ("-std=c++17",), cc)
+        prebuilt.load_module(cp, TOY, cc)
         assert cp.loads == [{"path": str(shipped / name)}], cc
     # Older than every shipped arch: CuPy's NVRTC compiles for it (and caches it).
     cp = RecordingCupy(major * 1000)
-    prebuilt.load_module(cp, TOY, "code", ("-std=c++17",), (7, 5))
-    assert cp.loads == [{"code": "code", "options": ("-std=c++17",)}]
+    prebuilt.load_module(cp, TOY, (7, 5))
+    assert cp.loads == [NVRTC_LOAD]
     # Another CUDA major never loads these.
     cp = RecordingCupy((major + 1) * 1000)
-    prebuilt.load_module(cp, TOY, "code", ("-std=c++17",), (9, 0))
+    prebuilt.load_module(cp, TOY, (9, 0))
     assert "code" in cp.loads[0]
 
 

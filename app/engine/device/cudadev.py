@@ -93,13 +93,18 @@ class CupyDevice:
         cupy: the CuPy module (tests pass a stand-in); imported when None.
         device_id: the GPU ordinal.
         transfer: see the module doc.
+        compile: whether a module with no compiled file may be built here (nvcc or NVRTC);
+            False (``scripts/gpu_check`` on a lent GPU) makes such a load a
+            :class:`KernelBuildError`.
 
+    :attr:`origins` says where each loaded module came from (:func:`prebuilt.load_module`).
     Not thread-safe: one caller at a time (the CUDA backend holds a lock around a batch).
     """
 
     name = "cuda"
 
-    def __init__(self, cupy: Any = None, device_id: int = 0, transfer: Transfer = "copy"):
+    def __init__(self, cupy: Any = None, device_id: int = 0, transfer: Transfer = "copy", *,
+                 compile: bool = True):
         if transfer not in ("auto", "zero-copy", "copy"):
             raise ValueError(f"transfer must be auto, zero-copy or copy, not {transfer!r}")
         self.cp = cupy if cupy is not None else import_cupy()
@@ -115,9 +120,13 @@ class CupyDevice:
         with self._device:
             self.stream = self.cp.cuda.Stream(non_blocking=True)
         self._lock = threading.Lock()
+        self.compile = compile
         self._modules: dict[KernelSource, Any] = {}
+        self.origins: dict[KernelSource, str] = {}
         self._functions: dict[tuple[KernelSource, str], Any] = {}
-        self._pending: list[Any] = []   # host buffers queued copies still read
+        # per stream (by id): host buffers its queued copies still read, freed once the host
+        # has waited for that stream (other streams may still be copying theirs)
+        self._pending: dict[int, list[Any]] = {}
         # ring of page-locked staging buffers, each with the event of the last copy out of it
         self._staging: list[tuple[np.ndarray, Any]] = []
         self._staging_next = 0
@@ -139,14 +148,12 @@ class CupyDevice:
                 with self._device:
                     mod = self._modules.get(source)
                     if mod is None:
-                        mod = prebuilt.load_module(self.cp, source, prebuilt.source_text(source),
-                                                  prebuilt.nvrtc_options(source),
-                                                  self.compute_capability)
+                        mod, self.origins[source] = prebuilt.load_module(self.cp, source, self.compute_capability,
+                                                                         compile=self.compile)
                     fn = mod.get_function(entry)
                     self._modules[source] = mod
             except Exception as exc:
-                raise KernelBuildError(f"NVRTC build of {source.name}.cu / {entry} failed: {exc}",
-                                       field=entry) from exc
+                raise KernelBuildError(f"loading {source.name}.cu / {entry} failed: {exc}", field=entry) from exc
             self._functions[key] = fn
             return fn
 
@@ -211,7 +218,7 @@ class CupyDevice:
                 with self.stream:
                     buf = self.cp.empty(flat.nbytes, dtype=np.uint8)
                     buf.set(src, stream=self.stream)
-                self._pending.append(src)  # the copy is queued: keep its source alive
+                self._pending.setdefault(id(self.stream), []).append(src)  # queued: keep it alive
                 return buf
         except KernelLaunchError:
             raise
@@ -274,18 +281,34 @@ class CupyDevice:
         except Exception as exc:
             raise KernelLaunchError(f"device allocation of {nbytes} bytes failed: {exc}") from exc
 
+    def staged(self) -> int:
+        """Host staging buffers still held for copies queued on any stream (released when
+        the host has waited for their stream: :meth:`get` on it, or :meth:`sync`)."""
+        return sum(len(bufs) for bufs in self._pending.values())
+
+    def _copy_back(self, buf: Any, nbytes: int, out: np.ndarray) -> None:
+        """Queue the copy of the first ``nbytes`` of ``buf`` into page-locked ``out`` on the
+        current stream.  Non-blocking: CuPy's default (``blocking=True``) would make the
+        host wait for the stream after every copy, serialising the pipeline's chunks."""
+        buf[:nbytes].get(stream=self.stream, out=out[:nbytes], blocking=False)
+
     def get(self, buf: Any, nbytes: int) -> np.ndarray:
+        """The first ``nbytes`` of ``buf`` in a fresh page-locked ``uint8[nbytes]`` array:
+        a non-blocking copy on the current stream, valid once the host has synchronised that
+        stream, which this does before returning (work queued on other streams is not waited
+        for).  Raises :class:`KernelLaunchError` when the copy, or work queued before it,
+        failed."""
         out = self._pinned(nbytes)
+        stream = self.stream
         try:
             with self._device:
                 if nbytes:
-                    buf[:nbytes].get(stream=self.stream, out=out[:nbytes])
-                self.stream.synchronize()
+                    self._copy_back(buf, nbytes, out)
+                stream.synchronize()
         except Exception as exc:
             raise KernelLaunchError(f"device work failed (seen copying {nbytes} bytes back): {exc}") from exc
         finally:
-            if len(self._streams) == 1:  # other streams may still read staged sources
-                self._pending.clear()
+            self._pending.pop(id(stream), None)  # this stream's copies in are done
         return out[:nbytes]
 
     # ------------------------------------------------------------------ launches
@@ -314,7 +337,7 @@ class CupyDevice:
         except Exception as exc:
             raise KernelLaunchError(f"device work failed: {exc}") from exc
         finally:
-            self._pending.clear()
+            self._pending.clear()  # every stream's copies in are done
 
     # ------------------------------------------------------------------ streams (pipelining)
     def streams(self, count: int) -> list[Any]:
@@ -351,14 +374,16 @@ class CupyDevice:
         return self._pinned(nbytes)[:nbytes]
 
     def get_async(self, buf: Any, nbytes: int, out: np.ndarray) -> None:
-        """Queue the copy of the first ``nbytes`` of ``buf`` into page-locked ``out`` on the
-        current stream; the bytes are there after :meth:`sync`.  Raises
+        """Queue the copy of the first ``nbytes`` of ``buf`` into ``out`` (page-locked, from
+        :meth:`pinned`; ``uint8``, at least ``nbytes`` long) on the current stream, without
+        the host waiting: ``out`` holds the bytes only once that stream is synchronised
+        (:meth:`sync`, or an event recorded on it after the copy).  Raises
         :class:`KernelLaunchError` when the copy cannot be queued."""
         if not nbytes:
             return
         try:
             with self._device:
-                buf[:nbytes].get(stream=self.stream, out=out[:nbytes])
+                self._copy_back(buf, nbytes, out)
         except Exception as exc:
             raise KernelLaunchError(f"queueing a device-to-host copy of {nbytes} bytes failed: {exc}") from exc
 
@@ -382,4 +407,5 @@ class CupyDevice:
         return {"name": self.device_name, "device_id": self.device_id,
                 "compute_capability": ".".join(map(str, self.compute_capability)),
                 "multiprocessors": self.multiprocessors, "memory_bytes": self.memory_bytes,
-                "transfer": self.transfer}
+                "transfer": self.transfer,
+                "modules": {s.name + (f".{s.variant}" if s.variant else ""): o for s, o in self.origins.items()}}

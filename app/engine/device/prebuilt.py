@@ -9,13 +9,19 @@ at every start, nor every new container.  So a module is looked up, in order:
    an nvcc **fatbin** (SASS for :data:`ARCHS` plus PTX of the newest), else the NVRTC
    **cubin** of the device's architecture family, else the NVRTC **PTX** of the newest
    architecture, which the driver compiles once for a newer GPU;
-2. else, where ``nvcc`` is on the PATH, a fatbin is built into the cache folder;
-3. else NVRTC compiles the text, with CuPy's on-disk cache pointed at the cache folder so
-   the second start finds it.
+2. else, where ``nvcc`` of the same CUDA major is on the PATH, a fatbin is built into the
+   cache folder (within :data:`NVCC_TIMEOUT`);
+3. else, or when nvcc fails, NVRTC compiles the text, with CuPy's on-disk cache pointed at
+   the cache folder so the second start finds it.
+
+A caller that must not compile (``scripts/gpu_check`` on a lent GPU, whose minutes are for
+measuring) passes ``compile=False`` and gets :class:`KernelBuildError` instead of steps 2–3.
+Each load says where its module came from (:func:`load_module`'s origin).
 
 Files are named from the stem ``<name>-<sources digest>-cuda<major>``: any change to a
 ``.cu``/``.cuh`` file makes a new stem, and a module from one CUDA major version is never
 loaded under another (a newer minor version runs an older minor's SASS, so minors share).
+A variant (register cap, :data:`registry.REGISTER_CAPS`) adds ``.<variant>`` to the name.
 Then ``-sm80_90.fatbin`` (nvcc, its archs in the name), ``.sm_90.cubin`` or
 ``.compute_90.ptx`` (NVRTC, one target each), for whatever archs were built (``zapverify
 build-kernels --arch``).  SASS for ``sm_XY`` runs on any GPU of compute capability X.Z
@@ -48,6 +54,9 @@ ARCHS = ("80", "90")
 #: Options every NVRTC compile gets (our kernels include only their own headers and
 #: NVRTC's built-in ones).
 NVRTC_OPTIONS = ("-std=c++17",)
+#: Seconds one nvcc build may take before the load falls back to NVRTC (the largest unit,
+#: BLS12-381, takes about three minutes on two cores for two archs).
+NVCC_TIMEOUT = 900.0
 
 
 class NvccError(KernelBuildError):
@@ -86,8 +95,9 @@ def nvcc_major(compiler: str) -> int:
 
 def key(source: KernelSource, cuda_major: int) -> str:
     """The stem of ``source``'s compiled files for CUDA ``cuda_major``; see the module doc."""
-    digest = hashlib.sha256(_sources_of(source).encode()).hexdigest()
-    return f"{source.name}-{digest[:20]}-cuda{cuda_major}"
+    digest = hashlib.sha256((_sources_of(source) + " ".join(source.options)).encode()).hexdigest()
+    variant = f".{source.variant}" if source.variant else ""
+    return f"{source.name}{variant}-{digest[:20]}-cuda{cuda_major}"
 
 
 def _sources_of(source: KernelSource) -> str:
@@ -176,9 +186,10 @@ def source_text(source: KernelSource) -> str:
 
 
 def nvrtc_options(source: KernelSource) -> tuple[str, ...]:
-    """NVRTC options for ``source``: :data:`NVRTC_OPTIONS` and its include folders."""
+    """NVRTC options for ``source``: :data:`NVRTC_OPTIONS`, its include folders and its
+    variant's own options (``-D...``, ``--maxrregcount=N``: NVRTC and nvcc spell them alike)."""
     dirs = dict.fromkeys([str(source.directory), str(KERNEL_DIR)])
-    return (*NVRTC_OPTIONS, *(f"--include-path={d}" for d in dirs))
+    return (*NVRTC_OPTIONS, *(f"--include-path={d}" for d in dirs), *source.options)
 
 
 def build_nvrtc(source: KernelSource, target: str, *, out_dir: Path | None = None) -> Path:
@@ -196,11 +207,11 @@ def build_nvrtc(source: KernelSource, target: str, *, out_dir: Path | None = Non
 
 
 def build(source: KernelSource, *, compiler: str | None = None, archs: tuple[str, ...] = ARCHS,
-          out_dir: Path | None = None) -> Path:
+          out_dir: Path | None = None, timeout: float | None = None) -> Path:
     """Compile ``source`` with nvcc into ``<out_dir or cache_dir()>/``:func:`fatbin_file`; return it.
 
     Returns the existing file without running nvcc when it is already there.  Raises
-    :class:`NvccError` when no nvcc is found or it fails.
+    :class:`NvccError` when no nvcc is found, it fails or it runs past ``timeout`` seconds.
     """
     compiler = compiler or nvcc()
     if compiler is None:
@@ -212,8 +223,12 @@ def build(source: KernelSource, *, compiler: str | None = None, archs: tuple[str
     gencode.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
     includes = [f"-I{d}" for d in dict.fromkeys([source.directory, KERNEL_DIR])]
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run([compiler, "--fatbin", *NVRTC_OPTIONS, *includes, *gencode, "-o", f"{tmp}/out",
-                               str(source.path)], capture_output=True, text=True)
+        try:
+            proc = subprocess.run([compiler, "--fatbin", *NVRTC_OPTIONS, *source.options, *includes, *gencode,
+                                   "-o", f"{tmp}/out", str(source.path)], capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise NvccError(f"nvcc ran past {timeout:.0f} s on {source.name}.cu") from exc
         if proc.returncode != 0:
             raise NvccError(f"nvcc failed on {source.name}.cu:\n{proc.stderr[-4000:]}")
         _write_atomic(out, Path(f"{tmp}/out").read_bytes())
@@ -249,22 +264,36 @@ def build_all(out_dir: Path, *, compiler: str | None = None, archs: tuple[str, .
             log(done.result())  # as each file is written
 
 
-def load_module(cp: Any, source: KernelSource, code: str, options: tuple[str, ...],
-                cc: tuple[int, int] | None = None) -> Any:
-    """A ``cupy.RawModule`` of ``source`` for a GPU of compute capability ``cc``: a prebuilt
-    or freshly nvcc-built module when one can be had, else NVRTC on ``code``/``options``
-    with a persistent cache (see the module doc).
+def load_module(cp: Any, source: KernelSource, cc: tuple[int, int] | None = None, *,
+                compile: bool = True) -> tuple[Any, str]:
+    """A ``cupy.RawModule`` of ``source`` for a GPU of compute capability ``cc``, and where
+    it came from: ``"prebuilt:<file>"`` (the shipped folder), ``"cache:<file>"`` (built
+    earlier on this host), ``"nvcc:<file>"`` (built now), ``"nvrtc"`` (CuPy's NVRTC, with
+    a persistent cache); see the module doc for the order.
 
-    ``cp`` is the CuPy module (tests pass a stand-in).  Raises what CuPy raises for a bad
-    module, and :class:`NvccError` when nvcc is present but rejects the source.
+    ``cp`` is the CuPy module (tests pass a stand-in).  A failing nvcc (an error, or past
+    :data:`NVCC_TIMEOUT`) falls back to NVRTC, which is told why in the origin
+    (``"nvrtc (nvcc failed: ...)"``).  Raises :class:`KernelBuildError` when ``compile`` is
+    False and no compiled module matches, and what CuPy raises for a bad module.
     """
     major = int(cp.cuda.runtime.runtimeGetVersion()) // 1000
     path = find(source, major, cc=cc)
-    if path is None and nvcc() is not None and nvcc_major(nvcc() or "nvcc") == major:
-        path = build(source)
     if path is not None:
-        return cp.RawModule(path=str(path))
+        shipped = shipped_dir()
+        kind = "prebuilt" if shipped is not None and path.parent == shipped else "cache"
+        return cp.RawModule(path=str(path)), f"{kind}:{path.name}"
+    if not compile:
+        raise KernelBuildError(f"no compiled module of {source.name}.cu for CUDA {major}, compute capability "
+                               f"{cc}, and compiling was refused (key {key(source, major)})", field=source.name)
+    origin = "nvrtc"
+    compiler = nvcc()
+    if compiler is not None and nvcc_major(compiler) == major:
+        try:
+            built = build(source, compiler=compiler, timeout=NVCC_TIMEOUT)
+            return cp.RawModule(path=str(built)), f"nvcc:{built.name}"
+        except NvccError as exc:  # NVRTC may still build it; say why it was needed
+            origin = f"nvrtc (nvcc failed: {str(exc).splitlines()[0][:200]})"
     # NVRTC: CuPy keeps what it compiled in $CUPY_CACHE_DIR; keep it beside our fatbins so
     # it survives like them (CuPy reads the variable when it compiles).
     os.environ.setdefault("CUPY_CACHE_DIR", str(cache_dir().parent / "nvrtc"))
-    return cp.RawModule(code=code, options=options)
+    return cp.RawModule(code=source_text(source), options=nvrtc_options(source)), origin

@@ -25,10 +25,14 @@ HASHES_DIR = KERNEL_DIR / "hashes"
 @dataclass(frozen=True)
 class KernelSource:
     """One compilation unit: ``<directory>/<name>.cu``; its quoted includes are found in
-    ``directory`` or by their path from :data:`KERNEL_DIR`."""
+    ``directory`` or by their path from :data:`KERNEL_DIR`.  A variant of a unit (another
+    register cap, :func:`cap_variants`) has a ``variant`` name and the compiler ``options``
+    that make it; the shipped build has neither."""
 
     name: str
     directory: Path
+    options: tuple[str, ...] = ()
+    variant: str = ""
 
     @property
     def path(self) -> Path:
@@ -68,6 +72,51 @@ VERIFY_KERNELS: dict[str, VerifyKernel] = {
     # of 64 let 4 resident blocks share it and a batch's last wave is finer-grained.
     "bls12-381": _family("bls12_381", block=64),
 }
+
+
+
+@dataclass(frozen=True)
+class RegisterCap:
+    """The register caps of one unit that are compared, by ``scripts/ptxas`` (resource use)
+    and ``scripts/gpu_check`` (rates on a GPU), docs/kernels.md "Register caps".
+
+    ``macro`` is the source's own cap (``-D<macro>=<cap>``; the source applies it with
+    ``__maxnreg__``, 0 = uncapped); None means the unit has none and a cap is the
+    compiler's ``--maxrregcount``.  ``shipped`` is the cap of the shipped build (0 =
+    uncapped), ``caps`` every cap compared, the shipped one included.
+    """
+
+    macro: str | None
+    shipped: int
+    caps: tuple[int, ...]
+
+    def options(self, cap: int) -> tuple[str, ...]:
+        """Compiler options of the build at ``cap`` (none for the shipped cap)."""
+        if cap == self.shipped:
+            return ()
+        if self.macro is not None:
+            return (f"-D{self.macro}={cap}",)
+        return (f"--maxrregcount={cap}",) if cap else ()
+
+
+#: Register caps compared per compilation unit (by file stem).
+REGISTER_CAPS: dict[str, RegisterCap] = {
+    "ed25519": RegisterCap("ZV_ED25519_MAX_REGISTERS", 168, (0, 128, 168)),
+    "secp256k1": RegisterCap("ZV_SECP256K1_MAX_REGISTERS", 168, (0, 128, 168)),
+    "ml_dsa": RegisterCap("ZV_MLDSA_MAX_REGISTERS", 0, (0, 128, 168)),
+    "bls12_381": RegisterCap(None, 0, (0, 128)),
+}
+
+
+def cap_variants(source: KernelSource) -> list[KernelSource]:
+    """The builds of ``source`` at every cap of :data:`REGISTER_CAPS` other than the
+    shipped one (variant ``regs<cap>``, ``regs0`` uncapped); none for a unit without caps."""
+    caps = REGISTER_CAPS.get(source.name)
+    if caps is None:
+        return []
+    return [KernelSource(source.name, source.directory, caps.options(cap), f"regs{cap}")
+            for cap in caps.caps if cap != caps.shipped]
+
 
 HASH = KernelSource("hash", HASHES_DIR)
 MERKLE = KernelSource("merkle", HASHES_DIR)
