@@ -55,3 +55,25 @@ def test_the_ptxas_report_is_of_the_current_sources():
     digest = sources_digest()
     head = RESULTS.read_text().splitlines()[:6]
     assert f"# kernel sources sha256: {digest}" in head, "rerun scripts/ptxas"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_kernel_source_compiles_in_one_file_with_host_code(tmp_path):
+    """zv_port.cuh's two macros (docs/kernels.md "One source: zv_port.cuh"): in nvcc's host pass a ZV_HD
+    body is host code, so a harness that includes a kernel source and has a host main()
+    compiles and runs.  SLH-DSA holds the shared-memory atomicAdd and the barriers inside
+    ZV_HD functions, Merkle the vector loads of zv_load_item; before the guard was
+    __CUDA_ARCH__, nvcc's host pass rejected both."""
+    import subprocess
+
+    for unit, folder in (("slh_dsa", "schemes"), ("merkle", "hashes")):
+        src = tmp_path / f"{unit}_harness.cu"
+        src.write_text(f'#include "{folder}/{unit}.cu"\n#include <cstdio>\n'
+                       'int main() { printf("%d\\n", ZV_CUDA_COMPILER * 10 + ZV_DEVICE_BUILD); return 0; }\n')
+        exe = tmp_path / unit
+        proc = subprocess.run([ptxas.nvcc(), "-std=c++17", "-arch=sm_90", f"-I{registry.KERNEL_DIR}", "-o", str(exe),
+                               str(src)], capture_output=True, text=True, timeout=850)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        # host code of an nvcc build: a CUDA compiler, no device code being generated
+        assert subprocess.run([str(exe)], capture_output=True, text=True).stdout.strip() == "10"

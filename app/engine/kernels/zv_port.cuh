@@ -1,7 +1,7 @@
 /* zv_port.cuh — the portability layer every zapverify kernel header includes first.
  *
- * One source, two builds (DESIGN.md section 6):
- *   - GPU: NVRTC (cupy.RawModule) or `nvcc -arch=sm_90`; __CUDACC__ is defined.
+ * One source, two builds (docs/kernels.md, "Layout and names"):
+ *   - GPU: NVRTC (cupy.RawModule) or `nvcc -arch=sm_90` (ZV_CUDA_COMPILER, ZV_DEVICE_BUILD below).
  *   - host: g++ into a shared library loaded by ctypes, so kernel logic is tested on
  *     machines without a GPU; a kernel then runs with one "thread" that walks every item.
  *
@@ -24,25 +24,43 @@ typedef unsigned long long zv_u64;
 typedef signed int zv_i32;
 typedef signed long long zv_i64;
 
+/* Two questions, two macros.  ZV_CUDA_COMPILER: a CUDA compiler reads this file (nvcc's
+ * host and device passes, NVRTC), so functions carry __host__/__device__/__global__ and
+ * their attributes.  ZV_DEVICE_BUILD: device code is being generated (nvcc's device pass,
+ * NVRTC: __CUDA_ARCH__), so threads, barriers, shared and constant memory and the device
+ * intrinsics exist.  nvcc's host pass has the first without the second: there a ZV_HD body
+ * is host code and takes the host branches, so a kernel source compiles in one nvcc file
+ * with host code (a harness) as well as alone. */
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define ZV_CUDA_COMPILER 1
+#else
+#define ZV_CUDA_COMPILER 0
+#endif
+#if defined(__CUDA_ARCH__)
 #define ZV_DEVICE_BUILD 1
+#else
+#define ZV_DEVICE_BUILD 0
+#endif
+
+#if ZV_CUDA_COMPILER
 #define ZV_HD __host__ __device__ __forceinline__
 #define ZV_HD_MEMBER __host__ __device__ __forceinline__
 #define ZV_KERNEL extern "C" __global__
-#define ZV_CONSTANT __constant__
-#define ZV_TID ((zv_u64)blockIdx.x * blockDim.x + threadIdx.x)
-#define ZV_NTHREADS ((zv_u64)gridDim.x * blockDim.x)
-#define ZV_RESTRICT __restrict__
 #else
-#define ZV_DEVICE_BUILD 0
 #define ZV_HD static inline
 #define ZV_HD_MEMBER inline
 #define ZV_KERNEL extern "C" __attribute__((visibility("default")))
+#endif
+#if ZV_DEVICE_BUILD
+#define ZV_CONSTANT __constant__
+#define ZV_TID ((zv_u64)blockIdx.x * blockDim.x + threadIdx.x)
+#define ZV_NTHREADS ((zv_u64)gridDim.x * blockDim.x)
+#else
 #define ZV_CONSTANT static const
 #define ZV_TID ((zv_u64)0)
 #define ZV_NTHREADS ((zv_u64)1)
-#define ZV_RESTRICT __restrict__
 #endif
+#define ZV_RESTRICT __restrict__
 
 /* Grid-stride loop: every item once, whatever the launch shape (one thread on the host). */
 #define ZV_FOR_EACH(i, n) for (zv_u64 i = ZV_TID; i < (zv_u64)(n); i += ZV_NTHREADS)
@@ -61,12 +79,15 @@ typedef signed long long zv_i64;
 #define ZV_BLOCK_TID ((zv_u64)threadIdx.x)
 #define ZV_BLOCK_NTHREADS ((zv_u64)blockDim.x)
 #define ZV_SYNC() __syncthreads()
-#define ZV_UNROLL _Pragma("unroll")
-#define ZV_NOINLINE __host__ __device__ __noinline__
 #else
 #define ZV_BLOCK_TID ((zv_u64)0)
 #define ZV_BLOCK_NTHREADS ((zv_u64)1)
 #define ZV_SYNC() ((void)0)
+#endif
+#if ZV_CUDA_COMPILER  /* nvcc's front end reads `unroll` in both passes; g++ has its own spelling */
+#define ZV_UNROLL _Pragma("unroll")
+#define ZV_NOINLINE __host__ __device__ __noinline__
+#else
 #define ZV_UNROLL _Pragma("GCC unroll 128")
 #define ZV_NOINLINE static
 #endif
@@ -74,7 +95,7 @@ typedef signed long long zv_i64;
  * loop with a constant trip count).  For loops that walk per-thread arrays in local memory
  * (ML-DSA's NTT layers) full unrolling buys no register-resident data, only code size and
  * register pressure.  The host compiler is left to decide. */
-#if ZV_DEVICE_BUILD
+#if ZV_CUDA_COMPILER
 #define ZV_NO_UNROLL _Pragma("unroll 1")
 #else
 #define ZV_NO_UNROLL
@@ -85,7 +106,7 @@ typedef signed long long zv_i64;
  * ZAPVERIFY_KERNEL_VERIFY=1, as the test suite sets) a failed check is counted in
  * zv_verify_failures, which tests read after a run and require to be 0; in every other
  * build ZV_CHECK compiles to nothing, so the checks cost no instruction on the GPU. */
-#if !ZV_DEVICE_BUILD && defined(ZV_VERIFY)
+#if !ZV_CUDA_COMPILER && defined(ZV_VERIFY)
 extern "C" __attribute__((visibility("default"))) zv_u64 zv_verify_failures;
 zv_u64 zv_verify_failures = 0; /* one translation unit per host library */
 #define ZV_CHECK(cond) do { if (!(cond)) __atomic_fetch_add(&zv_verify_failures, 1, __ATOMIC_RELAXED); } while (0)
@@ -108,7 +129,7 @@ enum {
 /* ZV_SERIAL(stmt): stmt is run by one lane of a warp while the others wait (the middle of
  * a block's batched inversion).  Its operations are counted apart (the second half of
  * zv_op_counts): on the GPU each costs a whole warp instruction for one lane. */
-#if !ZV_DEVICE_BUILD && defined(ZV_COUNT_OPS)
+#if !ZV_CUDA_COMPILER && defined(ZV_COUNT_OPS)
 extern "C" __attribute__((visibility("default"))) zv_u64 zv_op_counts[2 * ZV_OP_COUNT];
 zv_u64 zv_op_counts[2 * ZV_OP_COUNT] = {0}; /* one translation unit per host library */
 static int zv_count_serial = 0;
@@ -229,7 +250,7 @@ ZV_HD void zv_block_batch_invert(T *z, T *prefix, int count, T *tops, T *tops_pr
     if (count <= 0) return;
     int run = (count + ZV_BATCH_LANES - 1) / ZV_BATCH_LANES;
     int runs = (count + run - 1) / run;
-#if defined(__CUDA_ARCH__)  /* device code (nvcc's device pass, NVRTC) */
+#if ZV_DEVICE_BUILD
     int lane = (int)threadIdx.x;
     if (lane >= ZV_BATCH_LANES) return;
     int lo = lane * run, len = lane < runs ? (count - lo < run ? count - lo : run) : 0;

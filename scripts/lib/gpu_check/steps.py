@@ -147,6 +147,21 @@ def kernel_of(scheme: str) -> registry.VerifyKernel | None:
     return registry.verify_kernel(SCHEMES[scheme])
 
 
+def scheme_base(ctx: Context, scheme: str, *,
+                valid_only: bool) -> tuple[registry.VerifyKernel, tuple[Batch, np.ndarray]]:
+    """``scheme``'s kernel and the base batch of its prepared generated items (valid ones
+    only where asked) with their expected verdicts; a step without either records an error
+    and exits 1."""
+    kernel = kernel_of(scheme)
+    base = kernel and base_batch([ka for kas in records(ctx, scheme, files="generated.jsonl*").values()
+                                  for ka in kas], valid_only=valid_only)
+    if kernel is None or base is None:
+        which = "valid generated" if valid_only else "generated"
+        emit({"kind": "error", "error": f"no kernel or no {which} items for {scheme}"})
+        sys.exit(1)
+    return kernel, base
+
+
 def build(ctx: Context, source: registry.KernelSource, entry: str) -> dict:
     """Load ``entry`` of ``source`` and emit its ``build`` record (registers, local bytes,
     how the module was obtained); the record says ``ok`` False and why when it fails."""
@@ -307,12 +322,7 @@ def step_time(ctx: Context, scheme: str) -> None:
     """The first timing round of ``scheme``: one saturating batch (two full waves) of valid
     items, kernel only (device events), end to end from pinned memory (wall; verdicts and
     root checked), then the pipelined path over three chunks against one launch."""
-    kernel = kernel_of(scheme)
-    base = kernel and base_batch([ka for kas in records(ctx, scheme, files="generated.jsonl*").values()
-                                  for ka in kas], valid_only=True)
-    if kernel is None or base is None:
-        emit({"kind": "error", "error": f"no kernel or no valid generated items for {scheme}"})
-        sys.exit(1)
+    kernel, base = scheme_base(ctx, scheme, valid_only=True)
     build(ctx, kernel.source, kernel.entry)
     n = saturating(ctx, kernel)
     batch = tile(base[0], n)
@@ -348,12 +358,7 @@ def step_big(ctx: Context, scheme: str) -> None:
     """One batch past the point where the blocks reuse their shared arrays for a second
     chunk (:data:`SECOND_CHUNK_ITEMS`), of valid and invalid items, checked against the
     expected verdicts and hashlib's root."""
-    kernel = kernel_of(scheme)
-    base = kernel and base_batch([ka for kas in records(ctx, scheme, files="generated.jsonl*").values()
-                                  for ka in kas], valid_only=False)
-    if kernel is None or base is None:
-        emit({"kind": "error", "error": f"no kernel or no generated items for {scheme}"})
-        sys.exit(1)
+    kernel, base = scheme_base(ctx, scheme, valid_only=False)
     n = min(ctx.max_items, max(SECOND_CHUNK_ITEMS, 1 << 20))
     batch = tile(base[0], n)
     want = base[1][np.arange(n) % len(base[0])]
@@ -365,12 +370,7 @@ def step_caps(ctx: Context, scheme: str) -> None:
     """Kernel-only rates of ``scheme``'s shipped build and its register-cap variants
     (``registry.cap_variants``) on one batch of valid items large enough for two full waves
     of each; every batch's verdicts checked."""
-    kernel = kernel_of(scheme)
-    base = kernel and base_batch([ka for kas in records(ctx, scheme, files="generated.jsonl*").values()
-                                  for ka in kas], valid_only=True)
-    if kernel is None or base is None:
-        emit({"kind": "error", "error": f"no kernel or no valid generated items for {scheme}"})
-        sys.exit(1)
+    kernel, base = scheme_base(ctx, scheme, valid_only=True)
     builds = [kernel] + [replace(kernel, source=v) for v in registry.cap_variants(kernel.source)]
     loaded = [k for k in builds if build(ctx, k.source, k.entry)["ok"]]
     if not loaded:
@@ -386,12 +386,7 @@ def step_caps(ctx: Context, scheme: str) -> None:
 def step_sizes(ctx: Context, scheme: str) -> None:
     """Kernel-only rates of ``scheme`` at growing sizes (powers of two from 2^10) while the
     step's time allows, each batch's verdicts checked."""
-    kernel = kernel_of(scheme)
-    base = kernel and base_batch([ka for kas in records(ctx, scheme, files="generated.jsonl*").values()
-                                  for ka in kas], valid_only=True)
-    if kernel is None or base is None:
-        emit({"kind": "error", "error": f"no kernel or no valid generated items for {scheme}"})
-        sys.exit(1)
+    kernel, base = scheme_base(ctx, scheme, valid_only=True)
     n, last = 1 << 10, None
     while n <= ctx.max_items:
         if last is not None and last * n / (n // 2) * (ctx.reps + 2) * 2 > ctx.left():

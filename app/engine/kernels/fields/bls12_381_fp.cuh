@@ -35,7 +35,7 @@ typedef struct { zv_fp c0, c1; } zv_fp2;
  * product inlines to several hundred instructions, and inlining every call site of a
  * 380-step loop would only grow the code. */
 #ifndef ZV_BLS_NOINLINE
-#if ZV_DEVICE_BUILD
+#if ZV_CUDA_COMPILER
 #define ZV_BLS_NOINLINE __host__ __device__ __noinline__
 #else
 #define ZV_BLS_NOINLINE static

@@ -33,7 +33,7 @@
 #include "tables/bls12_381_pairing_tables.cuh"
 
 #ifndef ZV_BLS_NOINLINE
-#if ZV_DEVICE_BUILD
+#if ZV_CUDA_COMPILER
 #define ZV_BLS_NOINLINE __device__ __noinline__
 #else
 #define ZV_BLS_NOINLINE static

@@ -92,7 +92,7 @@ ZV_HD void zv_keccak_f1600(zv_u64 a[25]) {
  * per thread (ML-DSA: about thirty per parameter set) defines ZV_KECCAK_OUTLINE before its
  * first include of this header, so that every site calls one out-of-line copy instead of
  * inlining the unrolled 24 rounds again (which multiplies the code size and ptxas's time). */
-#if defined(ZV_KECCAK_OUTLINE) && ZV_DEVICE_BUILD
+#if defined(ZV_KECCAK_OUTLINE) && ZV_CUDA_COMPILER
 #define ZV_KECCAK_PERMUTE_FN __host__ __device__ __noinline__
 #else
 #define ZV_KECCAK_PERMUTE_FN ZV_HD

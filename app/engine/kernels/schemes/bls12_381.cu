@@ -18,7 +18,7 @@ ZV_KERNEL void zv_verify_bls12_381(const zv_u8 *pks, zv_u32 pk_len, const zv_u8 
     }
 }
 
-#if !ZV_DEVICE_BUILD
+#if !ZV_CUDA_COMPILER
 /* Host-build hooks for the unit tests (tests/test_kernel_bls12_381.py): the Fp12 tower and
  * the pairing checked against py_ecc.  Not part of the GPU build.
  *

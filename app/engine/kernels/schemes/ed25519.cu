@@ -21,7 +21,7 @@
 #ifndef ZV_ED25519_MAX_REGISTERS
 #define ZV_ED25519_MAX_REGISTERS 168
 #endif
-#if ZV_DEVICE_BUILD && ZV_ED25519_MAX_REGISTERS > 0
+#if ZV_CUDA_COMPILER && ZV_ED25519_MAX_REGISTERS > 0
 #define ZV_ED25519_MAXNREG __maxnreg__(ZV_ED25519_MAX_REGISTERS)
 #else
 #define ZV_ED25519_MAXNREG
@@ -79,7 +79,7 @@ ZV_KERNEL ZV_ED25519_MAXNREG void zv_verify_ed25519(const zv_u8 *pks, zv_u32 pk_
     }
 }
 
-#if !ZV_DEVICE_BUILD
+#if !ZV_CUDA_COMPILER
 /* Host-build hooks for the unit tests (tests/test_kernel_ed25519.py): the field, scalar
  * and group layers checked one by one against Python integers.  Not part of the GPU build. */
 

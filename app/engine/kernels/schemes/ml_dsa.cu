@@ -16,7 +16,7 @@
 #ifndef ZV_MLDSA_MAX_REGISTERS
 #define ZV_MLDSA_MAX_REGISTERS 0
 #endif
-#if ZV_DEVICE_BUILD && ZV_MLDSA_MAX_REGISTERS > 0
+#if ZV_CUDA_COMPILER && ZV_MLDSA_MAX_REGISTERS > 0
 #define ZV_MLDSA_MAXNREG __maxnreg__(ZV_MLDSA_MAX_REGISTERS)
 #else
 #define ZV_MLDSA_MAXNREG
@@ -45,7 +45,7 @@ ZV_MLDSA_ENTRY(44)
 ZV_MLDSA_ENTRY(65)
 ZV_MLDSA_ENTRY(87)
 
-#if !ZV_DEVICE_BUILD
+#if !ZV_CUDA_COMPILER
 /* Host-build hooks for the unit tests (tests/test_kernel_ml_dsa.py): the ring arithmetic
  * and SampleInBall checked against Python.  Not part of the GPU build. */
 

@@ -11,7 +11,7 @@
 #ifndef ZV_SLH_MIN_BLOCKS
 #define ZV_SLH_MIN_BLOCKS 16
 #endif
-#if ZV_DEVICE_BUILD
+#if ZV_CUDA_COMPILER
 #define ZV_SLH_LAUNCH_BOUNDS __launch_bounds__(ZV_SLH_LANES, ZV_SLH_MIN_BLOCKS)
 #else
 #define ZV_SLH_LAUNCH_BOUNDS
@@ -31,7 +31,7 @@
 ZV_SLH_PARAM_SETS(ZV_SLH_ENTRY)
 #undef ZV_SLH_ENTRY
 
-#if !ZV_DEVICE_BUILD
+#if !ZV_CUDA_COMPILER
 /* Host-build hook for the tests (tests/test_kernel_slh_dsa.py): slh_verify_internal
  * (Alg. 20, M' = M) of set number `set` (ZV_SLH_PARAM_SETS order), for the ACVP vectors,
  * which sign M directly.  Returns 0/1, or -1 for an unknown set.  Not in the GPU build. */

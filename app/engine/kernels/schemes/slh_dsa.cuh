@@ -106,7 +106,7 @@ struct zv_slh_params {
  * loop's index i runs on lane i mod 32, a queue's next job on the least loaded lane (list
  * scheduling, as the GPU's queue runs), and at each barrier the phase costs its busiest lane.
  * Every other build compiles these to nothing. */
-#if !ZV_DEVICE_BUILD && defined(ZV_SLH_STATS)
+#if !ZV_CUDA_COMPILER && defined(ZV_SLH_STATS)
 extern "C" __attribute__((visibility("default"))) zv_u64 zv_slh_stats[6];
 zv_u64 zv_slh_stats[6];
 static zv_u64 zv_slh_lane_cost[ZV_SLH_LANES][3];

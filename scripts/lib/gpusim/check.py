@@ -1,0 +1,270 @@
+"""The families run under the simulator, their samples, and the comparison with the CPU.
+
+A family's check feeds its sample through :mod:`app.engine.device.ops` on a
+:class:`~scripts.lib.gpusim.device.SimDevice` (the CUDA backend's calls, launch geometry and
+column layout) and compares every output with the CPU: verdicts with the CPU reference
+(:func:`app.engine.reference.reference.verifier`) and with the known answer's expected
+verdict, leaves and roots with :mod:`app.engine.commit.merkle`, digests with hashlib.
+Samples are fixed (seeded), so a run is repeatable and CI checks the same items each time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from app.core.schemes import SCHEMES
+from app.engine.commit import merkle
+from app.engine.device import ops, registry
+from app.engine.reference import kat
+from app.engine.reference.reference import verifier
+from app.engine.verify.grouping import batch_of, group_items
+from scripts.lib.gpusim.device import SimDevice
+
+
+@dataclass(frozen=True)
+class Sample:
+    """How much of each family a run checks.  ``generated`` is (valid, mutated) items signed
+    fresh for the schemes in it, on top of the shipped known answers (two valid, two
+    mutated per scheme); ``slh_dsa`` the SLH-DSA sets run; ``trees`` the Merkle sizes, each
+    with the levels' tail limit its root is built with."""
+
+    name: str
+    generated: dict[str, tuple[int, int]]
+    schemes: tuple[str, ...]
+    trees: tuple[tuple[int, int], ...]
+    hash_messages: int
+    max_grid: int = 2
+
+
+_ALL_SLH = tuple(s for s in SCHEMES if s.startswith("slh-dsa-"))
+
+#: Every scheme with a device kernel, the issue's sizes: Ed25519 and secp256k1 past one
+#: block's chunk with the grid capped at two blocks (so both blocks run, one of them a
+#: second chunk, and the last warp is partial), every ML-DSA and SLH-DSA set.
+FULL = Sample(
+    "full",
+    generated={"ed25519": (140, 140), "secp256k1": (140, 140)},
+    schemes=("ed25519", "secp256k1", "ml-dsa-44", "ml-dsa-65", "ml-dsa-87", *_ALL_SLH, "bls12-381"),
+    trees=((1, ops.TAIL_MAX), (2, ops.TAIL_MAX), (3, ops.TAIL_MAX), (1023, ops.TAIL_MAX), (1024, ops.TAIL_MAX),
+           (1023, 64), (1024, 64)),
+    hash_messages=300,
+)
+#: What CI runs (.ci/run, under ten minutes on two cores with a cold cache): the shipped
+#: known answers of one set per family but BLS12-381 plus two warps of Ed25519 (the last
+#: partial), trees that take the tail alone and the levels then the tail, hash messages over
+#: two blocks.  BLS12-381 is left to the full sample: its PTX alone costs about three
+#: minutes of NVRTC and ptxas on a cold cache, and a verify 44 s under the simulator.
+CI = Sample(
+    "ci",
+    generated={"ed25519": (30, 29)},
+    schemes=("ed25519", "secp256k1", "ml-dsa-44", "slh-dsa-sha2-128f"),
+    trees=((1, ops.TAIL_MAX), (3, ops.TAIL_MAX), (1024, ops.TAIL_MAX), (1023, 64)),
+    hash_messages=260,
+)
+SAMPLES = {s.name: s for s in (CI, FULL)}
+
+
+@dataclass
+class Result:
+    """One family's outcome: ``items`` compared, ``disagreements`` (with the first few
+    named), the simulator's ``processes`` and seconds (wall in all, inside launches)."""
+
+    family: str
+    kernel: str
+    items: int = 0
+    disagreements: int = 0
+    first: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    processes: int = 0
+    wall_s: float = 0.0
+    kernel_s: float = 0.0
+    error: str = ""
+
+    def disagree(self, what: str) -> None:
+        self.disagreements += 1
+        if len(self.first) < 10:
+            self.first.append(what)
+
+    @property
+    def agreed(self) -> bool:
+        return not self.error and self.items > 0 and self.disagreements == 0
+
+
+def _measured(result: Result, dev: SimDevice, t0: float) -> Result:
+    result.processes = dev.stats.processes
+    result.kernel_s = dev.stats.kernel_s
+    result.wall_s = time.perf_counter() - t0
+    return result
+
+
+# ------------------------------------------------------------------ families
+def check_hashes(make: Callable[[], SimDevice], sample: Sample) -> Result:
+    """The six batch hash kernels (hash.cu) on messages of 0 .. 2 × the largest rate + 1
+    bytes (every padding boundary of SHA-2 and Keccak), against hashlib."""
+    dev, t0 = make(), time.perf_counter()
+    res = Result("hash", "hash.cu: " + ", ".join(e for e, _ in registry.HASH_KERNELS.values()))
+    rng = random.Random("gpusim/hash")
+    lens = [*range(0, 170), 200, 255, 256, 300, 1000][: sample.hash_messages]
+    lens += [rng.randrange(1200) for _ in range(sample.hash_messages - len(lens))]
+    msgs = [rng.randbytes(n) for n in lens]
+    data, offsets = ops.pack_messages(msgs)
+    d_msgs, d_off = dev.put(data), dev.put(offsets)
+    xof_len = 200  # more than one squeeze block of either SHAKE rate
+    outs = {algo: ops.hash_buffer(dev, algo, d_msgs, d_off, len(msgs), xof_len if size is None else None)
+            for algo, (_, size) in registry.HASH_KERNELS.items()}
+    for algo, buf in outs.items():
+        size = ops.digest_size(algo, xof_len if registry.HASH_KERNELS[algo][1] is None else None)
+        got = dev.get(buf, size * len(msgs)).reshape(len(msgs), size)
+        for m, g in zip(msgs, got):
+            h = hashlib.new(algo.replace("-", "_"), m)
+            want = h.digest(size) if algo.startswith("shake") else h.digest()  # type: ignore[call-arg]
+            res.items += 1
+            if g.tobytes() != want:
+                res.disagree(f"{algo} of {len(m)} bytes")
+    return _measured(res, dev, t0)
+
+
+def check_merkle(make: Callable[[], SimDevice], sample: Sample) -> Result:
+    """RFC 6962 roots (merkle.cu: the levels, then one block's tail) of random leaves,
+    against app/engine/commit/merkle.py."""
+    dev, t0 = make(), time.perf_counter()
+    res = Result("merkle", "merkle.cu: zv_merkle_level, zv_merkle_tail")
+    rng = np.random.default_rng(6962)
+    for n, tail_max in sample.trees:
+        leaves = rng.integers(0, 256, size=(n, 32), dtype=np.uint8)
+        res.items += 1
+        if ops.root(dev, leaves, tail_max=tail_max) != merkle.root(leaves):
+            res.disagree(f"root of {n} leaves (tail above {tail_max})")
+    res.notes.append("trees: " + ", ".join(f"{n}" + ("" if t == ops.TAIL_MAX else f" (levels above {t})")
+                                            for n, t in sample.trees))
+    return _measured(res, dev, t0)
+
+
+def scheme_sample(scheme: str, sample: Sample) -> list[kat.KnownAnswer]:
+    """The shipped known answers of ``scheme`` and the sample's generated ones (seeded)."""
+    kas = list(kat.known_answers()[scheme])
+    valid, mutated = sample.generated.get(scheme, (0, 0))
+    if valid or mutated:
+        kas += kat.generate(scheme, valid, mutated, seed=35)
+    return kas
+
+
+def check_scheme(make: Callable[[], SimDevice], sample: Sample, scheme: str) -> Result:
+    """``scheme``'s sample through :func:`ops.verify_and_commit` (its verify kernel, then the
+    leaves and root on the device, as the CUDA backend commits a batch), one batch per group
+    of items that share a batch (grouping.py); verdicts against the CPU reference and the
+    known answers, leaves and root against merkle.py."""
+    kernel = registry.verify_kernel(SCHEMES[scheme])
+    res = Result(scheme, "—" if kernel is None else f"{kernel.source.name}.cu: {kernel.entry}")
+    if kernel is None:
+        res.error = "no device kernel"
+        return res
+    dev, t0 = make(), time.perf_counter()
+    kas = scheme_sample(scheme, sample)
+    cpu = verifier(SCHEMES[scheme])
+    sizes = []
+    for key, idx in group_items([ka.item for ka in kas]).items():
+        if key is None:
+            continue
+        items = [kas[i] for i in idx]
+        want = np.array([cpu(ka.item.public_key, ka.item.message, ka.item.signature, ka.item.context,
+                             ka.item.prehashed, ka.item.allow_high_s) for ka in items], dtype=bool)
+        expected = np.array([ka.expected for ka in items], dtype=bool)
+        if not np.array_equal(want, expected):  # our own answers wrong: say so, it is not the device's fault
+            res.notes.append(f"CPU reference and known answers differ on {int(np.sum(want != expected))} items")
+        batch = batch_of(key, [ka.item for ka in items])
+        got, leaves, root = ops.verify_and_commit(dev, kernel, batch)
+        sizes.append(len(items))
+        res.items += len(items)
+        for j in np.flatnonzero(got != want):
+            res.disagree(f"{items[j].id}: device {bool(got[j])}, CPU {bool(want[j])}")
+        want_leaves = merkle.batch_leaves(batch, want)
+        bad_leaves = int(np.sum(np.any(leaves != want_leaves, axis=1)))
+        if bad_leaves:
+            res.disagree(f"{bad_leaves} leaves of a batch of {len(items)}")
+        if root != merkle.root(want_leaves):
+            res.disagree(f"root of a batch of {len(items)}")
+    valid = sum(ka.expected for ka in kas)
+    res.notes.append(f"batches of {', '.join(map(str, sizes))} items ({valid} valid); block {kernel.block}, "
+                     f"{kernel.lanes} thread(s) per item, grid ≤ {dev.max_grid}")
+    return _measured(res, dev, t0)
+
+
+def families(sample: Sample) -> list[str]:
+    """The families a sample checks, cheapest first."""
+    return ["hash", "merkle", *sample.schemes]
+
+
+def run_family(family: str, sample: Sample, make: Callable[[], SimDevice]) -> Result:
+    """One family's check; a simulator failure is the family's error, not the run's end."""
+    try:
+        if family == "hash":
+            return check_hashes(make, sample)
+        if family == "merkle":
+            return check_merkle(make, sample)
+        return check_scheme(make, sample, family)
+    except Exception as exc:  # the simulator's log tail is in the message
+        return Result(family, "", error=f"{type(exc).__name__}: {exc}")
+
+
+# ------------------------------------------------------------------ the negative control
+#: The barrier the control removes (ed25519.cu): the one after the block's batched
+#: inversion, so threads past the first warp read their Z before warp 0 has inverted it.
+#: On the host build ZV_SYNC is empty, so there the broken copy still passes: only a run
+#: of concurrent warps can tell the difference.
+CONTROL_BARRIER = ("zv_ed_fe_block_batch_invert(zs, prefix, (int)count, tops, tops_prefix);\n        ZV_SYNC();",
+                   "zv_ed_fe_block_batch_invert(zs, prefix, (int)count, tops, tops_prefix);\n"
+                   "        /* ZV_SYNC() removed by scripts/gpusim's negative control */")
+#: Valid items of the control's one batch: more than one warp of the block has items.
+CONTROL_ITEMS = 64
+
+
+def control_text(text: str) -> str:
+    """``text`` (ed25519.cu) without :data:`CONTROL_BARRIER`; raises ValueError when it does
+    not hold that barrier exactly once (the control must move with the source)."""
+    before, after = CONTROL_BARRIER
+    if text.count(before) != 1:
+        raise ValueError("ed25519.cu no longer has the barrier the negative control removes")
+    return text.replace(before, after)
+
+
+def broken_ed25519(out_dir: Path) -> Path:
+    """A copy of ed25519.cu without :data:`CONTROL_BARRIER`, compiled to PTX by NVRTC like the
+    shipped one; returns the PTX file.  Raises ValueError when the source no longer has that
+    barrier (the control must move with it)."""
+    from app.engine.device import prebuilt
+    from app.engine.device.registry import KernelSource
+
+    source = registry.VERIFY_KERNELS["ed25519"].source
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / source.path.name).write_text(control_text(source.path.read_text()))
+    return prebuilt.build_nvrtc(KernelSource(source.name, out_dir), "compute_90", out_dir=out_dir)
+
+
+def check_control(make: Callable[..., SimDevice], work: Path) -> Result:
+    """The negative control: :func:`broken_ed25519` on :data:`CONTROL_ITEMS` valid items.  It
+    *passes* when the simulator finds disagreements (``Result.disagreements`` > 0)."""
+    kernel = registry.VERIFY_KERNELS["ed25519"]
+    res = Result("control", f"ed25519.cu without the barrier after the batched inversion: {kernel.entry}")
+    t0 = time.perf_counter()
+    try:
+        dev = make(modules={"ed25519": broken_ed25519(work)})
+        items = kat.sign_items("ed25519", CONTROL_ITEMS, seed=35, msg_len=32)
+        batch = batch_of(("ed25519", 32, b"", (False, False)), items)
+        got = ops.verify_batch(dev, kernel, batch)
+    except Exception as exc:
+        res.error = f"{type(exc).__name__}: {exc}"
+        return res
+    res.items = len(items)
+    for j in np.flatnonzero(~got):
+        res.disagree(f"item {j} (warp {j // 32}): device False, CPU True")
+    res.notes.append(f"{int(np.sum(~got[:32]))} of warp 0's and {int(np.sum(~got[32:]))} of the other warps' "
+                     "valid items answered False")
+    return _measured(res, dev, t0)

@@ -1,0 +1,196 @@
+"""scripts/gpusim (docs/kernels.md, "Device code without a GPU"): the simulator device, its
+build key, the negative control and the report.
+
+The tests marked ``sim`` run the kernels' PTX under GPGPU-Sim and need the simulator built
+(``scripts/gpusim --build-only``, minutes); they run where ``ZAPVERIFY_GPUSIM=1`` (as
+.ci/run sets after building it) and skip elsewhere.  The rest need nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.core.schemes import SCHEMES
+from app.engine.commit import merkle
+from app.engine.device import ops, registry
+from app.engine.reference import kat
+from app.engine.verify.grouping import batch_of
+from scripts.lib.gpusim import build, check, report
+from scripts.lib.gpusim.device import SimDevice
+
+ROOT = Path(__file__).resolve().parents[1]
+SIM = os.environ.get("ZAPVERIFY_GPUSIM") == "1"
+sim_only = pytest.mark.skipif(not SIM, reason="set ZAPVERIFY_GPUSIM=1 to run the kernels under GPGPU-Sim")
+
+
+class Recorder(SimDevice):
+    """A SimDevice whose runs are recorded, not simulated: every buffer a run names comes
+    back filled with its index (so reads after a run succeed)."""
+
+    def __init__(self, **kw):
+        super().__init__(None, modules={"ed25519": Path("ed25519.ptx"), "merkle": Path("merkle.ptx")}, **kw)  # type: ignore[arg-type]
+        self.runs: list[tuple[str, list]] = []
+
+    def _run(self, module, launches):
+        self.runs.append((module.name, launches))
+        for ln in launches:
+            for a in ln.args:
+                if isinstance(a, int):
+                    self._bufs[a].data = np.full(self._bufs[a].size, a % 256, dtype=np.uint8)
+
+
+def ed25519_batch(n: int):
+    items = kat.sign_items("ed25519", n, seed=1, msg_len=16)
+    return batch_of(("ed25519", 32, b"", (False, False)), items)
+
+
+def test_a_batch_runs_as_the_cuda_backend_runs_it_one_process_per_module():
+    """verify_and_commit on the simulator device: the verify launch with the registry's block
+    and the kernel contract's arguments in one run, then the Merkle leaves and tail in the
+    next (one simulator process loads one module); nothing runs before the first read."""
+    dev = Recorder(max_grid=2)
+    kernel = registry.VERIFY_KERNELS["ed25519"]
+    batch = ed25519_batch(300)
+    db = ops.put_batch(dev, batch)
+    out = ops.verify(dev, kernel, db)
+    assert dev.runs == []  # recorded only
+    ops.merkle_leaves(dev, db, out)
+    assert [m for m, _ in dev.runs] == ["ed25519.ptx"]  # a launch of another module ran the first
+    [verify] = dev.runs[0][1]
+    assert (verify.entry, verify.block, verify.grid) == ("zv_verify_ed25519", kernel.block, 2)  # 3 blocks capped at 2
+    assert verify.args[1] == np.uint32(32) and verify.args[3] == np.uint32(64) and verify.args[9] == np.uint64(300)
+    dev.get(out, 300)
+    assert [m for m, _ in dev.runs] == ["ed25519.ptx", "merkle.ptx"]
+    assert dev.runs[1][1][0].entry == "zv_merkle_leaves"
+
+
+def test_a_one_block_launch_and_the_grid_cap():
+    dev = Recorder(max_grid=3)
+    leaves = np.zeros((5000, 32), dtype=np.uint8)
+    ops.merkle_root_buffer(dev, dev.put(leaves), 5000, tail_max=1000)
+    dev.sync()
+    launches = dev.runs[0][1]
+    assert [(ln.entry, ln.grid, ln.block) for ln in launches] == [
+        ("zv_merkle_level", 3, ops.HASH_BLOCK), ("zv_merkle_level", 3, ops.HASH_BLOCK),
+        ("zv_merkle_level", 3, ops.HASH_BLOCK), ("zv_merkle_tail", 1, ops.TAIL_BLOCK)]
+
+
+def test_the_program_holds_only_the_buffers_its_launches_name():
+    dev = Recorder()
+    unused = dev.put(np.arange(7, dtype=np.uint8))
+    src = dev.put(np.arange(64, dtype=np.uint8))
+    dst = dev.alloc(32)
+    dev.launch(registry.MERKLE, "zv_merkle_level", 1, (src, np.uint64(2), dst))
+    program, used = dev._program(["zv_merkle_leaves", "zv_merkle_level"], dev._pending)
+    assert used == [src, dst] and unused not in used
+    assert program[:8] == b"ZVSIMP01"
+    pos = 8
+    (nbuf,) = struct.unpack_from("<I", program, pos)
+    pos += 4
+    size, filled = struct.unpack_from("<QB", program, pos)
+    pos += 9
+    assert (nbuf, size, filled, program[pos:pos + 64]) == (2, 64, 1, bytes(range(64)))
+    pos += 64
+    assert struct.unpack_from("<QB", program, pos) == (32, 0)  # written by the kernel, never sent
+    pos += 9
+    assert struct.unpack_from("<IIIII", program, pos) == (1, 1, 1, 256, 3)  # 1 launch: entry 1, grid, block, 3 args
+    pos += 20
+    args = [struct.unpack_from("<BQ", program, pos + 9 * k) for k in range(3)]
+    assert args == [(0, 0), (2, 2), (0, 1)]  # buffer 0, u64 2, buffer 1
+
+
+def test_a_scalar_of_another_type_is_refused_naming_the_entry():
+    dev = Recorder()
+    dev.launch(registry.MERKLE, "zv_merkle_level", 1, (dev.alloc(64), 2, dev.alloc(32)))
+    dev._pending[0].args = (0, 2.5, 1)
+    with pytest.raises(Exception, match="zv_merkle_level"):
+        dev._program(["zv_merkle_level"], dev._pending)
+
+
+def test_the_build_key_covers_every_input(tmp_path, monkeypatch):
+    src, patches = tmp_path / "gpusim", tmp_path / "patches"
+    src.mkdir()
+    patches.mkdir()
+    (src / "build.sh").write_text("echo 1\n")
+    monkeypatch.setattr(build, "PATCHES", patches)
+    monkeypatch.setattr(build, "toolkit_version", lambda home: "release 13.0")
+    first = build.inputs_digest(src, tmp_path)
+    (patches / "01-x.patch").write_text("--- a\n")
+    second = build.inputs_digest(src, tmp_path)
+    (src / "build.sh").write_text("echo 2\n")
+    third = build.inputs_digest(src, tmp_path)
+    monkeypatch.setattr(build, "toolkit_version", lambda home: "release 13.1")
+    assert len({first, second, third, build.inputs_digest(src, tmp_path)}) == 4
+
+
+def test_without_the_shared_sources_the_build_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZAPVERIFY_GPUSIM_SRC", str(tmp_path / "absent"))
+    with pytest.raises(build.SimBuildError, match="absent"):
+        build.ensure(ROOT)
+
+
+def test_the_negative_control_removes_exactly_one_barrier():
+    text = registry.VERIFY_KERNELS["ed25519"].source.path.read_text()
+    broken = check.control_text(text)
+    assert broken.count("ZV_SYNC();") == text.count("ZV_SYNC();") - 1
+    assert "zv_ed_fe_block_batch_invert(zs, prefix, (int)count, tops, tops_prefix);" in broken
+    with pytest.raises(ValueError, match="barrier"):
+        check.control_text(broken)
+
+
+def test_the_run_passes_only_when_every_family_agrees_and_the_control_is_caught():
+    agree = check.Result("merkle", "k", items=4)
+    wrong = check.Result("ed25519", "k", items=4, disagreements=1)
+    caught = check.Result("control", "k", items=64, disagreements=32)
+    missed = check.Result("control", "k", items=64)
+    assert report.passed([agree, caught])
+    assert not report.passed([agree, wrong, caught])
+    assert not report.passed([agree, missed])
+    assert not report.passed([check.Result("hash", "k")])  # nothing compared is no agreement
+    assert not report.passed([check.Result("hash", "k", items=3, error="simulator failed")])
+
+
+def test_the_samples_reach_what_the_issue_asks():
+    """Ed25519 and secp256k1 of the full sample fill more than the two blocks' first chunks
+    (a second chunk) with a partial last warp; every ML-DSA and SLH-DSA set is in it."""
+    full = check.FULL
+    for scheme in ("ed25519", "secp256k1"):
+        valid, mutated = full.generated[scheme]
+        n = valid + mutated + 4
+        assert n >= 32 and n > full.max_grid * registry.VERIFY_KERNELS[scheme].block and n % 32
+    assert {s for s in SCHEMES if s.startswith(("ml-dsa", "slh-dsa"))} <= set(full.schemes)
+    assert {1, 2, 3, 1023, 1024} <= {n for n, _ in full.trees}
+
+
+# ------------------------------------------------------------------ under the simulator
+@pytest.fixture(scope="module")
+def sim():
+    return build.ensure(ROOT)
+
+
+@sim_only
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_merkle_roots_under_the_simulator_equal_the_cpus(sim):
+    dev = SimDevice(sim)
+    rng = np.random.default_rng(35)
+    for n, tail_max in ((1, ops.TAIL_MAX), (3, ops.TAIL_MAX), (1023, 64)):
+        leaves = rng.integers(0, 256, size=(n, 32), dtype=np.uint8)
+        assert ops.root(dev, leaves, tail_max=tail_max) == merkle.root(leaves)
+
+
+@sim_only
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_negative_control_is_caught_under_the_simulator(sim, tmp_path):
+    """ed25519.cu without its post-inversion barrier: warp 0's items stay right, the other
+    warps' valid items answer False; the check is shown able to fail."""
+    res = check.check_control(lambda **kw: SimDevice(sim, **kw), tmp_path)
+    assert not res.error, res.error
+    assert report.control_ok(res)
+    assert all(int(f.split()[1]) >= 32 for f in res.first)  # only past the first warp
