@@ -35,9 +35,14 @@ def _serve(args: argparse.Namespace) -> int:
     # A WebSocket message is a whole ZAP frame or JSON request: let it be as large as those limits.
     # On SIGTERM, requests in flight get shutdown_timeout_seconds, then their connections are cut
     # (a stalled upload must not hold the process; docs/operations.md, "Load shedding").
+    # HTTP/1.1 through h11 with bounded request heads (size, header count, read deadline;
+    # app/api/http_limits.py): httptools, uvicorn's pick when installed, bounds none of them.
+    from app.api.http_limits import PROTOCOL
+
     uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
                 log_level=args.log_level, ws_max_size=max(settings.zap_max_frame_bytes, settings.max_body_bytes),
-                timeout_graceful_shutdown=settings.shutdown_timeout_seconds)
+                timeout_graceful_shutdown=settings.shutdown_timeout_seconds,
+                http=PROTOCOL, h11_max_incomplete_event_size=settings.max_header_bytes)
     return 0
 
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, StringConstraints
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: A fault mode as ``ZAPVERIFY_FAULTS`` takes it (app/engine/verify/faults.py checks the rest).
+FAULT_PATTERN = r"^(selftest|(raise|garbage|invert)(@after=\d+)?)$"
 
 
 def _alias(name: str, *seed: str) -> AliasChoices:
@@ -51,9 +54,24 @@ class Settings(BaseSettings):
         "measured at start where absent"))
     hybrid: bool = Field(False, description="split large batches between the GPU and the CPU by their rates")
     hybrid_min: int = Field(4096, ge=2, description="smallest batch that hybrid mode splits")
-    faults: dict[str, Literal["selftest", "raise", "garbage"]] = Field(default_factory=dict, description=(
-        "fault injection for tests and drills, as JSON {\"<backend>:<scheme>\": \"selftest\"|\"raise\"|"
-        "\"garbage\"} (app/engine/verify/faults.py); empty in production"))
+    faults: dict[str, Annotated[str, StringConstraints(pattern=FAULT_PATTERN)]] = Field(
+        default_factory=dict, description=(
+            "fault injection for tests and drills, as JSON {\"<backend>:<scheme>\": \"<mode>[@after=N]\"}, modes "
+            "selftest, raise, garbage (wrong-length verdicts), invert (every verdict inverted; only a shadow "
+            "check sees it); @after=N: the first N batches after start are right (app/engine/verify/faults.py); "
+            "empty in production"))
+    # --- shadow verification (docs/operations.md, "Shadow verification"); app/engine/verify/shadow.py
+    shadow_rate: float = Field(0.001, ge=0, le=1, allow_inf_nan=False, description=(
+        "fraction of the items of each batch an accelerated backend verified that the CPU reference "
+        "verifies again"))
+    shadow_min_per_batch: int = Field(1, ge=0, description="items of each accelerated batch checked at least")
+    shadow_warmup_items: int = Field(10000, ge=0, description=(
+        "per backend and scheme, every item verified true among the first this many is checked"))
+    shadow_mode: Literal["async", "sync"] = Field("async", description=(
+        "async: checked off the request's path (a mismatch degrades the scheme and is recorded on the "
+        "receipt); sync: checked before answering, a batch with a mismatch re-verified on the CPU"))
+    shadow_queue_items: int = Field(4096, ge=1, description=(
+        "most sampled items waiting for the async checker; more are dropped (counted), never waited for"))
     cuda_device: int = Field(0, ge=0, description="the GPU ordinal the CUDA backend uses")
     cuda_transfer: Literal["auto", "zero-copy", "copy"] = Field(
         "copy", description=("how kernels read batch columns: copy (one transfer per batch into device "
@@ -102,6 +120,13 @@ class Settings(BaseSettings):
         "after the first body_read_timeout_seconds a body must average at least this rate; 0 = no minimum"))
     zap_reserve_step_bytes: int = Field(1024 * 1024, ge=4096, description=(
         "pool memory a ZAP body over HTTP gets before its bytes arrive; it grows (doubling) as they do"))
+    # --- HTTP request heads on a direct bind (app/api/http_limits.py; `zapverify serve`)
+    max_header_bytes: int = Field(64 * 1024, ge=1024, description=(
+        "most bytes of an HTTP request head (request line and headers); beyond, 431 and the connection closed"))
+    max_header_count: int = Field(100, ge=8, description="most header fields in one HTTP request; beyond, 431")
+    header_timeout_seconds: float = Field(10.0, gt=0, description=(
+        "an HTTP request head (or the first byte of one on a new connection) not complete within this "
+        "many seconds is cut: 408 if part of it arrived, else the connection is closed"))
     shutdown_timeout_seconds: int = Field(10, ge=0, description=(
         "on SIGTERM, how long requests in flight may finish before their connections are cut "
         "(uvicorn's timeout_graceful_shutdown)"))

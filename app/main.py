@@ -20,7 +20,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import metrics, security, workers
+from app.api import access_log, metrics, security, workers
 from app.api.admission import Admission, AdmissionControl
 from app.api.deps import zap_limits
 from app.api.routes import bls_aggregate, dashboard, ops, receipts, stats, verify, ws, zap
@@ -45,7 +45,10 @@ def engine_config(settings: Settings) -> EngineConfig:
     return EngineConfig(backend=settings.backend, cpu_workers=settings.cpu_workers, cpu_chunk=settings.cpu_chunk,
                         bls_batch=settings.bls_batch,
                         crossover=dict(settings.crossover), hybrid=settings.hybrid,
-                        hybrid_min=settings.hybrid_min, faults=dict(settings.faults))
+                        hybrid_min=settings.hybrid_min, faults=dict(settings.faults),
+                        shadow_rate=settings.shadow_rate, shadow_min_per_batch=settings.shadow_min_per_batch,
+                        shadow_warmup_items=settings.shadow_warmup_items, shadow_mode=settings.shadow_mode,
+                        shadow_queue_items=settings.shadow_queue_items)
 
 
 def pool_config(settings: Settings) -> PoolConfig:
@@ -169,6 +172,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     """
     settings = settings or get_settings()
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # No key in uvicorn's request lines (``?access_token=``) or handshake headers (app/api/access_log.py).
+    access_log.install()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

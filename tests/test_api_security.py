@@ -4,6 +4,8 @@ trusted hosts, security headers."""
 from __future__ import annotations
 
 import logging
+import re
+import time
 
 import pytest
 from fastapi.testclient import TestClient
@@ -14,10 +16,16 @@ from app.config import Settings
 from app.engine.reference import kat
 from app.engine.runtime import Runtime
 from app.main import create_app
+from app.wire import zap
 
 VERIFY_KEY, RECEIPTS_KEY, ADMIN_KEY = "zv-test-verify-0123456789", "zv-test-receipts-0123456789", "zv-admin-01234"
 KEYS = [f"{security.key_digest(VERIFY_KEY)}:verify:verifier", f"{security.key_digest(RECEIPTS_KEY)}:receipts",
         f"{security.key_digest(ADMIN_KEY)}:verify+receipts+admin:ops"]
+
+
+def _frame(rid: int) -> bytes:
+    it = kat.known_answers()["ed25519"][0].item
+    return bytes(zap.encode_items("ed25519", [it.public_key], [it.message], [it.signature], request_id=rid))
 
 
 def _item():
@@ -148,3 +156,60 @@ def test_keys_from_a_secret_file(tmp_path):
     assert [k.name for k in keys] == ["ops", "verifier"]
     ring = security.KeyRing(keys)
     assert ring.lookup(VERIFY_KEY).scopes == {"verify"} and ring.lookup(RECEIPTS_KEY) is None
+
+
+# ------------------------------------------------------------- WebSockets: per-message rate, key in the subprotocol
+def test_the_rate_limit_is_charged_per_websocket_message(engine):
+    settings = Settings(api_keys=KEYS, receipts=False, rate_limit_per_second=5, rate_limit_burst=10)
+    sent = 200
+    with TestClient(create_app(settings, runtime=Runtime(engine))) as c, \
+            c.websocket_connect("/v1/ws/verify", headers=bearer(VERIFY_KEY)) as ws:
+        t0 = time.monotonic()
+        for i in range(sent):
+            ws.send_json({"request_id": i, **_item()})
+        replies = [ws.receive_json() for _ in range(sent)]
+        elapsed = time.monotonic() - t0
+        # A ZAP frame is charged too: its error frame carries RATE_LIMITED (wire code 0x0022).
+        ws.send_bytes(_frame(4242))
+        frame = zap.decode(ws.receive_bytes())
+    assert sorted(r["request_id"] for r in replies) == list(range(sent))  # every message answered
+    served = [r for r in replies if "verdicts" in r]
+    limited = [r for r in replies if r.get("error", {}).get("code") == "RATE_LIMITED"]
+    assert len(served) + len(limited) == sent
+    # The connection took one token of the burst of 10; the bucket refills at 5 a second.
+    assert 1 <= len(served) <= 10 - 1 + 5 * elapsed + 1
+    assert all(r["error"]["retry_after"] > 0 for r in limited)
+    assert isinstance(frame, zap.ErrorFrame) and frame.request_id == 4242 and frame.name == "RATE_LIMITED"
+
+
+def test_a_browser_websocket_passes_its_key_in_the_subprotocol(client):
+    protocols = [security.SUBPROTOCOL, security.subprotocol_key(ADMIN_KEY)]
+    with client.websocket_connect("/v1/ws/stats", subprotocols=protocols) as ws:
+        assert ws.accepted_subprotocol == security.SUBPROTOCOL  # the key-bearing one is never echoed
+        assert "engine" in ws.receive_json()
+    with client.websocket_connect("/v1/ws/verify",
+                                  subprotocols=[security.SUBPROTOCOL, security.subprotocol_key(VERIFY_KEY)]) as ws:
+        assert ws.accepted_subprotocol == security.SUBPROTOCOL
+        ws.send_json({"request_id": 1, **_item()})
+        assert ws.receive_json()["verdicts"] == [True]
+    for bad in (security.subprotocol_key("not-a-key"), security.KEY_SUBPROTOCOL + "!!not base64!!",
+                security.subprotocol_key(RECEIPTS_KEY)):  # unknown, unreadable, lacking the admin scope
+        with pytest.raises(WebSocketDisconnect) as info, \
+                client.websocket_connect("/v1/ws/stats", subprotocols=[security.SUBPROTOCOL, bad]):
+            pass
+        assert info.value.code == 1008
+
+
+def test_a_key_with_any_characters_survives_the_subprotocol_encoding():
+    key = "zv-ключ/+=: key"
+    proto = security.subprotocol_key(key)
+    assert re.fullmatch(r"zapverify\.key\.[A-Za-z0-9_-]+", proto)  # an HTTP token, as the header needs
+    scope = {"type": "websocket", "headers": [], "query_string": b"", "subprotocols": ["zapverify.v1", proto]}
+    assert security.presented_key(scope) == key
+
+
+def test_the_dashboard_sends_its_key_in_the_subprotocol_not_the_url(client):
+    page = client.get("/").text
+    feed = page[page.index("function keyProtocols"):page.index("connect();\n</script>")]
+    assert "access_token" not in page and "?key" not in feed
+    assert '"zapverify.v1", "zapverify.key."' in feed and "/v1/ws/stats`,\n" in feed

@@ -24,7 +24,7 @@ from app.engine.verify.engine import Engine, EngineConfig
 from app.engine.verify.grouping import batch_of, group_items
 from app.engine.verify.status import engine_status
 from tests.fake_cupy import FakeCupy
-from tests.toy_scheme import ABSENT, BROKEN, TOY, TOY_ALL, ToyCpu, toy_answers, toy_items, toy_valid
+from tests.toy_scheme import ABSENT, BROKEN, NO_SHADOW, TOY, TOY_ALL, ToyCpu, toy_answers, toy_items, toy_valid
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
 
@@ -39,7 +39,7 @@ def toy_kat(monkeypatch):
 def toy_engine(fake, **config):
     config.setdefault("calibrate", False)  # measured crossovers would make routing depend on timing
     cpu = ToyCpu()
-    eng = Engine(EngineConfig(**config), backends=[CudaBackend(cupy=fake, kernels=TOY_ALL), cpu])
+    eng = Engine(EngineConfig(**{**NO_SHADOW, **config}), backends=[CudaBackend(cupy=fake, kernels=TOY_ALL), cpu])
     eng.start()
     return eng, cpu
 
@@ -267,7 +267,8 @@ def test_cuda_calibrates_at_start_by_default_kernel_host_does_not(toy_kat):
     from app.engine.backends.kernel_host import KernelHostBackend
 
     assert CudaBackend.calibrate_at_start and not KernelHostBackend.calibrate_at_start
-    eng = Engine(EngineConfig(calibrate_seconds=0.002), backends=[KernelHostBackend(kernels=TOY_ALL), ToyCpu()])
+    eng = Engine(EngineConfig(calibrate_seconds=0.002, **NO_SHADOW), backends=[KernelHostBackend(kernels=TOY_ALL),
+                                                                               ToyCpu()])
     eng.start()
     assert all(not r.crossover for r in eng.routes.values())
 

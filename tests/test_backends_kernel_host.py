@@ -19,7 +19,7 @@ from app.engine.reference import kat
 from app.engine.verify.engine import Engine, EngineConfig
 from app.engine.verify.grouping import batch_of, group_items
 from app.vectors import generated, write_jsonl
-from tests.toy_scheme import TOY_ALL, ToyCpu, toy_answers
+from tests.toy_scheme import NO_SHADOW, TOY_ALL, ToyCpu, toy_answers
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
 
@@ -37,7 +37,8 @@ def test_offered_schemes_are_exactly_those_with_a_kernel_source():
 def test_forced_kernel_host_engine_runs_the_toy_kernel(monkeypatch):
     answers = toy_answers()
     monkeypatch.setattr(kat, "known_answers", lambda: answers)
-    eng = Engine(EngineConfig(backend="kernel-host"), backends=[KernelHostBackend(kernels=TOY_ALL), ToyCpu()])
+    eng = Engine(EngineConfig(backend="kernel-host", **NO_SHADOW), backends=[KernelHostBackend(kernels=TOY_ALL),
+                                                                             ToyCpu()])
     eng.start()
     assert eng.ready and eng.merkle["kernel-host"] == "ready"
     items = [ka.item for ka in answers["slh-dsa-shake-256f"]]

@@ -272,19 +272,28 @@ def test_pruner_without_limits_does_not_start(store):
 
 
 # ------------------------------------------------------------------ schema
+def _latest(store_url: str) -> int:
+    from app.engine.receipts import postgres, sqlite
+
+    return len(sqlite.MIGRATIONS if store_url.startswith("sqlite") else postgres.MIGRATIONS)
+
+
 def test_schema_is_created_and_reopening_is_idempotent(store_url):
+    latest = _latest(store_url)
+    assert latest == 2  # 1: receipts; 2: shadow_mismatches
     with open_store(store_url) as s:
-        assert s.schema_version() == 1
+        assert s.schema_version() == latest
         r = make_receipt(random.Random(10))
         s.put(r)
     with open_store(store_url) as s:
-        assert s.schema_version() == 1 and s.get(r.id) == r
+        assert s.schema_version() == latest and s.get(r.id) == r
 
 
 def test_migration_to_a_later_version_runs_once(store_url):
     from app.engine.receipts import postgres, sqlite
 
     kind = store_url.split(":", 1)[0]
+    latest = _latest(store_url)
     with open_store(store_url) as s:
         r = make_receipt(random.Random(11))
         s.put(r)
@@ -297,13 +306,48 @@ def test_migration_to_a_later_version_runs_once(store_url):
         later = base + (("ALTER TABLE receipts ADD COLUMN note text",),)
         open_later = lambda: cls(store_url, migrations=later)  # noqa: E731
     with open_later() as s:
-        assert s.schema_version() == 2
+        assert s.schema_version() == latest + 1
         assert s.get(r.id) == r  # existing rows survive the migration
-    with open_later() as s:  # already at 2: nothing re-applied (ADD COLUMN twice would fail)
-        assert s.schema_version() == 2
-    with pytest.raises(StoreSchemaTooNew) as e:  # this build knows only version 1
+    with open_later() as s:  # already there: nothing re-applied (ADD COLUMN twice would fail)
+        assert s.schema_version() == latest + 1
+    with pytest.raises(StoreSchemaTooNew) as e:  # this build knows only up to latest
         open_store(store_url)
     assert e.value.code == "STORE_SCHEMA_TOO_NEW" and e.value.status == 503
+
+
+def test_a_version_1_database_is_migrated_to_shadow_mismatches(tmp_path):
+    from app.engine.receipts import sqlite
+
+    path = tmp_path / "v1.db"
+    with sqlite.SqliteStore(path, migrations=sqlite.MIGRATIONS[:1]) as s:
+        r = make_receipt(random.Random(12), 5)
+        s.put(r)
+    with open_store(f"sqlite:///{path}") as s:
+        assert s.schema_version() == 2 and s.get(r.id) == r and s.get(r.id).shadow_mismatches == ()
+        assert s.add_shadow_mismatches(r.id, [4]) == 1 and s.get(r.id).shadow_mismatches == (4,)
+
+
+# ------------------------------------------------------------------ shadow mismatches
+def test_shadow_mismatches_are_recorded_once_listed_and_pruned_with_their_receipt(store):
+    rng = random.Random(13)
+    a, b = make_receipt(rng, 10), make_receipt(rng, 3)
+    store.put_many([a, b])
+    assert store.get(a.id).shadow_mismatches == () and store.get(a.id).to_json()["shadow_mismatches"] == []
+    assert store.add_shadow_mismatches(a.id, [7, 2]) == 2
+    assert store.add_shadow_mismatches(a.id, [2, 9]) == 1  # 2 was there: kept once
+    got = store.get(a.id)
+    assert got.shadow_mismatches == (2, 7, 9) and got.to_json()["shadow_mismatches"] == [2, 7, 9]
+    assert store.get(a.id, leaves=False).shadow_mismatches == (2, 7, 9)
+    assert {r.id: r.shadow_mismatches for r in store.page()} == {a.id: (2, 7, 9), b.id: ()}
+    with pytest.raises(ValueError):
+        store.add_shadow_mismatches(b.id, [3])  # b has 3 items: 0..2
+    from app.core.errors import ReceiptNotFound
+
+    with pytest.raises(ReceiptNotFound):
+        store.add_shadow_mismatches(new_batch_id(), [0])
+    assert store.delete_beyond_newest(1) == 1  # a is the older: deleted, its mismatch rows with it
+    store.put(Receipt(**{**{f: getattr(a, f) for f in a.__dataclass_fields__}, "shadow_mismatches": ()}))
+    assert store.get(a.id).shadow_mismatches == ()  # the same id again starts clean
 
 
 def test_ping(store):

@@ -10,7 +10,9 @@ import threading
 
 import pytest
 from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 
+from app.api.routes import ws as ws_route
 from app.config import Settings
 from app.engine.reference import kat
 from app.engine.runtime import PoolConfig, Runtime
@@ -55,7 +57,7 @@ def test_thousand_pipelined_requests_with_bad_messages_mid_stream(engine, signed
                 ws.send_bytes(_frame([a, b], 777_777)[:-8])  # truncated frame: BAD_SIZE, id still readable
                 ws.send_bytes(b"GET / HTTP/1.1\r\nHost: zap\r\n\r\n")  # not a frame at all: id 0
                 ws.send_text('{"request_id": "bad", "items": "nope"}')
-                ws.send_text("{not json")
+                ws.send_text('{"request_id": "nj", "items": [}')  # not JSON, but its id comes first
         got: dict[tuple[str, object], list[bool]] = {}
         errors = []
         roots = set()
@@ -79,7 +81,7 @@ def test_thousand_pipelined_requests_with_bad_messages_mid_stream(engine, signed
                     roots.add(body["merkle_root"])
         assert got == expected
         assert sorted(errors, key=str) == sorted([(777_777, "BAD_SIZE"), (0, "BAD_MAGIC"), ("bad", "BAD_REQUEST"),
-                                                  (None, "BAD_JSON")], key=str)
+                                                  ("nj", "BAD_JSON")], key=str)
         assert len(roots) == 1  # the same two items give the same root over either encoding
         # The connection is still usable after the bad messages.
         ws.send_bytes(_frame([b], 4242))
@@ -91,16 +93,27 @@ def test_thousand_pipelined_requests_with_bad_messages_mid_stream(engine, signed
 def test_json_errors_name_the_field(engine, signed):
     with TestClient(create_app(Settings(), runtime=Runtime(engine))) as client, \
             client.websocket_connect("/v1/ws/verify") as ws:
-        ws.send_text(json.dumps({"items": []}))
-        body = json.loads(ws.receive_text())
-        assert body["request_id"] is None and body["error"]["field"] == "request_id"
         ws.send_text(json.dumps({"request_id": 5, "items": [{"scheme": "nope", "public_key": "", "message": "",
                                                               "signature": ""}]}))
         body = json.loads(ws.receive_text())
         assert body == {"request_id": 5, "error": {"code": "UNKNOWN_SCHEME", "field": "items[0].scheme",
                                                    "message": body["error"]["message"]}}
-        ws.send_text(json.dumps({"request_id": -1, "items": []}))
-        assert json.loads(ws.receive_text())["request_id"] is None
+
+
+@pytest.mark.parametrize("message", [json.dumps({"items": []}), json.dumps({"request_id": -1, "items": []}),
+                                     json.dumps([1, 2])], ids=["no-id", "negative-id", "not-an-object"])
+def test_a_message_without_a_readable_id_closes_the_socket_with_1008(engine, signed, message):
+    # An error reply that names no request cannot be matched by the client: the socket is
+    # closed instead, after the replies of the requests in flight, its reason naming the field.
+    a, b, _ = signed
+    with TestClient(create_app(Settings(), runtime=Runtime(engine))) as client, \
+            client.websocket_connect("/v1/ws/verify") as ws:
+        ws.send_text(_json([a, b], "first"))
+        ws.send_text(message)
+        assert json.loads(ws.receive_text())["request_id"] == "first"
+        with pytest.raises(WebSocketDisconnect) as info:
+            ws.receive_text()
+        assert info.value.code == 1008 and "request_id" in info.value.reason
 
 
 # ------------------------------------------------------------------ the in-flight bound, driven as raw ASGI
@@ -230,3 +243,113 @@ def test_ws_frames_land_in_the_pool(signed):
         assert sorted(zap.decode(ws.receive_bytes()).request_id for _ in range(5)) == [1, 2, 3, 4, 5]
         stats = rt.pool.stats()
         assert stats["acquired_total"] == stats["released_total"] == 5 and stats["in_use_bytes"] == 0
+
+
+# ------------------------------------------------------------------ unreadable, oversized and refused text messages
+async def _converse(app, texts: list[str], *, replies: int, timeout: float = 15.0) -> tuple[list[dict], dict | None]:
+    """Send ``texts`` on the WebSocket route, driven as raw ASGI; collect the replies until
+    ``replies`` have come or the server closed the socket (or ``timeout``: an old server that
+    never answered).  Returns (the JSON replies, the close message or None)."""
+    queue: list[dict] = [{"type": "websocket.connect"}] + [{"type": "websocket.receive", "text": t} for t in texts]
+    done = asyncio.Event()
+    got: list[dict] = []
+    closed: dict | None = None
+
+    async def receive():
+        if queue:
+            return queue.pop(0)
+        await done.wait()
+        return {"type": "websocket.disconnect", "code": 1000}
+
+    async def send(message):
+        nonlocal closed
+        if message["type"] == "websocket.send":
+            got.append(json.loads(message["text"]))
+        elif message["type"] == "websocket.close":
+            closed = message
+        if closed is not None or len(got) >= replies:
+            done.set()
+
+    scope = {"type": "websocket", "path": "/v1/ws/verify", "raw_path": b"/v1/ws/verify", "query_string": b"",
+             "headers": [], "scheme": "ws", "server": ("test", 80), "client": ("peer", 1), "root_path": "",
+             "subprotocols": [], "asgi": {"version": "3.0"}}
+    task = asyncio.create_task(app(scope, receive, send))
+    try:
+        await asyncio.wait_for(done.wait(), timeout)
+    except TimeoutError:
+        pass
+    done.set()
+    await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 30)
+    return got, closed
+
+
+def _app(engine, **settings):
+    app = create_app(Settings(receipts=False, **settings), runtime=Runtime(engine))
+    app.state.runtime = Runtime(engine)
+    return app
+
+
+NESTED = "[" * 100_000 + "]" * 100_000  # past the parser's depth: RecursionError, not ValueError
+
+
+def test_deeply_nested_json_is_answered_with_its_request_id(engine, signed):
+    a, b, _ = signed
+    nested = '{"request_id": 9, "items": ' + NESTED + "}"
+    got, closed = asyncio.run(_converse(_app(engine), [nested, _json([a, b], "after")], replies=2))
+    assert closed is None
+    by_id = {r["request_id"]: r for r in got}
+    assert by_id[9]["error"]["code"] == "BAD_JSON" and by_id[9]["error"]["field"] == "body"
+    assert by_id["after"]["verdicts"] == [True, True]  # the connection went on
+
+
+def test_deeply_nested_json_without_a_readable_id_closes_with_1007(engine):
+    got, closed = asyncio.run(_converse(_app(engine), [NESTED], replies=1))
+    assert got == [] and closed is not None
+    assert closed["code"] == 1007 and closed["reason"].startswith("BAD_JSON")
+
+
+def test_a_text_message_over_the_json_body_limit_is_refused_before_it_is_parsed(engine, signed, monkeypatch):
+    a, b, _ = signed
+    big = _json([a, b] * 4, "big")  # ~2.4 kB, over a 1 KiB limit
+    assert big.startswith('{"request_id": "big"') and len(big) > 1024
+    id_last = json.dumps({"items": json.loads(big)["items"], "request_id": "last"})
+    parsed: list[int] = []
+    real_parse = ws_route._parse
+    monkeypatch.setattr(ws_route, "_parse", lambda text: parsed.append(len(text)) or real_parse(text))
+    got, closed = asyncio.run(_converse(_app(engine, max_body_bytes=1024), [big], replies=1))
+    assert closed is None and got[0]["request_id"] == "big"
+    assert got[0]["error"]["code"] == "LIMIT_EXCEEDED" and got[0]["error"]["field"] == "body"
+    # Its id is not the first key and it is too big to parse for it: closed with 1009.
+    got, closed = asyncio.run(_converse(_app(engine, max_body_bytes=1024), [id_last], replies=1))
+    assert got == [] and closed is not None and closed["code"] == 1009
+    assert parsed == []
+
+
+def test_text_messages_are_charged_to_admission_before_they_are_parsed(engine, signed):
+    a, b, _ = signed
+    app = _app(engine, admission_max_bytes=4096)
+    held = app.state.admission.admit(nbytes=10_000)  # another request holds the whole bound
+    try:
+        # Refused before it is parsed or validated: OVERLOADED, not the BAD_REQUEST of its items.
+        got, closed = asyncio.run(_converse(app, ['{"request_id": 3, "items": "nope"}', _json([a, b], 4)],
+                                            replies=2))
+    finally:
+        held.release()
+    assert closed is None
+    errors = {r["request_id"]: r["error"] for r in got}
+    assert set(errors) == {3, 4} and {e["code"] for e in errors.values()} == {"OVERLOADED"}
+    assert all(e["retry_after"] > 0 for e in errors.values())
+    assert app.state.admission.snapshot()["refused_total"] == 2
+    got, _ = asyncio.run(_converse(app, [_json([a, b], 5)], replies=1))  # the bound free again: served
+    assert got[0]["verdicts"] == [True, True]
+    snap = app.state.admission.snapshot()
+    assert snap["bytes_in_flight"] == 0 and snap["requests_in_flight"] == 0
+
+
+def test_peek_request_id_reads_a_leading_id_without_parsing_the_rest():
+    assert ws_route.peek_request_id('{"request_id": 7, "items": [}') == 7
+    assert ws_route.peek_request_id(' { "request_id" : "x", ' + "[" * 10) == "x"
+    assert ws_route.peek_request_id('{"items": [], "request_id": 8}') == 8  # small: parsed whole
+    assert ws_route.peek_request_id('{"items": [], "request_id": 8}', parse_up_to=10) is None
+    assert ws_route.peek_request_id('{"request_id": -1}') is None
+    assert ws_route.peek_request_id('{"request_id": ' + NESTED + "}") is None

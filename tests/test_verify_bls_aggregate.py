@@ -56,6 +56,10 @@ def fast_cases(signers):
         ("infinity signature", pks[:3], m, INFINITY_SIG, False),
         ("keys summing to the identity, infinity signature", [pks[0], _neg_pk(pks[0])], m, INFINITY_SIG, False),
         ("infinity flag with a non-zero bit", pks[:3], m, b"\xe0" + bytes(95), False),
+        # Keys that cancel: P and −P beside Q aggregate to Q, so Q's lone signature verifies
+        # for all three (docs/bls-aggregate.md: safe only with proofs of possession checked).
+        ("cancelling keys beside a signer (POP required)", [pks[1], _neg_pk(pks[1]), pks[2]], m,
+         POP.Sign(sks[2], m), True),
         ("short signature", pks[:3], m, sig3[:95], False),
     ]
 

@@ -24,6 +24,9 @@ TOY_SOURCE = KernelSource("toy", Path(__file__).resolve().parent / "kernels")
 TOY = VerifyKernel(TOY_SOURCE, "zv_verify_toy")
 #: The toy kernel serving every scheme.
 TOY_ALL = {sid: TOY for sid in SCHEMES}
+#: Engine settings for toy backends: the toy semantics are not the CPU reference's, so a
+#: shadow check (app/engine/verify/shadow.py) would find every toy verdict wrong and degrade it.
+NO_SHADOW = {"shadow_rate": 0.0, "shadow_min_per_batch": 0, "shadow_warmup_items": 0}
 BROKEN = VerifyKernel(KernelSource("broken", TOY_SOURCE.directory), "zv_verify_broken")
 ABSENT = VerifyKernel(KernelSource("absent", TOY_SOURCE.directory), "zv_verify_absent")
 

@@ -61,6 +61,20 @@ INGEST_FRAMES = Counter("zapverify_ingest_frames", "ZAP frames received by inges
 BACKEND_AVAILABLE = Gauge("zapverify_backend_available",
                           "1 when the backend passed its known-answer self-test for the scheme, else 0.",
                           ["backend", "scheme"], multiprocess_mode="livemin")
+SHADOW_CHECKED = Counter("zapverify_shadow_checked_items",
+                         "Items an accelerated backend verified that the CPU reference verified again (shadow "
+                         "check), by scheme and accelerated backend.", ["scheme", "backend"])
+SHADOW_MISMATCHES = Counter("zapverify_shadow_mismatches",
+                            "Shadow-checked items whose accelerated verdict the CPU reference contradicted; any "
+                            "increase degrades the scheme on that backend.", ["scheme", "backend"])
+SHADOW_DROPPED = Counter("zapverify_shadow_dropped_items",
+                         "Sampled items the shadow checker dropped unchecked because its queue was full.")
+RECEIPT_STORE_UP = Gauge("zapverify_receipt_store_up",
+                         "1 while the receipt store can be written, 0 while it is down (writes refused with 503 "
+                         "STORE_UNAVAILABLE); absent when receipts are off.", multiprocess_mode="livemin")
+RECEIPT_STORE_FAILURES = Counter("zapverify_receipt_store_failures",
+                                 "Receipt store writes and probes that failed for a fault of the store, by reason "
+                                 "(disk_full|unreachable|read_only|io_error|write_failed).", ["reason"])
 HTTP_REQUESTS = Counter("zapverify_http_requests", "HTTP requests answered, by method, route template and status.",
                         ["method", "route", "status"])
 HTTP_DURATION = Histogram("zapverify_http_request_duration_seconds",
@@ -71,7 +85,7 @@ HTTP_IN_PROGRESS = Gauge("zapverify_http_requests_in_progress", "HTTP requests b
 
 
 class _Listener:
-    """Records the engine's batches and ingest frames (see :class:`app.engine.stats.StatsListener`)."""
+    """Records the engine's batches, ingest frames and shadow checks (see :class:`app.engine.stats.StatsListener`)."""
 
     def batch(self, scheme: str, backend: str, items: int, valid: int, seconds: float) -> None:
         if valid:
@@ -83,6 +97,14 @@ class _Listener:
 
     def frame(self, transport: str, outcome: str) -> None:
         INGEST_FRAMES.labels(transport, outcome).inc()
+
+    def shadow(self, scheme: str, backend: str, checked: int, mismatches: int, dropped: int) -> None:
+        # inc(0) still creates the series: a scrape shows 0 checked for a scheme once sampled.
+        if checked or mismatches:
+            SHADOW_CHECKED.labels(scheme, backend).inc(checked)
+            SHADOW_MISMATCHES.labels(scheme, backend).inc(mismatches)
+        if dropped:
+            SHADOW_DROPPED.inc(dropped)
 
 
 #: The one listener; :meth:`Stats.add_listener` ignores a second subscription of it.
@@ -103,12 +125,34 @@ def refresh_gauges(runtime: Any) -> None:
         stats = pool.stats()
         POOL_BYTES.labels("in_use").set(stats["in_use_bytes"])
         POOL_BYTES.labels("free").set(stats["capacity_bytes"] - stats["in_use_bytes"])
+    store = getattr(runtime, "store", None)
+    if store is not None:
+        health = store.health
+        RECEIPT_STORE_UP.set(1 if health.up else 0)
+        # The store counts failures itself (the engine never imports prometheus_client);
+        # the counter takes what was added since the last refresh.
+        seen = _store_failures_seen.get(id(health), {})
+        for reason, n in list(health.failures.items()):
+            if n > seen.get(reason, 0):
+                RECEIPT_STORE_FAILURES.labels(reason).inc(n - seen.get(reason, 0))
+        _store_failures_seen.clear()  # only the current store's counts are kept
+        _store_failures_seen[id(health)] = dict(health.failures)
+
+
+#: ``id(StoreHealth)`` → reason → failures already added to :data:`RECEIPT_STORE_FAILURES`.
+_store_failures_seen: dict[int, dict[str, int]] = {}
 
 
 async def refresh_forever(runtime: Any, interval: float = 1.0) -> None:
-    """Keep this worker's gauges current (every worker must: a scrape reads all of them)."""
+    """Keep this worker's gauges current (every worker must: a scrape reads all of them), and
+    probe the receipt store (rate-limited by the store, in a thread: a probe of an unreachable
+    database waits up to its probe timeout), so a stopped database turns /readyz and
+    ``zapverify_receipt_store_up`` to down without waiting for a request to fail."""
     while True:
         try:
+            store = getattr(runtime, "store", None)
+            if store is not None:
+                await asyncio.to_thread(store.health.check)
             refresh_gauges(runtime)
         except Exception:  # a gauge must never take the server down
             log.exception("refreshing metrics gauges failed")

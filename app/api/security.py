@@ -9,26 +9,37 @@ presented key is hashed and compared with every configured digest by
 digest came close.
 
 Scopes: ``verify`` (POST /v1/verify*, WS /v1/ws/verify), ``receipts`` (GET /v1/receipts*),
-``admin`` (/metrics, /v1/status, WS /v1/ws/stats).  Always open: /healthz, /readyz, the
+``admin`` (/metrics, /v1/status, WS /v1/ws/stats, POST /v1/admin/*).  Always open: /healthz, /readyz, the
 API docs, /v1/schemes and the dashboard page itself (it holds no data; its script reads
 /v1/status and /v1/ws/stats with a key given in the page's ``#key=`` fragment).  A key is
-read from ``Authorization: Bearer <key>``, ``X-API-Key: <key>`` or, for browser WebSockets
-which cannot set headers, the ``access_token`` query parameter.
+read from ``Authorization: Bearer <key>``, ``X-API-Key: <key>``, then, for browser
+WebSockets which cannot set headers, the ``Sec-WebSocket-Protocol`` header: the client
+offers the subprotocols ``zapverify.v1`` and ``zapverify.key.<base64url of the key, no
+padding>``, and the server accepts ``zapverify.v1`` (never echoing the key-bearing one).
+Last, deprecated because a URL is what proxies and servers log, the ``access_token`` query
+parameter (redacted from uvicorn's log by app/api/access_log.py).
+
+The rate limit is charged once per request or WebSocket connection here, and once per
+WebSocket message by the route (:func:`message_rate`).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import hashlib
 import hmac
 import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.config import Settings
 from app.core.errors import Forbidden, RateLimited, Unauthorized, ZapVerifyError
@@ -38,6 +49,13 @@ log = logging.getLogger("zapverify.security")
 SCOPES = frozenset({"verify", "receipts", "admin"})
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
+#: The WebSocket subprotocol the server accepts when a browser passes its key in
+#: ``Sec-WebSocket-Protocol``; the key rides in a second offered one, :data:`KEY_SUBPROTOCOL` + key.
+SUBPROTOCOL = "zapverify.v1"
+KEY_SUBPROTOCOL = "zapverify.key."
+#: Where :class:`AccessControl` leaves a WebSocket's per-message rate charge in ``scope["state"]``.
+RATE_STATE = "zapverify.rate"
+
 
 def required_scope(path: str) -> str | None:
     """The scope ``path`` needs, or None for an open path."""
@@ -45,7 +63,7 @@ def required_scope(path: str) -> str | None:
         return "verify"
     if path.startswith("/v1/receipts"):
         return "receipts"
-    if path in ("/metrics", "/v1/status", "/v1/ws/stats"):
+    if path in ("/metrics", "/v1/status", "/v1/ws/stats") or path.startswith("/v1/admin/"):
         return "admin"
     return None
 
@@ -135,16 +153,47 @@ def _headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
+def subprotocol_key(key: str) -> str:
+    """The subprotocol that carries ``key``: ``zapverify.key.`` + base64url of its UTF-8, no
+    padding (an HTTP token, as ``Sec-WebSocket-Protocol`` requires, whatever the key holds)."""
+    return KEY_SUBPROTOCOL + base64.urlsafe_b64encode(key.encode()).rstrip(b"=").decode("ascii")
+
+
+def _key_of_subprotocols(scope: Scope) -> str | None:
+    for proto in scope.get("subprotocols") or ():
+        if proto.startswith(KEY_SUBPROTOCOL):
+            text = proto[len(KEY_SUBPROTOCOL):]
+            try:
+                return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+            except (binascii.Error, ValueError):
+                raise Unauthorized(f"the {KEY_SUBPROTOCOL}… subprotocol is not base64url of a key",
+                                   field="sec-websocket-protocol") from None
+    return None
+
+
 def presented_key(scope: Scope) -> str | None:
-    """The API key a request carries (see the module doc for where), or None."""
+    """The API key a request carries (see the module doc for where), or None.
+
+    Raises :class:`Unauthorized` for a ``zapverify.key.`` subprotocol that is not base64url."""
     headers = _headers(scope)
     auth = headers.get("authorization", "")
     if auth[:7].lower() == "bearer ":
         return auth[7:].strip()
     if "x-api-key" in headers:
         return headers["x-api-key"].strip()
+    if scope["type"] == "websocket":
+        key = _key_of_subprotocols(scope)
+        if key is not None:
+            return key
     token = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("access_token")
     return token[0] if token else None
+
+
+def message_rate(scope: Scope) -> Callable[[], float] | None:
+    """For a WebSocket that :class:`AccessControl` let in with a rate-limited key: a call that
+    takes one token of that key's bucket per message (0.0 when granted, else the seconds
+    until the next token).  None when no rate limit applies."""
+    return (scope.get("state") or {}).get(RATE_STATE)
 
 
 def origin_allowed(scope: Scope, allowed: list[str]) -> bool:
@@ -173,7 +222,9 @@ class AccessControl:
         self.app, self.keys, self.buckets, self.allowed_origins = app, keys, buckets, allowed_origins
 
     def check(self, scope: Scope) -> None:
-        """Raise the :class:`ZapVerifyError` that refuses ``scope``, or return."""
+        """Raise the :class:`ZapVerifyError` that refuses ``scope``, or return.  A WebSocket let
+        in with a rate-limited key gets its per-message charge in ``scope["state"]``
+        (:func:`message_rate`)."""
         if scope["type"] == "websocket" and not origin_allowed(scope, self.allowed_origins):
             raise Forbidden("this Origin may not open a WebSocket here (settings.allowed_origins)", field="origin")
         need = required_scope(scope["path"])
@@ -190,6 +241,8 @@ class AccessControl:
             wait = self.buckets.take(key.name)
             if wait > 0:
                 raise RateLimited(f"rate limit of key {key.name!r}; retry in {wait:.2f} s", retry_after=wait)
+            if scope["type"] == "websocket":
+                scope.setdefault("state", {})[RATE_STATE] = functools.partial(self.buckets.take, key.name)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -200,7 +253,19 @@ class AccessControl:
         except ZapVerifyError as exc:
             await refuse(scope, receive, send, exc)
             return
+        if scope["type"] == "websocket" and SUBPROTOCOL in (scope.get("subprotocols") or ()):
+            send = _accepting_subprotocol(send)
         await self.app(scope, receive, send)
+
+
+def _accepting_subprotocol(send: Send) -> Send:
+    """``send`` that accepts :data:`SUBPROTOCOL` when the route accepts with none: a browser
+    that offered subprotocols fails a handshake whose answer names none of them."""
+    async def accepting(message: Message) -> None:
+        if message["type"] == "websocket.accept" and not message.get("subprotocol"):
+            message = {**message, "subprotocol": SUBPROTOCOL}
+        await send(message)
+    return accepting
 
 
 async def refuse(scope: Scope, receive: Receive, send: Send, exc: ZapVerifyError) -> None:

@@ -250,12 +250,24 @@ class StoreUnavailable(ZapVerifyError):
     code = "STORE_UNAVAILABLE"
     status = 503
     wire_code = 0x0104
+    #: a store fault is transient (a restarted database, freed disk space): retry after the
+    #: store's probe interval (app/engine/receipts/health.py)
+    retry_after: float | None = 1.0
+
+    def __init__(self, message: str, *, field: str | None = None, reason: str | None = None,
+                 retry_after: float | None = None):
+        super().__init__(message, field=field)
+        #: why the store is down (one of app.engine.receipts.health.REASONS), None if not known
+        self.reason = reason
+        if retry_after is not None:
+            self.retry_after = retry_after
 
 
 class StoreSchemaTooNew(StoreUnavailable):
     """The database was migrated by a newer zapverify than this one."""
 
     code = "STORE_SCHEMA_TOO_NEW"
+    retry_after = None  # only an upgrade helps
 
 
 # ------------------------------------------------------------------ ZAP frame v1 (docs/wire-format.md)

@@ -6,6 +6,11 @@ HTTP JSON, HTTP ZAP, WebSocket (JSON and ZAP), TCP, UDP and QUIC all call
 :func:`verify_and_record_parts`), so every transport's batches get the same receipts and
 appear in the dashboard's recent batches with their ``source``.
 
+Shadow mismatches (docs/architecture.md, "Shadow verification"): the engine's result carries
+a :class:`~app.engine.verify.shadow.ShadowTicket`; once the receipts are written it is bound
+to them, so a mismatch the async checker finds later (or found already) is recorded on the
+receipt of the part that answered the item, at that item's index in it.
+
 Blocking: call it from a worker thread (the HTTP routes use ``run_in_threadpool``; the
 ingest worker is a thread).  The receipt is written before anything is answered: when it
 cannot be, :class:`app.core.errors.StoreUnavailable` is raised and the caller must withhold
@@ -14,6 +19,8 @@ the verdicts.
 
 from __future__ import annotations
 
+import bisect
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -28,6 +35,9 @@ from app.engine.receipts.ids import new_batch_id
 from app.engine.receipts.store import Receipt, ReceiptStore
 from app.engine.stats import RecentRequest
 from app.engine.verify.engine import Committed, Engine
+from app.engine.verify.shadow import Found, ShadowTicket
+
+log = logging.getLogger("zapverify.pipeline")
 
 #: What can be verified: one columnar batch (ZAP, ingest), a mixed list of items (JSON), or
 #: a list of BLS aggregate items (docs/bls-aggregate.md).
@@ -115,6 +125,8 @@ class Verified:
     """Parts verified and committed, not yet recorded (:func:`verify_parts` → :func:`record`)."""
 
     parts: list[tuple[Part, Recorded, list[str]]]
+    #: The shadow checks of the whole work (its indices run over every part in order).
+    shadow: ShadowTicket | None = None
 
 
 def verify_parts(engine: Engine, work: Work, parts: Sequence[Part]) -> Verified:
@@ -144,7 +156,7 @@ def verify_parts(engine: Engine, work: Work, parts: Sequence[Part]) -> Verified:
         done.append((part, Recorded(new_batch_id(), v, lv, root, dict(backends), result.verify_seconds,
                                     result.merkle_seconds), part_schemes))
         lo = hi
-    return Verified(done)
+    return Verified(done, result.shadow)
 
 
 def record(engine: Engine, store: ReceiptStore | None, verified: Verified) -> list[Recorded]:
@@ -159,6 +171,8 @@ def record(engine: Engine, store: ReceiptStore | None, verified: Verified) -> li
                                       schemes=s, backends=r.backends, duration_seconds=now - part.started,
                                       source=part.source)
                         for part, r, s in done])
+    if verified.shadow is not None:
+        verified.shadow.bind(_shadow_sink(store, [(p.count, r.batch_id) for p, r, _ in done]))
     for part, r, s in done:
         n = len(r.verdicts)
         per_scheme = dict(Counter(s)) if len(s) == n else {sid: n for sid in set(s)}
@@ -167,3 +181,28 @@ def record(engine: Engine, store: ReceiptStore | None, verified: Verified) -> li
             backends=dict(r.backends), elapsed_ms=round((time.perf_counter() - part.started) * 1000, 3),
             source=part.source, receipt=f"/v1/receipts/{r.batch_id}" if store is not None else None))
     return [r for _, r, _ in done]
+
+
+def _shadow_sink(store: ReceiptStore | None, parts: list[tuple[int, str]]):
+    """What a bound :class:`ShadowTicket` calls with mismatches: each is given the batch id
+    and item index of the part (``parts``: (items, batch id) in order) that answered it,
+    and one the answer carried (not ``corrected``) is recorded on that receipt."""
+    starts, lo = [], 0
+    for count, _ in parts:
+        starts.append(lo)
+        lo += count
+
+    def sink(found: list[Found]) -> None:
+        wrong: dict[str, list[int]] = {}
+        for where, m in found:
+            k = bisect.bisect_right(starts, where) - 1
+            m.batch_id, m.item = parts[k][1], where - starts[k]
+            if not m.corrected:
+                wrong.setdefault(m.batch_id, []).append(m.item)
+        for batch_id, items in wrong.items():
+            log.error("batch %s: a shadow check found the answered verdicts of items %s wrong%s", batch_id,
+                      sorted(items), "; recorded on its receipt" if store is not None else " (receipts are off)")
+            if store is not None:
+                store.add_shadow_mismatches(batch_id, items)
+
+    return sink

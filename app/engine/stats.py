@@ -61,6 +61,8 @@ class StatsListener(Protocol):
 
     def frame(self, transport: str, outcome: str) -> None: ...
 
+    def shadow(self, scheme: str, backend: str, checked: int, mismatches: int, dropped: int) -> None: ...
+
 
 class Stats:
     """Thread-safe counters fed by the engine after every batch.
@@ -95,8 +97,11 @@ class Stats:
 
     def _notify(self, method: str, *args) -> None:
         for listener in list(self._listeners):
+            fn = getattr(listener, method, None)
+            if fn is None:  # a listener written before this event existed
+                continue
             try:
-                getattr(listener, method)(*args)
+                fn(*args)
             except Exception:  # an observer must never fail a verification
                 log.exception("stats listener %r failed", listener)
 
@@ -129,6 +134,13 @@ class Stats:
             per = self._frames.setdefault(transport, {})
             per[outcome] = per.get(outcome, 0) + 1
         self._notify("frame", transport, outcome)
+
+    def record_shadow(self, scheme: str, backend: str, checked: int, mismatches: int, dropped: int) -> None:
+        """Shadow checks (:mod:`app.engine.verify.shadow`): ``checked`` items of ``scheme``
+        verified by ``backend`` re-checked on the CPU reference, ``mismatches`` of them
+        contradicted, ``dropped`` sampled items not checked (queue full).  Passed on to the
+        listeners only: the checker keeps its own counts (/v1/status)."""
+        self._notify("shadow", scheme, backend, checked, mismatches, dropped)
 
     def record_request(self, request: RecentRequest) -> None:
         """Remember an answered request for the dashboard's recent-batches list."""

@@ -1,17 +1,43 @@
-"""Operations: /healthz, /readyz, /v1/schemes, /v1/status."""
+"""Operations: /healthz, /readyz, /v1/schemes, /v1/status, and re-enabling a degraded backend
+(POST /v1/admin/backends/{backend}/schemes/{scheme}/enable)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
 from app import __version__
-from app.api.deps import get_engine
+from app.api.deps import get_engine, get_store
+from app.api.schemas import ErrorResponse
 from app.api.status import status_body
+from app.core.errors import ZapVerifyError
 from app.core.schemes import SCHEMES
+from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
 
+log = logging.getLogger("zapverify.admin")
+
 router = APIRouter(tags=["ops"])
+
+
+class SelfTestRefused(ZapVerifyError):
+    """A degraded backend was asked to be re-enabled for a scheme and failed its known-answer
+    self-test again: it stays degraded."""
+
+    code = "SELFTEST_FAILED"
+    status = 409
+
+
+class EnabledOut(BaseModel):
+    backend: str
+    scheme: str
+    enabled: bool = Field(description="always true: a refusal is a 409")
+    was_degraded: str | None = Field(description="the reason it had been degraded for; null if it was not")
 
 
 @router.get("/healthz",
@@ -22,16 +48,33 @@ async def healthz() -> dict:
 
 
 @router.get("/readyz", responses={
-    200: {"content": {"application/json": {"example": {"ready": True}}}},
-    503: {"content": {"application/json": {"example": {"ready": False, "failed": ["ed25519"]}}}}})
-async def readyz(engine: Engine = Depends(get_engine)) -> JSONResponse:
-    """Readiness: 200 only once the engine is up and the known-answer check passed for every scheme.
+    200: {"content": {"application/json": {"example": {"ready": True, "failed": [], "degraded": {},
+                                                       "store": {"up": True, "reason": None, "message": None,
+                                                                 "for_seconds": 12.5}}}}},
+    503: {"content": {"application/json": {"example": {"ready": False, "failed": [], "degraded": {}, "store": {
+        "up": False, "reason": "disk_full", "for_seconds": 3.1,
+        "message": "the disk of the receipt store is full: data/receipts.db: database or disk is full"}}}}}})
+async def readyz(engine: Engine = Depends(get_engine), store: ReceiptStore | None = Depends(get_store)) -> JSONResponse:
+    """Readiness: 200 only once the engine is up, the known-answer check passed for every
+    scheme, and the receipt store (when receipts are on) can be written.
 
     ``degraded`` lists schemes whose accelerated backend failed its check (or a batch) and
-    which the CPU serves instead, with the reason per backend; they do not make it 503."""
+    which the CPU serves instead, with the reason per backend (a reason starting ``shadow:`` is
+    a shadow check that contradicted the backend at run time); they do not make it 503.
+
+    ``store`` (null when receipts are off): ``up``, ``reason`` (``disk_full``,
+    ``unreachable``, ``read_only``, ``io_error``, ``write_failed``; null while up), ``message``
+    and ``for_seconds`` in that state.  The store is probed at most once a second (``SELECT 1``
+    while up, a real write after a failed one), so a stopped database shows here within
+    about 3 s even without traffic, and recovery without a restart."""
     failed = [s for s, r in engine.routes.items() if not r.selftest.get("cpu")]
-    body = {"ready": engine.ready, "failed": failed, "degraded": engine.degraded()}
-    return JSONResponse(body, status_code=200 if engine.ready else 503)
+    store_state = None
+    if store is not None:
+        await run_in_threadpool(store.health.check)  # rate-limited; bounded by the probe's timeout
+        store_state = store.health.snapshot()
+    ready = engine.ready and (store_state is None or store_state["up"])
+    body = {"ready": ready, "failed": failed, "degraded": engine.degraded(), "store": store_state}
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 @router.get("/v1/schemes", responses={200: {"content": {"application/json": {"example": {"schemes": [
@@ -57,6 +100,27 @@ async def status(request: Request) -> dict:
     received, frames verified, frames ``dropped`` by reason, ``ring_depth`` and
     ``ring_high_water``, replies sent; for QUIC the certificate's SHA-256 fingerprint."""
     return status_body(request.app.state)
+
+
+@router.post("/v1/admin/backends/{backend}/schemes/{scheme}/enable", response_model=EnabledOut,
+             summary="Re-enable a degraded accelerated backend for one scheme", responses={
+                 404: {"model": ErrorResponse, "description": "NOT_FOUND: no such accelerated backend here "
+                                                              "(field backend), or scheme it serves (field scheme)"},
+                 409: {"model": ErrorResponse, "description": "SELFTEST_FAILED: the backend failed the scheme's "
+                                                              "known-answer self-test again and stays degraded"}})
+async def enable_backend(backend: Annotated[str, Path(description="an accelerated backend: kernel-host, cuda")],
+                         scheme: Annotated[str, Path(description="a scheme id, as in /v1/schemes")],
+                         engine: Engine = Depends(get_engine)) -> dict:
+    """Route ``scheme`` to ``backend`` again after it was degraded at run time (a shadow
+    mismatch, a failed batch) or at start: the scheme's known-answer self-test is run on the
+    backend first, and the backend is re-enabled only if it passes (409 otherwise).  Logged;
+    needs the ``admin`` scope."""
+    ok, why = await run_in_threadpool(engine.enable, backend, scheme)
+    if not ok:
+        raise SelfTestRefused(f"{backend} failed the {scheme} known-answer self-test and stays degraded: {why}",
+                              field="backend")
+    log.warning("operator re-enabled %s for %s over the admin API", backend, scheme)
+    return {"backend": backend, "scheme": scheme, "enabled": True, "was_degraded": why or None}
 
 
 # HEAD for probes and load balancers: the GET handler, the body dropped by the server; kept

@@ -51,6 +51,10 @@ class ReceiptOut(BaseModel):
     backends: dict[str, str] = Field(description="scheme id -> backend that ran it")
     duration_seconds: float
     source: str = Field(description="http, ws, tcp, udp or quic")
+    shadow_mismatches: list[int] = Field(default_factory=list, description=(
+        "indices of items whose verdict here a shadow check (the CPU reference re-verifying a sample of an "
+        "accelerated backend's verdicts) found wrong after it was answered: the right verdict is the opposite; "
+        "empty when none. May grow after the receipt is written (docs/architecture.md, \"Shadow verification\")"))
 
 
 class ReceiptPage(BaseModel):

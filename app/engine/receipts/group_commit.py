@@ -71,6 +71,7 @@ class GroupCommit:
                 self.callers += len(group)
                 self._cond.notify_all()
         if isinstance(me.error, StoreUnavailable):  # a fresh one per thread, the cause chained
-            raise StoreUnavailable(str(me.error)) from me.error
+            raise StoreUnavailable(str(me.error), reason=me.error.reason,
+                                   retry_after=me.error.retry_after) from me.error
         if me.error is not None:
             raise me.error

@@ -15,9 +15,11 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from app.core.errors import ConfigError, StoreUnavailable
+from app.engine.receipts.health import Fault
 from app.engine.receipts.store import (
     COLUMNS,
     MAX_PAGE,
+    SHADOW_TABLE,
     Receipt,
     ReceiptStore,
     check_limit,
@@ -46,6 +48,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # Leaf hashes are random bytes: trying to compress them only costs CPU.
         "ALTER TABLE receipts ALTER COLUMN leaves SET STORAGE EXTERNAL",
     ),
+    (
+        # Version 2: items a shadow check found wrong after their receipt was written
+        # (app/engine/verify/shadow.py); deleted with their receipt.
+        """CREATE TABLE shadow_mismatches (
+               receipt_id uuid NOT NULL REFERENCES receipts (id) ON DELETE CASCADE,
+               item_index integer NOT NULL CHECK (item_index >= 0),
+               found_us   bigint NOT NULL,
+               PRIMARY KEY (receipt_id, item_index)
+           )""",
+    ),
 )
 
 #: pg_advisory_xact_lock key held while migrating (b"zapvrfy\x01" as a big-endian int64).
@@ -73,7 +85,10 @@ class PostgresStore(ReceiptStore):
     Args:
         url: ``postgresql://user:password@host:port/dbname?…``.
         pool_size: most connections held open at once.
-        connect_timeout: seconds to wait for a connection (at start and per request).
+        connect_timeout: seconds to wait for a connection (at start and per request while
+            the store is up; while it is down requests are refused at once, see
+            :attr:`ReceiptStore.health`).
+        probe_timeout: seconds a health probe (``SELECT 1``) may wait for a connection.
 
     Raises :class:`app.core.errors.ConfigError` when psycopg is not installed,
     :class:`StoreUnavailable` when the server cannot be reached in time and
@@ -83,15 +98,17 @@ class PostgresStore(ReceiptStore):
     kind = "postgresql"
 
     def __init__(self, url: str, *, pool_size: int = 8, connect_timeout: float = 10.0,
-                 migrations: tuple[tuple[str, ...], ...] = MIGRATIONS):
+                 probe_timeout: float = 2.0, migrations: tuple[tuple[str, ...], ...] = MIGRATIONS):
         super().__init__()
         try:
             import psycopg
-            from psycopg_pool import ConnectionPool
+            from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
         except ImportError as exc:
             raise ConfigError("a postgresql:// database_url needs psycopg 3 and psycopg_pool "
                               "(pip install 'zapverify[postgres]')", field="database_url") from exc
         self._errors = (psycopg.Error,)  # PoolTimeout and PoolClosed derive from it
+        self._psycopg, self._pool_timeout, self._pool_closed = psycopg, PoolTimeout, PoolClosed
+        self.probe_timeout = probe_timeout
         self.url = redact(url)
         self._migrations = migrations
         self._pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), open=False,
@@ -124,21 +141,50 @@ class PostgresStore(ReceiptStore):
     def schema_version(self) -> int:
         return int(self._one("SELECT max(version) FROM zapverify_schema_migrations")[0])
 
+    # ------------------------------------------------------------------ health
+    def _classify(self, exc: BaseException) -> Fault | None:
+        pg = self._psycopg
+        if isinstance(exc, self._pool_closed) or isinstance(exc, pg.IntegrityError) \
+                or not isinstance(exc, pg.Error):
+            return None  # closed by us, or a repeated id: not the database failing
+        if isinstance(exc, self._pool_timeout):
+            return Fault("unreachable", f"{self.url}: no connection within the pool timeout ({exc})")
+        state = getattr(exc, "sqlstate", None) or ""
+        if state == "53100":  # disk_full
+            return Fault("disk_full", f"{self.url}: {exc}")
+        if state.startswith("08") or state in ("57P01", "57P02", "57P03") or \
+                (not state and isinstance(exc, pg.OperationalError)):
+            # connection exception class, server shutting down, or libpq failing to connect
+            return Fault("unreachable", f"{self.url}: {exc}")
+        if state == "25006":  # read_only_sql_transaction (a standby)
+            return Fault("read_only", f"{self.url}: {exc}")
+        return Fault("write_failed", f"{self.url}: {exc}")
+
+    def _probe(self, down_reason: str | None) -> None:
+        # A short wait of its own: the pool's timeout (per request) is what made every
+        # request hang while the server was stopped.
+        with self._pool.connection(timeout=self.probe_timeout) as conn:
+            conn.execute("SELECT 1").fetchone()
+
     # ------------------------------------------------------------------ access
     def _one(self, sql: str, args: tuple = ()) -> Any:
         """The first row of ``sql`` (aggregates always have one)."""
+        self.health.gate(write=False)  # unreachable: refused at once, not after the pool timeout
         try:
             with self._pool.connection() as conn:
                 return conn.execute(sql, args).fetchone()
         except self._errors as exc:
-            raise StoreUnavailable(f"receipt store read failed: {exc}") from exc
+            raise self._failure(exc, "read") from exc
 
     def _write(self, sql: str, args: tuple = ()) -> int:
+        self.health.gate(write=False)
         try:
             with self._pool.connection() as conn:  # commits on leaving the block
-                return conn.execute(sql, args).rowcount
+                n = conn.execute(sql, args).rowcount
         except self._errors as exc:
-            raise StoreUnavailable(f"receipt store write failed: {exc}") from exc
+            raise self._failure(exc, "write") from exc
+        self.health.succeeded()
+        return n
 
     def _insert(self, rows: list[tuple]) -> None:
         # COPY streams every row of a joined batch in one statement of one transaction: one
@@ -151,24 +197,50 @@ class PostgresStore(ReceiptStore):
                 for row in rows:
                     copy.write_row((uuid.UUID(row[0]), *row[1:]))
         except self._errors as exc:
-            raise StoreUnavailable(f"receipt store write failed: {exc}") from exc
+            raise self._failure(exc, "write") from exc
+        self.health.succeeded()
+
+    def _insert_shadow(self, receipt_id: str, indices: list[int], found_us: int) -> None:
+        self.health.gate(write=False)
+        try:
+            with self._pool.connection() as conn, conn.cursor() as cur:  # one transaction
+                cur.executemany(f"INSERT INTO {SHADOW_TABLE} (receipt_id, item_index, found_us) "
+                                "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                                [(receipt_id, i, found_us) for i in indices])
+        except self._errors as exc:
+            raise self._failure(exc, "write") from exc
+        self.health.succeeded()
 
     def get(self, receipt_id: str, *, leaves: bool = True) -> Receipt | None:
-        row = self._one(f"SELECT {_COLS if leaves else _COLS_NO_LEAVES} FROM receipts WHERE id = %s",
-                        (receipt_id,))
-        return None if row is None else receipt_from_row(row)
+        self.health.gate(write=False)
+        try:
+            with self._pool.connection() as conn:
+                row = conn.execute(f"SELECT {_COLS if leaves else _COLS_NO_LEAVES} FROM receipts WHERE id = %s",
+                                   (receipt_id,)).fetchone()
+                shadow = [] if row is None else conn.execute(
+                    f"SELECT item_index FROM {SHADOW_TABLE} WHERE receipt_id = %s", (receipt_id,)).fetchall()
+        except self._errors as exc:
+            raise self._failure(exc, "read") from exc
+        return None if row is None else receipt_from_row(row, [i for (i,) in shadow])
 
     def page(self, after: str | None = None, limit: int = 100) -> list[Receipt]:
         check_limit(limit)
         where, args = ("", (min(limit, MAX_PAGE),)) if after is None else \
             ("WHERE id > %s", (after, min(limit, MAX_PAGE)))
+        self.health.gate(write=False)
         try:
             with self._pool.connection() as conn:
                 rows = conn.execute(f"SELECT {_COLS_NO_LEAVES} FROM receipts {where} ORDER BY id LIMIT %s",
                                     args).fetchall()
+                shadow = [] if not rows else conn.execute(
+                    f"SELECT receipt_id, item_index FROM {SHADOW_TABLE} WHERE receipt_id BETWEEN %s AND %s",
+                    (rows[0][0], rows[-1][0])).fetchall()
         except self._errors as exc:
-            raise StoreUnavailable(f"receipt store read failed: {exc}") from exc
-        return [receipt_from_row(r) for r in rows]
+            raise self._failure(exc, "read") from exc
+        by_id: dict[str, list[int]] = {}
+        for rid, i in shadow:
+            by_id.setdefault(str(rid), []).append(i)
+        return [receipt_from_row(r, by_id.get(str(r[0]), ())) for r in rows]
 
     def delete_older_than(self, cutoff: datetime) -> int:
         return self._delete_chunks("created_us < %s", (to_micros(cutoff),))

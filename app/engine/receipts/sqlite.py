@@ -5,10 +5,14 @@ With WAL and ``synchronous=FULL`` every commit is fsync'ed to the write-ahead lo
 being killed or the machine losing power (SQLite's "Write-Ahead Logging" and ``PRAGMA
 synchronous`` documentation).  One connection, serialised by a lock: the writes are bound
 by that fsync anyway, and reads are single indexed lookups.
+
+The write-ahead log is bounded (:data:`WAL_SIZE_LIMIT`, :data:`WAL_CHECKPOINT_BYTES`) and a
+failed write names its cause (``SQLITE_FULL`` is ``disk_full``; app/engine/receipts/health.py).
 """
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 import threading
 import time
@@ -17,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import StoreUnavailable
+from app.engine.receipts.health import Fault
 from app.engine.receipts.store import (
     COLUMNS,
     MAX_PAGE,
+    SHADOW_TABLE,
     Receipt,
     ReceiptStore,
     check_limit,
@@ -46,7 +52,35 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
            )""",
         "CREATE INDEX receipts_created_us ON receipts (created_us)",
     ),
+    (
+        # Version 2: items a shadow check found wrong after their receipt was written
+        # (app/engine/verify/shadow.py); deleted with their receipt.
+        """CREATE TABLE shadow_mismatches (
+               receipt_id TEXT NOT NULL REFERENCES receipts (id) ON DELETE CASCADE,
+               item_index INTEGER NOT NULL CHECK (item_index >= 0),
+               found_us   INTEGER NOT NULL,
+               PRIMARY KEY (receipt_id, item_index)
+           ) WITHOUT ROWID""",
+    ),
 )
+
+#: Most bytes the write-ahead log file keeps after a checkpoint (``PRAGMA journal_size_limit``).
+#: SQLite reuses the WAL file rather than truncating it, so without a limit it keeps the
+#: size of its largest run between checkpoints, and on a full disk freed space went back
+#: to the log; 8 MiB holds a few of the largest (65536-item, 2 MiB) receipts.
+WAL_SIZE_LIMIT = 8 << 20
+#: WAL bytes after which a commit checkpoints (``PRAGMA wal_autocheckpoint``, set in pages).
+#: SQLite's default is 1000 pages: 64 MB with the 64 KiB pages used here, where a small
+#: commit writes about three pages (~190 KB) of log.
+WAL_CHECKPOINT_BYTES = 4 << 20
+#: Table the write probe of a store found full allocates pages in and empties again (not
+#: part of the versioned schema: it holds no data, so older builds may ignore it).
+PROBE_TABLE = "zapverify_store_probe"
+#: Pages the write probe allocates: a receipt write needs new pages too, so a probe that
+#: needs none would find a full database "recovered".
+PROBE_PAGES = 4
+
+_SQLITE_FULL, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_BUSY, _SQLITE_LOCKED = 13, 8, 10, 5, 6
 
 _COLS = ", ".join(COLUMNS)
 _COLS_NO_LEAVES = ", ".join("NULL" if c == "leaves" else c for c in COLUMNS)
@@ -82,7 +116,15 @@ class SqliteStore(ReceiptStore):
             self._db.execute("PRAGMA page_size=65536")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
+            # Bound the write-ahead log (WAL_SIZE_LIMIT, WAL_CHECKPOINT_BYTES): a full disk is
+            # then recoverable by freeing space, not refilled by the log's growth.
+            self._db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT:d}")
+            self.page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+            self._db.execute(f"PRAGMA wal_autocheckpoint={max(16, WAL_CHECKPOINT_BYTES // self.page_size):d}")
+            # Off by default in SQLite; shadow_mismatches rows go with their receipt when pruned.
+            self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS {PROBE_TABLE} (b BLOB NOT NULL)")
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(f"cannot open SQLite receipt store {self.path}: {exc}") from exc
 
@@ -103,7 +145,7 @@ class SqliteStore(ReceiptStore):
                            (version, time.time_ns() // 1000))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            _rollback(db)
             raise
 
     def schema_version(self) -> int:
@@ -113,13 +155,50 @@ class SqliteStore(ReceiptStore):
         """The value of ``PRAGMA name`` (tests check ``journal_mode`` and ``synchronous``)."""
         return self._read_one(f"PRAGMA {name}")
 
+    # ------------------------------------------------------------------ health
+    def _classify(self, exc: BaseException) -> Fault | None:
+        if isinstance(exc, OSError):
+            return Fault("disk_full" if exc.errno == errno.ENOSPC else "io_error", str(exc))
+        if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+            return None  # a repeated id, or the store was closed: not the database failing
+        if not isinstance(exc, sqlite3.Error):
+            return None
+        code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary result code
+        if code == _SQLITE_FULL or "database or disk is full" in str(exc):
+            return Fault("disk_full", f"{self.path}: {exc}")
+        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return None  # another process holds the write lock: contention, not a fault
+        if code == _SQLITE_READONLY:
+            return Fault("read_only", f"{self.path}: {exc}")
+        if code == _SQLITE_IOERR:
+            return Fault("io_error", f"{self.path}: {exc}")
+        return Fault("write_failed", f"{self.path}: {exc}")
+
+    def _probe(self, down_reason: str | None) -> None:
+        with self._lock:
+            if down_reason is None:
+                self._db.execute("SELECT 1").fetchone()
+                return
+            # Down after a failed write: only a write tells whether it would work now.  Pages
+            # are allocated (a full database refuses them) and the commit appends to the WAL
+            # (a full disk refuses that), then the rows are gone again.
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute(f"INSERT INTO {PROBE_TABLE} VALUES (zeroblob(?))", (PROBE_PAGES * self.page_size,))
+                db.execute(f"DELETE FROM {PROBE_TABLE}")
+                db.execute("COMMIT")
+            except BaseException:
+                _rollback(db)
+                raise
+
     # ------------------------------------------------------------------ access
     def _read_one(self, sql: str, args: tuple = ()) -> Any:
         try:
             with self._lock:
                 row = self._db.execute(sql, args).fetchone()
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"receipt store read failed: {exc}") from exc
+            raise self._failure(exc, "read") from exc
         return None if row is None else row[0]
 
     def _write(self, sql: str, args: tuple | list = (), many: bool = False) -> int:
@@ -130,23 +209,30 @@ class SqliteStore(ReceiptStore):
                     n = (self._db.executemany if many else self._db.execute)(sql, args).rowcount
                     self._db.execute("COMMIT")
                 except BaseException:
-                    self._db.execute("ROLLBACK")
+                    _rollback(self._db)
                     raise
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"receipt store write failed: {exc}") from exc
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure(exc, "write") from exc
+        self.health.succeeded()
         return n
 
     def _insert(self, rows: list[tuple]) -> None:
         self._write(f"INSERT INTO receipts ({_COLS}) VALUES ({', '.join('?' * len(COLUMNS))})", rows, many=True)
+
+    def _insert_shadow(self, receipt_id: str, indices: list[int], found_us: int) -> None:
+        self._write(f"INSERT OR IGNORE INTO {SHADOW_TABLE} (receipt_id, item_index, found_us) VALUES (?, ?, ?)",
+                    [(receipt_id, i, found_us) for i in indices], many=True)
 
     def get(self, receipt_id: str, *, leaves: bool = True) -> Receipt | None:
         cols = _COLS if leaves else _COLS_NO_LEAVES
         try:
             with self._lock:
                 row = self._db.execute(f"SELECT {cols} FROM receipts WHERE id = ?", (receipt_id,)).fetchone()
+                shadow = [] if row is None else self._db.execute(
+                    f"SELECT item_index FROM {SHADOW_TABLE} WHERE receipt_id = ?", (receipt_id,)).fetchall()
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"receipt store read failed: {exc}") from exc
-        return None if row is None else receipt_from_row(row)
+            raise self._failure(exc, "read") from exc
+        return None if row is None else receipt_from_row(row, [i for (i,) in shadow])
 
     def page(self, after: str | None = None, limit: int = 100) -> list[Receipt]:
         check_limit(limit)
@@ -155,9 +241,15 @@ class SqliteStore(ReceiptStore):
                 rows = self._db.execute(
                     f"SELECT {_COLS_NO_LEAVES} FROM receipts WHERE id > ? ORDER BY id LIMIT ?",
                     ("" if after is None else after, min(limit, MAX_PAGE))).fetchall()
+                shadow = [] if not rows else self._db.execute(
+                    f"SELECT receipt_id, item_index FROM {SHADOW_TABLE} WHERE receipt_id BETWEEN ? AND ?",
+                    (rows[0][0], rows[-1][0])).fetchall()
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"receipt store read failed: {exc}") from exc
-        return [receipt_from_row(r) for r in rows]
+            raise self._failure(exc, "read") from exc
+        by_id: dict[str, list[int]] = {}
+        for rid, i in shadow:
+            by_id.setdefault(rid, []).append(i)
+        return [receipt_from_row(r, by_id.get(r[0], ())) for r in rows]
 
     def delete_older_than(self, cutoff: datetime) -> int:
         return self._delete_chunks("created_us < ?", (to_micros(cutoff),))
@@ -184,3 +276,14 @@ class SqliteStore(ReceiptStore):
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any.  A failed COMMIT (SQLITE_FULL among others)
+    has already rolled back: a ROLLBACK then raised "cannot rollback - no transaction is
+    active", which replaced the error that said what went wrong."""
+    if db.in_transaction:
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the first error is the one to report

@@ -34,10 +34,11 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from app.core.errors import LeafIndexOutOfRange, RequestError, StoreSchemaTooNew, StoreUnavailable
+from app.core.errors import LeafIndexOutOfRange, ReceiptNotFound, RequestError, StoreSchemaTooNew, StoreUnavailable
 from app.engine.commit import merkle
 from app.engine.commit.proofs import InclusionProof
 from app.engine.receipts.group_commit import GroupCommit
+from app.engine.receipts.health import Fault, StoreHealth
 from app.engine.receipts.ids import new_batch_id
 
 log = logging.getLogger("zapverify.store")
@@ -72,6 +73,10 @@ class Receipt:
             ``"cuda+cpu"`` when a batch was split).
         duration_seconds: wall time from receiving the batch to its root, seconds.
         source: the transport, one of :data:`SOURCES`.
+        shadow_mismatches: sorted item indices whose verdict in this receipt a shadow check
+            (app/engine/verify/shadow.py) found contradicted by the CPU reference, after it
+            was answered: the accelerated backend's verdict was wrong, the right one is its
+            opposite.  Empty when none (the usual case); may grow after the receipt is written.
 
     Raises ``ValueError`` when the fields contradict each other (bitmap length, valid
     count, leaf bytes, unknown source).
@@ -88,6 +93,7 @@ class Receipt:
     backends: Mapping[str, str] = field(default_factory=dict)
     duration_seconds: float = 0.0
     source: str = "http"
+    shadow_mismatches: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -104,6 +110,8 @@ class Receipt:
             raise ValueError(f"source must be one of {', '.join(SOURCES)}")
         if self.created_at.tzinfo is None:
             raise ValueError("created_at must be timezone-aware")
+        if any(not 0 <= i < self.count for i in self.shadow_mismatches):
+            raise ValueError(f"shadow_mismatches must be item indices in [0, {self.count})")
 
     @classmethod
     def build(cls, *, verdicts: np.ndarray | Sequence[bool], leaves: np.ndarray, merkle_root: bytes,
@@ -168,7 +176,7 @@ class Receipt:
                 "schemes": list(self.schemes), "count": self.count, "valid": self.valid,
                 "merkle_root": self.merkle_root.hex(), "verdict_bitmap": self.verdict_bitmap.hex(),
                 "backends": dict(self.backends), "duration_seconds": self.duration_seconds,
-                "source": self.source}
+                "source": self.source, "shadow_mismatches": list(self.shadow_mismatches)}
 
 
 #: Column order of the ``receipts`` table that both stores read and write.
@@ -183,15 +191,22 @@ def receipt_row(r: Receipt) -> tuple:
             r.duration_seconds, r.source)
 
 
-def receipt_from_row(row: Sequence) -> Receipt:
-    """The inverse of :func:`receipt_row`; ``leaves`` may be ``None`` (not selected)."""
+#: The table of shadow mismatches, one row per (receipt, item index), written after the
+#: receipt (app/engine/verify/shadow.py finds them after the answer); both stores.
+SHADOW_TABLE = "shadow_mismatches"
+
+
+def receipt_from_row(row: Sequence, shadow_mismatches: Sequence[int] = ()) -> Receipt:
+    """The inverse of :func:`receipt_row`; ``leaves`` may be ``None`` (not selected);
+    ``shadow_mismatches``: the item indices of the receipt's rows in :data:`SHADOW_TABLE`."""
     (rid, created_us, schemes, count, valid, root, bitmap, leaves, backends, duration,
      source) = row
     return Receipt(id=str(rid), created_at=from_micros(created_us),
                    schemes=tuple(s for s in schemes.split(",") if s), count=int(count),
                    valid=int(valid), merkle_root=bytes(root), verdict_bitmap=bytes(bitmap),
                    leaves=None if leaves is None else bytes(leaves), backends=json.loads(backends),
-                   duration_seconds=float(duration), source=source)
+                   duration_seconds=float(duration), source=source,
+                   shadow_mismatches=tuple(sorted({int(i) for i in shadow_mismatches})))
 
 
 def canonical_id(value: str, field: str = "id") -> str:
@@ -225,16 +240,44 @@ class ReceiptStore(ABC):
     Attributes:
         kind: ``"sqlite"`` or ``"postgresql"``.
         url: the URL the store was opened with, password removed.
+        health: whether the store can be written now (:class:`StoreHealth`): a write that
+            fails for a fault of the store marks it down, writes are then refused at once
+            (``StoreUnavailable`` with ``retry_after`` and ``reason``) until a probe finds
+            it recovered; ``/readyz`` and ``zapverify_receipt_store_up`` show it.
     """
 
     kind: str
     url: str
     #: Rows deleted per statement while pruning (see :data:`PRUNE_CHUNK`).
     prune_chunk: int = PRUNE_CHUNK
+    #: Seconds between two probes of a store that is down, and the ``Retry-After`` its refusals carry.
+    probe_interval: float = 1.0
 
     def __init__(self) -> None:
         #: Joins concurrent writers' receipts into one transaction (group_commit.py).
         self.group_commit = GroupCommit(self._insert)
+        self.health = StoreHealth(self._probe, self._classify, probe_interval=self.probe_interval,
+                                  retry_after=self.probe_interval, name=f"{self.kind} receipt store")
+
+    @abstractmethod
+    def _classify(self, exc: BaseException) -> Fault | None:
+        """The store fault ``exc`` (an exception of the database driver) shows, or ``None``
+        when it is the request's doing (a repeated id) or the store was closed."""
+
+    @abstractmethod
+    def _probe(self, down_reason: str | None) -> None:
+        """Raise the driver's exception unless the store can serve; bounded in time (about
+        a second).  ``down_reason``: why it is down (:data:`app.engine.receipts.health.REASONS`),
+        ``None`` while up."""
+
+    def _failure(self, exc: BaseException, what: str) -> StoreUnavailable:
+        """The error to raise for driver exception ``exc`` during ``what`` ("read", "write");
+        a store fault marks :attr:`health` down (its message names the reason)."""
+        fault = self._classify(exc)
+        if fault is None:
+            return StoreUnavailable(f"receipt store {what} failed: {exc}")
+        self.health.failed(fault)
+        return self.health.error(fault)
 
     def put(self, receipt: Receipt) -> None:
         """Write ``receipt`` durably: when this returns, the commit is on stable storage.
@@ -253,12 +296,39 @@ class ReceiptStore(ABC):
         """
         if any(r.leaves is None for r in receipts):
             raise StoreUnavailable("a receipt is written with its leaf hashes")
+        # Down: refused at once (no connect timeout per request), unless a probe is due and succeeds.
+        self.health.gate()
         self.group_commit.write([receipt_row(r) for r in receipts])
 
     @abstractmethod
     def _insert(self, rows: list[tuple]) -> None:
         """Insert ``rows`` (:func:`receipt_row` tuples) in one committed transaction;
         raises :class:`StoreUnavailable` on any failure."""
+
+    def add_shadow_mismatches(self, receipt_id: str, indices: Sequence[int]) -> int:
+        """Record that a shadow check found the verdicts of items ``indices`` of receipt
+        ``receipt_id`` wrong (durably, at once); an index already recorded is kept once.
+        Returns how many were new.
+
+        Raises ``ValueError`` for an index outside the
+        receipt, :class:`app.core.errors.ReceiptNotFound` for no such receipt (pruned, or
+        never written), :class:`StoreUnavailable` when the database cannot be written.
+        """
+        receipt = self.get(receipt_id, leaves=False)
+        if receipt is None:
+            raise ReceiptNotFound(f"no receipt {receipt_id}", field="receipt_id")
+        bad = [i for i in indices if not 0 <= int(i) < receipt.count]
+        if bad:
+            raise ValueError(f"item indices {bad} outside [0, {receipt.count}) of receipt {receipt_id}")
+        new = sorted({int(i) for i in indices} - set(receipt.shadow_mismatches))
+        if new:
+            self._insert_shadow(receipt_id, new, to_micros(datetime.now(UTC)))
+        return len(new)
+
+    @abstractmethod
+    def _insert_shadow(self, receipt_id: str, indices: list[int], found_us: int) -> None:
+        """Insert rows (receipt_id, item_index, found_us) into :data:`SHADOW_TABLE` in one
+        committed transaction, ignoring ones already there; raises :class:`StoreUnavailable`."""
 
     @abstractmethod
     def get(self, receipt_id: str, *, leaves: bool = True) -> Receipt | None:

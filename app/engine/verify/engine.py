@@ -21,6 +21,15 @@ accelerated backend is split, the backend taking the share r_b / (r_b + r_cpu) o
 (r: items per second, measured at start and refined by every split batch) and the CPU the
 rest, both at once; verdicts and leaves are joined in item order.
 
+Shadow verification (:mod:`app.engine.verify.shadow`; docs/architecture.md, "Shadow
+verification"): a CSPRNG-chosen sample of every batch an accelerated backend verified (and,
+in warm-up, its every ``True`` verdict) is verified again on the CPU reference, off the
+request's path (``async``) or before it is answered (``sync``, where a batch with a mismatch
+is re-run on the CPU); a mismatch degrades the scheme on that backend at once, as a failed
+self-test does, until :meth:`Engine.enable` (the admin endpoint) or a restart.  The result of
+every call carries a :class:`~app.engine.verify.shadow.ShadowTicket`, through which the
+pipeline records a mismatch found later on the batch's receipt.
+
 Merkle leaves and roots: a whole batch verified on a backend whose Merkle kernels passed their
 start-up check is committed on that backend too (``run(batch, commit=True)``: the verdicts stay
 on the device); the commit step makes what a backend did not, with the CPU backend's native
@@ -43,7 +52,7 @@ from typing import Literal
 import numpy as np
 
 from app.core.batch import AGGREGATE_LABELS, AggregateBatch, AggregateItem, Batch, Item
-from app.core.errors import BackendUnavailable, EmptyBatch, NotReady
+from app.core.errors import BackendUnavailable, EmptyBatch, NotFound, NotReady
 from app.core.result import Result
 from app.core.schemes import SCHEMES, Scheme
 from app.engine.backends import native
@@ -54,6 +63,7 @@ from app.engine.reference import kat
 from app.engine.stats import Stats
 from app.engine.verify import calibrate, faults, selftest
 from app.engine.verify.grouping import batch_of, group_items
+from app.engine.verify.shadow import Mismatch, ShadowChecker, ShadowConfig, ShadowTicket
 
 log = logging.getLogger("zapverify.engine")
 
@@ -78,8 +88,27 @@ class EngineConfig:
     hybrid: bool = False
     #: Smallest batch (items) that hybrid mode splits.
     hybrid_min: int = 4096
-    #: Injected faults, ``{"<backend>:<scheme>": "selftest" | "raise" | "garbage"}`` (app/engine/verify/faults.py).
+    #: Injected faults, ``{"<backend>:<scheme>": "<mode>[@after=N]"}``, modes ``selftest``,
+    #: ``raise``, ``garbage``, ``invert`` (app/engine/verify/faults.py).
     faults: dict[str, str] = field(default_factory=dict)
+    #: Shadow verification (app/engine/verify/shadow.py, :class:`ShadowConfig`): fraction of
+    #: each accelerated batch re-checked on the CPU reference, 0..1.
+    shadow_rate: float = 0.001
+    #: Items of each accelerated batch checked at least.
+    shadow_min_per_batch: int = 1
+    #: Per (backend, scheme): every ``True`` verdict among the first this many items is checked.
+    shadow_warmup_items: int = 10000
+    #: ``async`` (off the request's path) or ``sync`` (checked, and corrected, before answering).
+    shadow_mode: Literal["async", "sync"] = "async"
+    #: Most sampled items waiting for the async checker; more are dropped and counted.
+    shadow_queue_items: int = 4096
+
+    def shadow_config(self) -> ShadowConfig:
+        """The ``shadow_*`` settings as a validated :class:`ShadowConfig`; raises
+        :class:`app.core.errors.ConfigError` naming the one out of range."""
+        return ShadowConfig(rate=self.shadow_rate, min_per_batch=self.shadow_min_per_batch,
+                            warmup_items=self.shadow_warmup_items, mode=self.shadow_mode,
+                            queue_items=self.shadow_queue_items).validate()
 
 
 @dataclass
@@ -98,6 +127,9 @@ class Committed:
     root: bytes
     verify_seconds: float
     merkle_seconds: float
+    #: The shadow checks of these verdicts; :meth:`ShadowTicket.bind` it to the batch's
+    #: receipt (app/engine/pipeline.py) so a mismatch found later is recorded there.
+    shadow: ShadowTicket | None = None
 
     @property
     def valid(self) -> int:
@@ -131,6 +163,9 @@ class SchemeRoute:
     crossover: dict[str, int | None] = field(default_factory=dict)
     #: Measured throughput per backend, items per second (hybrid split weights).
     rates: dict[str, float] = field(default_factory=dict)
+    #: When (seconds since the epoch) a backend that passed its self-test was degraded at run
+    #: time (a failed batch or a shadow mismatch), per backend.
+    degraded_since: dict[str, float] = field(default_factory=dict)
 
 
 #: Backend name under which items refused before any backend (wrong key, signature or
@@ -167,13 +202,15 @@ class Engine:
             bls_batch=self.config.bls_batch)
         self.backends: list[Backend] = [b for b in backends if b.name != "cpu"] + [self.cpu]
         self._started = False
+        #: True once :meth:`start` is over: delayed faults count batches from here.
+        self._serving = False
         if self.config.faults:
             injected = faults.parse(self.config.faults)
 
             def inject(b: Backend) -> Backend:
                 if b.name not in injected:
                     return b
-                return faults.FaultyBackend(b, injected[b.name], lambda: self._started)
+                return faults.FaultyBackend(b, injected[b.name], lambda: self._started, lambda: self._serving)
 
             self.cpu = inject(self.cpu)
             self.backends = [inject(b) for b in self.backends[:-1]] + [self.cpu]
@@ -181,6 +218,8 @@ class Engine:
         #: Per accelerated backend: "ready" when its Merkle kernels matched the CPU at start.
         self.merkle: dict[str, str] = {}
         self.stats = stats if stats is not None else Stats()
+        #: Re-checks accelerated verdicts on the CPU reference (app/engine/verify/shadow.py).
+        self.shadow = ShadowChecker(self.config.shadow_config(), self._shadow_mismatch, self.stats)
         #: Leaves and roots of every result; hashes with the CPU backend's native loops once
         #: its warm-up has loaded them.
         self.commit = CommitStep(native.leaf_hasher)
@@ -232,18 +271,64 @@ class Engine:
         if any(self._calibrates(b) for b in self.accelerated):
             self.calibrate(answers)
         self.ready = not cpu_bad
+        self._serving = True
         log.info("engine ready=%s backends=%s", self.ready, [b.name for b in self.backends])
 
     def _failed(self, backend: Backend, scheme_id: str, why: str) -> None:
         route = self.routes[scheme_id]
+        if self._started and route.selftest.get(backend.name) is False:
+            return  # already degraded: keep the first reason and time
         route.selftest[backend.name] = False
         route.failures[backend.name] = why
+        if self._started:
+            route.degraded_since[backend.name] = time.time()
+
+    def _shadow_mismatch(self, backend_name: str, scheme_id: str, m: Mismatch) -> None:
+        """A shadow check contradicted ``backend_name`` on ``scheme_id``: degrade it there now."""
+        backend = next((b for b in self.accelerated if b.name == backend_name), None)
+        if backend is not None:
+            self._failed(backend, scheme_id, f"shadow: item {m.index} of a {m.batch_items}-item batch verified "
+                                             f"{m.accelerated}, the CPU reference says {m.reference}")
+
+    def enable(self, backend_name: str, scheme_id: str) -> tuple[bool, str]:
+        """Re-enable ``backend_name`` for ``scheme_id`` after it was degraded (a shadow
+        mismatch, a failed batch, a failed self-test): its known-answer self-test is run on it
+        again first.  Returns (True, the reason it had been degraded for, "" if it was not) or
+        (False, why the self-test failed: it stays degraded, with that reason).
+
+        Raises :class:`app.core.errors.NotFound` (field ``backend`` or ``scheme``) for a
+        backend this engine does not have (the CPU is never degraded) or an unknown scheme.
+        """
+        backend = next((b for b in self.accelerated if b.name == backend_name), None)
+        if backend is None:
+            raise NotFound(f"no accelerated backend {backend_name!r} here; have: "
+                           f"{', '.join(b.name for b in self.accelerated) or 'none'}", field="backend")
+        if scheme_id not in self.routes:
+            raise NotFound(f"unknown scheme {scheme_id!r}", field="scheme")
+        if scheme_id not in backend.capabilities().served:
+            raise NotFound(f"backend {backend_name!r} does not serve {scheme_id!r}", field="scheme")
+        route = self.routes[scheme_id]
+        before = route.failures.get(backend_name, "") if route.selftest.get(backend_name) is False else ""
+        ok, why = selftest.check_scheme(backend, kat.known_answers()[scheme_id])
+        if not ok:
+            route.selftest[backend_name] = False
+            route.failures[backend_name] = f"re-enable refused, self-test failed: {why}"
+            route.degraded_since.setdefault(backend_name, time.time())
+            log.error("re-enabling %s on %s refused: its self-test failed (%s)", scheme_id, backend_name, why)
+            return False, why
+        route.selftest[backend_name] = True
+        route.failures.pop(backend_name, None)
+        route.degraded_since.pop(backend_name, None)
+        log.warning("%s re-enabled on %s by an operator (self-test passed; it had been degraded: %s)",
+                    scheme_id, backend_name, before or "it was not")
+        return True, before
 
     def _commits_on(self, backend: Backend) -> bool:
         """Whether ``backend`` commits on its device: its Merkle kernels passed the start-up check."""
         return self.merkle.get(backend.name) == READY
 
     def close(self) -> None:
+        self.shadow.close()
         if self._hybrid_pool is not None:
             self._hybrid_pool.shutdown(wait=False, cancel_futures=True)
         for b in self.backends:
@@ -316,12 +401,13 @@ class Engine:
         if len(batch) == 0:
             raise EmptyBatch("a batch needs at least one item", field="count")
         batch.validate()
-        result, seconds = self._run(batch)
+        ticket = ShadowTicket()
+        result, seconds = self._run(batch, ticket)
         t0 = time.perf_counter()
         merkle_backend = result.backend if result.root is not None else self.cpu.name
         done = self.commit(batch, result)
         assert done.leaves is not None and done.root is not None  # the commit step made what was missing
-        return BatchResult(done.verdicts, done.leaves, done.root, seconds, time.perf_counter() - t0,
+        return BatchResult(done.verdicts, done.leaves, done.root, seconds, time.perf_counter() - t0, ticket,
                            backend=result.backend, merkle_backend=merkle_backend)
 
     def _fail(self, backend: Backend, scheme: Scheme, exc: BaseException) -> None:
@@ -338,13 +424,31 @@ class Engine:
             result = replace(result, leaves=None, root=None)
         return result
 
-    def _run(self, batch: Batch) -> tuple[Result, float]:
+    def _shadowed(self, backend: Backend, batch: Batch, result: Result, ticket: ShadowTicket | None,
+                  where: np.ndarray | None) -> Result | None:
+        """``result`` of ``batch`` on ``backend`` after its shadow check: itself, or None when
+        a ``sync`` check found a mismatch (the caller re-runs the batch on the CPU; the
+        mismatches go to ``ticket`` as corrected).  ``where`` maps batch items to the
+        ticket's work (None: the same index)."""
+        found = self.shadow.check(backend.name, batch, result.verdicts, ticket, where)
+        if not found:
+            return result
+        if ticket is not None:
+            ticket.report([(m.index if where is None else int(where[m.index]), m) for m in found])
+        log.error("%s batch of %d re-verified on cpu: a sync shadow check contradicted %s",
+                  batch.scheme.id, len(batch), backend.name)
+        return None
+
+    def _run(self, batch: Batch, ticket: ShadowTicket | None = None,
+             where: np.ndarray | None = None) -> tuple[Result, float]:
         """``batch``'s result on the backend it is routed to (the CPU where that one raises,
-        the batch split where hybrid mode says so) and the verify time, seconds."""
+        or a ``sync`` shadow check contradicts it; the batch split where hybrid mode says so)
+        and the verify time, seconds.  An accelerated result is shadow-checked, its
+        mismatches reported to ``ticket`` at ``where`` (see :meth:`_shadowed`)."""
         n = len(batch)
         backend = self.backend_for(batch.scheme, n)
         if backend is not self.cpu and self._splits(backend, batch):
-            return self._run_hybrid(batch, backend)
+            return self._run_hybrid(batch, backend, ticket, where)
         t0 = time.perf_counter()
         result: Result | None = None
         if backend is not self.cpu:
@@ -353,6 +457,10 @@ class Engine:
             except Exception as exc:
                 self._fail(backend, batch.scheme, exc)
                 backend, t0 = self.cpu, time.perf_counter()
+            else:
+                result = self._shadowed(backend, batch, result, ticket, where)
+                if result is None:
+                    backend = self.cpu
         if result is None:
             result = self._on(self.cpu, batch)
         seconds = time.perf_counter() - t0
@@ -372,10 +480,12 @@ class Engine:
         r_b, r_c = rates[backend.name], rates[self.cpu.name]
         return min(n - 1, max(1, round(n * r_b / (r_b + r_c))))
 
-    def _run_hybrid(self, batch: Batch, backend: Backend) -> tuple[Result, float]:
+    def _run_hybrid(self, batch: Batch, backend: Backend, ticket: ShadowTicket | None = None,
+                    where: np.ndarray | None = None) -> tuple[Result, float]:
         """The first share of ``batch`` on ``backend``, the rest on the CPU at the same time;
         the joined result has both parts' leaves where each made them, and no root (the
-        commit step builds the whole batch's)."""
+        commit step builds the whole batch's).  The device's share is shadow-checked as a
+        whole batch would be (its items are the batch's first, so ``where`` maps them too)."""
         n, scheme = len(batch), batch.scheme
         k = self.split_point(backend, scheme, n)
         with self._lock:
@@ -395,6 +505,9 @@ class Engine:
         except Exception as exc:
             self._fail(backend, scheme, exc)
             r_dev, t_dev = timed(self.cpu, dev_part)
+        else:
+            if self._shadowed(backend, dev_part, r_dev, ticket, where) is None:
+                r_dev, t_dev = timed(self.cpu, dev_part)
         r_cpu, t_cpu = cpu_future.result()
         seconds = time.perf_counter() - t0
         on_device = r_dev.backend == backend.name
@@ -422,6 +535,7 @@ class Engine:
         leaves = np.empty((n, 32), dtype=np.uint8)
         backends: dict[str, str] = {}
         t_verify = t_merkle = 0.0
+        ticket = ShadowTicket()
         for group, idx in group_items(items).items():
             t0 = time.perf_counter()
             if group is None:  # items false as given: their leaves hash exactly what was sent
@@ -434,7 +548,7 @@ class Engine:
                     _note_backend(backends, scheme_id, PRECHECK)
                 continue
             batch = batch_of(group, [items[i] for i in idx])
-            result, seconds = self._run(batch)
+            result, seconds = self._run(batch, ticket, np.asarray(idx, dtype=np.int64))
             t1 = time.perf_counter()
             result = self.commit.with_leaves(batch, result)
             t_merkle += time.perf_counter() - t1
@@ -445,7 +559,7 @@ class Engine:
             _note_backend(backends, group[0], result.backend)
         t0 = time.perf_counter()
         root = self.commit.root(leaves)
-        return ItemsResult(verdicts, leaves, root, t_verify, t_merkle + time.perf_counter() - t0,
+        return ItemsResult(verdicts, leaves, root, t_verify, t_merkle + time.perf_counter() - t0, ticket,
                            backends=backends)
 
     def verify_aggregate(self, items: Sequence[AggregateItem]) -> ItemsResult:

@@ -13,6 +13,7 @@ from typing import Any
 from app.core.schemes import SCHEMES
 from app.engine.verify import calibrate
 from app.engine.verify.engine import Engine, SchemeRoute
+from app.engine.verify.shadow import iso
 
 
 def _crossover_shown(route: SchemeRoute) -> dict[str, int | None]:
@@ -20,10 +21,32 @@ def _crossover_shown(route: SchemeRoute) -> dict[str, int | None]:
     return {b: (None if c is None or c >= calibrate.NEVER else c) for b, c in route.crossover.items()}
 
 
+def shadow_status(engine: Engine) -> dict[str, Any]:
+    """The shadow checker (docs/architecture.md, "Shadow verification"): its settings,
+    ``pending`` (items queued) and ``dropped`` (items not checked, queue full) since start,
+    ``schemes`` = {scheme: {backend: {checked, mismatches, dropped, degraded_since}}} for
+    every (scheme, accelerated backend) sampled or degraded at run time (``degraded_since``:
+    RFC 3339 time, null while it serves), and ``mismatches``: the last ones, oldest first."""
+    cfg = engine.shadow.config
+    schemes: dict[str, dict[str, dict[str, Any]]] = {}
+    for s, per in engine.shadow.counts().items():
+        for b, c in per.items():
+            schemes.setdefault(s, {})[b] = {**c, "degraded_since": None}
+    for s, r in engine.routes.items():
+        for b, t in r.degraded_since.items():
+            entry = schemes.setdefault(s, {}).setdefault(b, {"checked": 0, "mismatches": 0, "dropped": 0})
+            entry["degraded_since"] = iso(t)
+    return {"mode": cfg.mode, "rate": cfg.rate, "min_per_batch": cfg.min_per_batch,
+            "warmup_items": cfg.warmup_items, "queue_items": cfg.queue_items,
+            "pending": engine.shadow.pending(), "dropped": engine.shadow.dropped,
+            "schemes": schemes, "mismatches": [m.to_json() for m in engine.shadow.mismatches()]}
+
+
 def engine_status(engine: Engine) -> dict[str, Any]:
     """Routing table, self-test outcome, crossover (items) and rates (items per second) per
     scheme, and what each accelerated device offers.  A scheme whose accelerated self-test
-    failed is listed under ``degraded`` and routed to the CPU."""
+    failed (or that failed a batch or a shadow check since) is listed under ``degraded`` and
+    routed to the CPU; ``shadow`` is :func:`shadow_status`."""
     cfg = engine.config
     devices = {b.name: dict(device) for b in engine.accelerated
                if (device := b.capabilities().device) is not None}
@@ -34,13 +57,15 @@ def engine_status(engine: Engine) -> dict[str, Any]:
         "hybrid": cfg.hybrid,
         "degraded": engine.degraded(),
         "merkle": dict(engine.merkle),
+        "shadow": shadow_status(engine),
         "devices": devices,
         "schemes": {
             s: {"backend": engine.backend_for(SCHEMES[s], 1 << 30).name,
                 "selftest": dict(r.selftest), "failures": dict(r.failures),
                 "crossover": {**_crossover_shown(r),
                               **({"configured": cfg.crossover[s]} if s in cfg.crossover else {})},
-                "rates": {b: round(v, 1) for b, v in r.rates.items()}}
+                "rates": {b: round(v, 1) for b, v in r.rates.items()},
+                "degraded_since": {b: iso(t) for b, t in r.degraded_since.items()}}
             for s, r in engine.routes.items()
         },
     }

@@ -44,8 +44,9 @@ def cache_root() -> Path:
 
 
 def cuda_home() -> Path:
-    """The CUDA 13 toolkit: ``$CUDA_HOME``, else the folder above the ``nvcc`` on the PATH's
-    real binary (``/usr/local/bin/nvcc`` may be a wrapper script: then /usr/local/cuda)."""
+    """The CUDA 13 toolkit: ``$CUDA_HOME``, else ``/usr/local/cuda`` when it holds nvcc, else
+    the folder above the ``nvcc`` on the PATH (``/usr/local/bin/nvcc`` may be a wrapper script,
+    which is why /usr/local/cuda is asked first)."""
     if os.environ.get("CUDA_HOME"):
         return Path(os.environ["CUDA_HOME"])
     for cand in (Path("/usr/local/cuda"),):
@@ -58,7 +59,12 @@ def cuda_home() -> Path:
 
 
 def toolkit_version(home: Path) -> str:
-    out = subprocess.run([str(home / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True)
+    """The last line of ``nvcc --version`` (part of the cache key; raises :class:`SimBuildError`
+    when nvcc does not run)."""
+    try:
+        out = subprocess.run([str(home / "bin" / "nvcc"), "--version"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SimBuildError(f"{home}/bin/nvcc --version failed: {exc}") from exc
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -132,7 +138,8 @@ def _apply_patches(dest: Path, env: dict[str, str]) -> None:
 
 def ensure(root: Path, *, log=print) -> Simulator:
     """The simulator for the inputs under :func:`shared_dir`, built now when the cache has
-    none (1.5–3 min of ``make -j2`` on two cores, plus Debian packages and three PyPI wheels).
+    none (about four minutes on two cores, measured 228–297 s: ``make -j2``, the rebuild after
+    :data:`PATCHES`, Debian packages and three PyPI wheels).
 
     Raises :class:`SimBuildError` when the shared folder is absent or the build fails (its
     log is kept in the build folder).
@@ -145,8 +152,8 @@ def ensure(root: Path, *, log=print) -> Simulator:
     if (dest / "ready").is_file():
         return Simulator(dest, home, 0.0, src)
     missing = _missing_packages()
-    if missing:
-        subprocess.run([str(root / "scripts" / "apt_install"), "scripts/gpusim", *missing], check=True)
+    if missing and subprocess.run([str(root / "scripts" / "apt_install"), "scripts/gpusim", *missing]).returncode:
+        raise SimBuildError(f"the Debian packages {', '.join(missing)} could not be installed (see above)")
     t0 = time.perf_counter()
     log(f"gpusim: building the simulator into {dest} (cold cache)")
     shutil.rmtree(dest, ignore_errors=True)
@@ -160,7 +167,8 @@ def ensure(root: Path, *, log=print) -> Simulator:
     _apply_patches(dest, env)
     sim = Simulator(dest, home, time.perf_counter() - t0, src)
     sim.libcudart()  # raises when the build made none
-    # What a run needs stays; the object files (most of ~475 MB) go.
+    # The downloaded wheels go (the toolkit files were copied out of them); the build tree
+    # stays (about 450 MB, 185 MB of it object files), so a patch rebuilds only what it touches.
     shutil.rmtree(dest / "wheels", ignore_errors=True)
     shutil.rmtree(dest / "whl", ignore_errors=True)
     (dest / "ready").write_text(f"{sim.seconds:.1f}\n")

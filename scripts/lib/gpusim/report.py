@@ -61,13 +61,17 @@ def markdown(data: dict[str, Any]) -> str:
           f"service builds it; harness compiled with {sim['toolkit']}.  Whole run {data['seconds']:.0f} s "
           f"({built}).  "
           f"Overall: **{'PASS' if data['passed'] else 'FAIL'}**.", "",
+          f"Command: `{data.get('command', 'scripts/gpusim')}`"
+          + ("" if any(f["family"] == "control" for f in data["families"]) else
+             " (the negative control skipped here: CI runs it in tests/test_gpusim.py)") + ".", "",
           "| family | kernel | items | disagreements | verdict | processes | wall s | s per item (in kernels) |",
           "|---|---|---:|---:|---|---:|---:|---:|"]
     for f in data["families"]:
         per = f"{f['kernel_s'] / f['items']:.3f}" if f["items"] else "—"
         md.append(f"| {f['family']} | {f['kernel']} | {f['items']} | {f['disagreements']} | {f['verdict']} | "
                   f"{f['processes']} | {f['wall_s']:.1f} | {per} |")
-    md += ["", "Per family (samples, and anything odd):", ""]
+    md += ["", "An item is a signature, a message hashed, or (merkle) a whole tree.", "",
+           "Per family (samples, and anything odd):", ""]
     for f in data["families"]:
         notes = "; ".join(f["notes"]) or "—"
         md.append(f"- **{f['family']}**: {notes}" + (f"; first disagreements: {'; '.join(f['first'][:5])}"
