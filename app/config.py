@@ -111,8 +111,13 @@ class Settings(BaseSettings):
         "items in flight per process (verify requests between admission and answer) beyond which a new "
         "request is answered 503 OVERLOADED with Retry-After; one request alone is always admitted"))
     admission_max_bytes: int = Field(256 * 1024 * 1024, ge=1024, description=(
-        "request body bytes in flight per process beyond which a new request is refused the same way, "
-        "before its body is read"))
+        "request body bytes in flight per process, counted as they arrive; while they are at this bound a "
+        "new request is refused the same way, before its body is read, and a body that would pass it is cut"))
+    admission_max_wait_seconds: float = Field(2.0, ge=0, allow_inf_nan=False, description=(
+        "a new request whose estimated wait (the verify work in flight, from each scheme's measured "
+        "seconds per item) is longer than this is answered 503 OVERLOADED; 0 = no time bound"))
+    admission_max_share: float = Field(0.5, gt=0, le=1, description=(
+        "most of admission_max_bytes one request may hold while others are in flight or being refused"))
     admission_retry_after_seconds: float = Field(1.0, gt=0, description="the Retry-After of an OVERLOADED answer")
     body_read_timeout_seconds: float = Field(30.0, gt=0, description=(
         "a request body that sends no byte for this long is cut with 408 BODY_TIMEOUT"))

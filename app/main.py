@@ -203,7 +203,10 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
                     raise NotReady("the engine's self-test failed; not accepting connections (see the log)")
             elif not eng.ready:
                 threading.Thread(target=eng.start, name="zv-engine-start", daemon=True).start()
-            gauges = asyncio.create_task(metrics.refresh_forever(rt))
+            # Admission's time bound learns each scheme's cost from the batches verified here.
+            rt.stats.add_listener(app.state.admission.rates)
+            stack.callback(rt.stats.remove_listener, app.state.admission.rates)
+            gauges = asyncio.create_task(metrics.refresh_forever(rt, app.state.admission))
             stack.push_async_callback(_cancelled, gauges)
             # Several workers: each shows the whole server (app/api/workers.py).
             path = workers.exchange_dir(metrics.multiprocess_dir())
@@ -275,7 +278,9 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
                        min_rate=settings.body_min_bytes_per_second)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
     app.state.admission = Admission(settings.admission_max_items, settings.admission_max_bytes,
-                                    settings.admission_retry_after_seconds)
+                                    settings.admission_retry_after_seconds,
+                                    max_wait=settings.admission_max_wait_seconds,
+                                    max_share=settings.admission_max_share)
     app.add_middleware(AdmissionControl, admission=app.state.admission)  # after the key check, before the body
     keys = security.load_keys(settings)
     security.warn_if_open(settings, keys)

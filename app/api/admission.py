@@ -1,15 +1,19 @@
 """Admission control over HTTP: a bound on the verify work in flight in one process
 (docs/operations.md, "Load shedding"); the counters are :mod:`app.engine.admission`.
 
-Each verify request is charged its body bytes (``Content-Length``, or each chunk as it comes
-when the body is chunked) when it arrives, before any of its body is read, and its item
-count as soon as that is known (a ZAP header's ``count``; a JSON body once parsed).  While
-the process holds more than ``max_items`` items or ``max_bytes`` bytes, a new charge is
-refused with :class:`app.core.errors.Overloaded` (503, ``Retry-After``) instead of queueing: a
-queued request costs memory (about 8 MB per 4,096-item JSON batch) and time that the
-client would rather spend on another replica.  A request that finds nothing in flight is
-always admitted, so a request larger than the bound (but within the request limits) is
-served when the process is idle rather than never.
+Each verify request is admitted (or refused) when it arrives, before any of its body is
+read; it is then charged its body bytes as they arrive (never the ``Content-Length`` it
+declares: a slow client holds what it has sent, not the bound), and its items and their
+estimated work as soon as they are known (a ZAP header's ``count``; a JSON body once parsed).
+The bounds and what is refused are :mod:`app.engine.admission`'s: a new request while the
+items or bytes in flight are at their bound or the work in flight would make it wait longer
+than ``max_wait``; a charge past a bound or past one request's share.  Refusals are
+:class:`app.core.errors.Overloaded` (503, ``Retry-After``) instead of queueing: a queued
+request costs memory (about 8 MB per 4,096-item JSON batch) and time that the client would
+rather spend on another replica.  A refusal mid-body is raised to whoever reads the body and
+answered like a body over the size limit.  A request that finds nothing in flight is always
+admitted, so a request larger than the bound (but within the request limits) is served when
+the process is idle rather than never.
 
 The charge is given back when the answer has been sent (or the client went away).  The
 counters are guarded by a lock: the WebSocket tasks and the HTTP requests share them.
@@ -46,10 +50,8 @@ class AdmissionControl:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in ADMITTED_PATHS:
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length", b"")
-        declared = int(length) if length.isdigit() else None
         try:
-            ticket = self.admission.admit(nbytes=declared or 0)
+            ticket = self.admission.admit()
         except Overloaded as exc:
             zap_body = is_zap(headers.get(b"content-type", b"").decode("latin-1"))
             return await error_response(exc, zap_body=zap_body)(scope, receive, send)
@@ -57,8 +59,8 @@ class AdmissionControl:
 
         async def charged() -> Message:
             msg = await receive()
-            if declared is None and msg["type"] == "http.request":
-                ticket.add(nbytes=len(msg.get("body", b"")))  # a chunked body: charged as it comes
+            if msg["type"] == "http.request" and msg.get("body"):
+                ticket.add(nbytes=len(msg["body"]))  # what has arrived, not what was declared
             return msg
 
         async def released_first(msg: Message) -> None:

@@ -75,6 +75,16 @@ RECEIPT_STORE_UP = Gauge("zapverify_receipt_store_up",
 RECEIPT_STORE_FAILURES = Counter("zapverify_receipt_store_failures",
                                  "Receipt store writes and probes that failed for a fault of the store, by reason "
                                  "(disk_full|unreachable|read_only|io_error|write_failed).", ["reason"])
+ADMISSION_IN_FLIGHT = Gauge("zapverify_admission_in_flight",
+                            "Verify work admitted and not yet answered, by unit (requests|items|bytes).", ["unit"],
+                            multiprocess_mode="livesum")
+ADMISSION_WAIT = Gauge("zapverify_admission_estimated_wait_seconds",
+                       "Seconds of verify work in flight (items x each scheme's measured seconds per item): the "
+                       "wait a new request is estimated to have; past ZAPVERIFY_ADMISSION_MAX_WAIT_SECONDS new "
+                       "requests are refused.", multiprocess_mode="livemax")
+ADMISSION_REFUSALS = Counter("zapverify_admission_refusals",
+                             "Verify requests refused 503 OVERLOADED by admission control, by the bound they hit "
+                             "(items|bytes|share|wait).", ["reason"])
 HTTP_REQUESTS = Counter("zapverify_http_requests", "HTTP requests answered, by method, route template and status.",
                         ["method", "route", "status"])
 HTTP_DURATION = Histogram("zapverify_http_request_duration_seconds",
@@ -111,12 +121,24 @@ class _Listener:
 LISTENER = _Listener()
 
 
-def refresh_gauges(runtime: Any) -> None:
+def refresh_gauges(runtime: Any, admission: Any = None) -> None:
     """Set the pool and backend-availability gauges from ``runtime`` (an
-    :class:`app.engine.runtime.Runtime`: its engine's routes and its pool).
+    :class:`app.engine.runtime.Runtime`: its engine's routes and its pool), and the admission
+    gauges and refusal counts from ``admission`` (an :class:`app.engine.admission.Admission`).
 
     The pool gauges are only set when the runtime has a UMA pool (``runtime.pool``).
     """
+    if admission is not None:
+        snap = admission.snapshot()
+        for unit in ("requests", "items", "bytes"):
+            ADMISSION_IN_FLIGHT.labels(unit).set(snap[f"{unit}_in_flight"])
+        ADMISSION_WAIT.set(snap["estimated_wait_seconds"])
+        # Admission counts refusals itself (the engine never imports prometheus_client).
+        seen = _refusals_seen.setdefault(id(admission), {})
+        for reason, n in snap["refused_by"].items():
+            if n > seen.get(reason, 0) or reason not in seen:
+                ADMISSION_REFUSALS.labels(reason).inc(n - seen.get(reason, 0))
+                seen[reason] = n
     for scheme, route in runtime.engine.routes.items():
         for backend, ok in route.selftest.items():
             BACKEND_AVAILABLE.labels(backend, scheme).set(1 if ok else 0)
@@ -141,9 +163,11 @@ def refresh_gauges(runtime: Any) -> None:
 
 #: ``id(StoreHealth)`` → reason → failures already added to :data:`RECEIPT_STORE_FAILURES`.
 _store_failures_seen: dict[int, dict[str, int]] = {}
+#: ``id(Admission)`` → reason → refusals already added to :data:`ADMISSION_REFUSALS`.
+_refusals_seen: dict[int, dict[str, int]] = {}
 
 
-async def refresh_forever(runtime: Any, interval: float = 1.0) -> None:
+async def refresh_forever(runtime: Any, admission: Any = None, interval: float = 1.0) -> None:
     """Keep this worker's gauges current (every worker must: a scrape reads all of them), and
     probe the receipt store (rate-limited by the store, in a thread: a probe of an unreachable
     database waits up to its probe timeout), so a stopped database turns /readyz and
@@ -153,7 +177,7 @@ async def refresh_forever(runtime: Any, interval: float = 1.0) -> None:
             store = getattr(runtime, "store", None)
             if store is not None:
                 await asyncio.to_thread(store.health.check)
-            refresh_gauges(runtime)
+            refresh_gauges(runtime, admission)
         except Exception:  # a gauge must never take the server down
             log.exception("refreshing metrics gauges failed")
         await asyncio.sleep(interval)
@@ -185,12 +209,13 @@ def clear_multiprocess_dir(path: str) -> None:
         os.remove(f)
 
 
-def exposition(runtime: Any) -> tuple[bytes, str]:
-    """The text exposition format of every zapverify metric, and its content type.
+def exposition(runtime: Any, admission: Any = None) -> tuple[bytes, str]:
+    """The text exposition format of every zapverify metric, and its content type
+    (``admission``: see :func:`refresh_gauges`).
 
     In multiprocess mode the values of every worker are merged (see the module doc).
     """
-    refresh_gauges(runtime)
+    refresh_gauges(runtime, admission)
     path = multiprocess_dir()
     if path:
         reap_dead_workers(path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,6 +18,7 @@ from app.api.bls_aggregate import BlsAggregateRequest, to_aggregate_items
 from app.api.deps import media_type
 from app.api.schemas import VerifyRequest, VerifyResponse, to_work
 from app.config import Settings
+from app.core.batch import AGGREGATE_LABELS
 from app.core.errors import ZapVerifyError
 from app.engine.pipeline import Recorded, verify_and_record
 from app.engine.receipts.store import ReceiptStore
@@ -82,7 +84,7 @@ async def verify_frame(engine: Engine, store: ReceiptStore | None, buf: np.ndarr
     (:class:`app.core.errors.Overloaded`) or a failed receipt write."""
     frame = zap.decode_request(buf, limits)
     if ticket is not None:
-        ticket.add(items=len(frame.batch))
+        ticket.add_items({frame.batch.scheme.id: len(frame.batch)})
     rec = await run_in_threadpool(verify_and_record, engine, store, frame.batch, source=source, started=started)
     batch_id = uuid.UUID(rec.batch_id).bytes if frame.want_batch_id else None
     return rec.batch_id, bytes(zap.encode_response(frame.request_id, rec.verdicts, rec.root, batch_id))
@@ -97,18 +99,21 @@ async def verify_json(engine: Engine, store: ReceiptStore | None, settings: Sett
     :class:`app.core.errors.StoreUnavailable`."""
     engine.require_ready()
     if ticket is not None:
-        ticket.add(items=len(req.items))
+        ticket.add_items(Counter(item.scheme for item in req.items))
     work = to_work(req, max_items=settings.max_items, max_message_bytes=settings.max_message_bytes)
     rec = await run_in_threadpool(verify_and_record, engine, store, work, source=source, started=started)
     return _answer(rec, started)
 
 
 async def verify_bls_aggregate(engine: Engine, store: ReceiptStore | None, settings: Settings,
-                               req: BlsAggregateRequest, *, source: str, started: float) -> VerifyResponse:
+                               req: BlsAggregateRequest, *, source: str, started: float,
+                               ticket: Ticket | None = None) -> VerifyResponse:
     """:func:`verify_json` for a BLS aggregate request (docs/bls-aggregate.md); errors alike,
     the limits those of :func:`app.api.bls_aggregate.to_aggregate_items`."""
     engine.require_ready()
     items = to_aggregate_items(req, settings)
+    if ticket is not None:
+        ticket.add_items(Counter(AGGREGATE_LABELS[item.mode] for item in items))
     rec = await run_in_threadpool(verify_and_record, engine, store, items, source=source, started=started)
     return _answer(rec, started)
 

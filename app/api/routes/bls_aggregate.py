@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body, Depends, Request
 
+from app.api.admission import ticket_of
 from app.api.bls_aggregate import EXAMPLE, BlsAggregateRequest
 from app.api.deps import get_engine, get_settings, get_store
 from app.api.schemas import ERROR_RESPONSES, VerifyResponse
@@ -19,7 +20,7 @@ router = APIRouter(prefix="/v1", tags=["verify"])
 
 
 @router.post("/verify/bls-aggregate", response_model=VerifyResponse, responses=ERROR_RESPONSES)
-async def verify_bls_aggregate(req: BlsAggregateRequest = Body(openapi_examples={"fast_aggregate": {
+async def verify_bls_aggregate(request: Request, req: BlsAggregateRequest = Body(openapi_examples={"fast_aggregate": {
         "summary": "three keys, one message", "value": EXAMPLE}}),
         engine: Engine = Depends(get_engine), settings: Settings = Depends(get_settings),
         store: ReceiptStore | None = Depends(get_store)) -> VerifyResponse:
@@ -30,4 +31,5 @@ async def verify_bls_aggregate(req: BlsAggregateRequest = Body(openapi_examples=
     ``public_keys`` is a `false` verdict; undecodable text or a limit exceeded is a 4xx
     naming `items[i].<field>`.  Receipts as for POST /v1/verify.
     """
-    return await verify_and_answer(engine, store, settings, req, source="http", started=time.perf_counter())
+    return await verify_and_answer(engine, store, settings, req, source="http", started=time.perf_counter(),
+                                   ticket=ticket_of(request.scope))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
@@ -16,9 +16,11 @@ router = APIRouter(tags=["ops"])
 @router.get("/metrics", response_class=Response,
                   responses={200: {"content": {"text/plain": {"example":
         'zapverify_signatures_total{backend="cpu",result="valid",scheme="ed25519"} 4.0\n'}}}})
-async def prometheus_metrics(runtime: Runtime = Depends(get_runtime)) -> Response:
+async def prometheus_metrics(request: Request, runtime: Runtime = Depends(get_runtime)) -> Response:
     """Prometheus metrics of every worker of this server (text format 0.0.4)."""
-    body, content_type = await run_in_threadpool(metrics.exposition, runtime)  # reads files in multiprocess mode
+    # In a thread: in multiprocess mode it reads files.
+    body, content_type = await run_in_threadpool(metrics.exposition, runtime,
+                                                 getattr(request.app.state, "admission", None))
     return Response(body, media_type=content_type)
 
 

@@ -343,9 +343,8 @@ class Connection:
                     raise RequestError(str(first.get("msg")),
                                        field=loc_to_field(tuple(first.get("loc", ())))) from None
                 if isinstance(req, WsBlsAggregateRequest):
-                    ticket.add(items=len(req.items))
                     response = await verify_bls_aggregate(self.engine, self.store, self.settings, req, source="ws",
-                                                          started=t0)
+                                                          started=t0, ticket=ticket)
                 else:
                     response = await verify_json(self.engine, self.store, self.settings, req, source="ws",
                                                  started=t0, ticket=ticket)
