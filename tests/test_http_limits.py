@@ -141,3 +141,12 @@ def test_keep_alive_requests_each_get_the_deadline_afresh(server):
         time.sleep(TIMEOUT * 0.5)
         s.sendall(b"Connection: close\r\n\r\n")
         assert status(s.recv(65536)) == 200
+
+
+def test_a_body_in_the_same_read_as_a_small_head_is_not_counted_as_head(server):
+    # One write of a small head and a 200 KB body: the read holds both, only the head counts.
+    body = b'{"encoding": "hex", "items": [], "padding": "' + b"a" * 200_000 + b'"}'
+    head = (b"POST /v1/verify HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    got = exchange(server, head + body)
+    assert status(got) == 422 and b"HEADERS_TOO_LARGE" not in got  # the body was read and judged as a body

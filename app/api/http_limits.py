@@ -118,9 +118,21 @@ class LimitedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     # ------------------------------------------------------------------ the size bound
+    def _head_over_bound(self, data: bytes) -> bool:
+        """Whether the head being read, with ``data`` added, is over the bound.  Only the head
+        counts: one read may also hold the start of the body (or of a pipelined request), so
+        what is buffered is over the bound only when no end of head (CRLF CRLF) falls within it."""
+        limit = self.limits.max_bytes
+        buffered = self.conn.trailing_data[0]
+        if len(buffered) + len(data) <= limit:
+            return False
+        joined = bytes(buffered) + data[: limit + 4]  # at most the bound and a marker's length
+        end = joined.find(b"\r\n\r\n")
+        return end < 0 or end + 4 > limit
+
     def data_received(self, data: bytes) -> None:
         if self._reading_head():
-            if len(self.conn.trailing_data[0]) + len(data) > self.limits.max_bytes:
+            if self._head_over_bound(data):
                 self._too_large()
                 return
             self._arm()  # the first byte of a keep-alive connection's next head starts its clock

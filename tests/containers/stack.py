@@ -46,18 +46,27 @@ class Stack:
         compose: the compose command line (``docker-compose -p … -f compose.yaml -f …``).
         docker: the docker command line.
         cuda_url: the CUDA image started alone without a GPU ('' when not started).
+        api_key: the admin key scripts/compose_secrets made for the stack (compose.yaml's
+            replicas refuse requests without one; the CUDA image started alone has none).
     """
 
     url: str
     compose: list[str]
     docker: list[str]
     cuda_url: str = ""
+    api_key: str = ""
 
     @classmethod
     def from_env(cls) -> Stack:
         e = os.environ
         return cls(e["ZAPVERIFY_STACK_URL"], shlex.split(e["ZAPVERIFY_STACK_COMPOSE"]),
-                   shlex.split(e.get("ZAPVERIFY_STACK_DOCKER", "docker")), e.get("ZAPVERIFY_STACK_CUDA_URL", ""))
+                   shlex.split(e.get("ZAPVERIFY_STACK_DOCKER", "docker")), e.get("ZAPVERIFY_STACK_CUDA_URL", ""),
+                   e.get("ZAPVERIFY_STACK_API_KEY", ""))
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """The headers that carry :attr:`api_key`."""
+        return {"Authorization": f"Bearer {self.api_key}"}
 
     def run(self, *args: str, timeout: float = 300) -> str:
         """A compose subcommand; its stdout.  Raises CalledProcessError with its output."""

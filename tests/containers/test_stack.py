@@ -1,8 +1,9 @@
 """compose.yaml running in Docker (scripts/container_test): every request goes through
-nginx, as a user's would.  Verify JSON and ZAP, receipts shared by the replicas through
-PostgreSQL, /metrics, the dashboard in Chromium, the images' hardening, the CUDA image
-without a GPU; then a replica killed and the whole stack restarted (these change the
-stack and run last, in file order)."""
+nginx, as a user's would, with the API key scripts/compose_secrets made.  Secure defaults
+(nginx published on loopback, keys required, the database password set), verify JSON and
+ZAP, receipts shared by the replicas through PostgreSQL, /metrics, the dashboard in
+Chromium, the images' hardening, the CUDA image without a GPU; then a replica killed and
+the whole stack restarted (these change the stack and run last, in file order)."""
 
 from __future__ import annotations
 
@@ -55,9 +56,28 @@ def test_compose_runs_two_healthy_replicas_unprivileged_on_a_read_only_root(stac
         assert "Read-only file system" in out and "tmp-ok" in out, out
 
 
+def test_secure_defaults_loopback_keys_and_a_database_password(stack):
+    """What compose.yaml makes of a plain `up`: nginx published on the host's loopback
+    only, the keys file mounted as a secret, every data path 401 without a key."""
+    (nginx,) = stack.containers("nginx")
+    bindings = stack.inspect(nginx)["HostConfig"]["PortBindings"]["8080/tcp"]
+    assert [b["HostIp"] for b in bindings] == ["127.0.0.1"], bindings
+    for cid in replicas(stack).values():
+        env = dict(e.split("=", 1) for e in stack.inspect(cid)["Config"]["Env"])
+        assert env["ZAPVERIFY_API_KEYS_FILE"] == "/run/secrets/zapverify_api_keys"
+        assert ":zapverify@" not in env["ZAPVERIFY_DATABASE_URL"]  # the old default password
+        keys = stack.docker_run("exec", cid, "cat", "/run/secrets/zapverify_api_keys")
+        assert stack.api_key not in keys and ":verify+receipts+admin:admin" in keys  # a digest only
+    for path in ("/metrics", "/v1/status", "/v1/receipts/00000000-0000-7000-8000-000000000000"):
+        r = httpx.get(stack.url + path, timeout=10)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "UNAUTHORIZED", (path, r.status_code)
+    assert httpx.get(stack.url + "/healthz", timeout=10).status_code == 200
+    assert httpx.get(stack.url + "/v1/status", headers=stack.auth, timeout=10).status_code == 200
+
+
 def test_verify_json_through_nginx_on_both_replicas(stack):
     def one(_):
-        with httpx.Client() as c:
+        with httpx.Client(headers=stack.auth) as c:
             r = remember(post_verify(stack.url, *SCHEMES, client=c))  # post_verify checks the verdicts
         return stack.replica_of(r.headers[INSTANCE])
 
@@ -68,7 +88,7 @@ def test_verify_json_through_nginx_on_both_replicas(stack):
 
 def test_verify_zap_through_nginx(stack):
     kas = items("ed25519")
-    with Client(stack.url) as c:
+    with Client(stack.url, headers=stack.auth) as c:
         for _ in range(4):
             res = c.verify_batch("ed25519", [bytes.fromhex(k["public_key"]) for k in kas],
                                  [bytes.fromhex(k["message"]) for k in kas],
@@ -76,30 +96,31 @@ def test_verify_zap_through_nginx(stack):
             assert res.verdicts.tolist() == [k["expected"] for k in kas]
             assert res.count == len(kas) and res.valid == sum(k["expected"] for k in kas)
     bad = httpx.post(stack.url + "/v1/verify/zap", content=b"ZIP\0" + bytes(60),
-                     headers={"content-type": "application/x-zap"}, timeout=30)
+                     headers={"content-type": "application/x-zap", **stack.auth}, timeout=30)
     assert bad.status_code == 400 and INSTANCE in bad.headers  # the app's answer, through nginx
 
 
 def test_receipt_written_by_one_replica_is_read_through_the_other(stack):
-    r = remember(post_verify(stack.url, "ed25519", "bls12-381"))
+    r = remember(post_verify(stack.url, "ed25519", "bls12-381", headers=stack.auth))
     writer = stack.replica_of(r.headers[INSTANCE])
     batch = r.json()
     readers = Counter()
     for _ in range(20):  # new connections: least_conn alternates between idle replicas
-        got = httpx.get(f"{stack.url}/v1/receipts/{batch['batch_id']}", headers={"Connection": "close"}, timeout=10)
+        got = httpx.get(f"{stack.url}/v1/receipts/{batch['batch_id']}", headers={"Connection": "close", **stack.auth},
+                        timeout=10)
         assert got.status_code == 200, got.text
         assert got.json()["merkle_root"] == batch["merkle_root"] and got.json()["count"] == batch["count"]
         readers[stack.replica_of(got.headers[INSTANCE])] += 1
         if set(readers) - {writer}:
             break
     assert set(readers) - {writer}, f"only the writer {writer} answered: {readers}"
-    proof = httpx.get(f"{stack.url}/v1/receipts/{batch['batch_id']}/proof/1", timeout=10)
+    proof = httpx.get(f"{stack.url}/v1/receipts/{batch['batch_id']}/proof/1", headers=stack.auth, timeout=10)
     assert proof.status_code == 200, proof.text
     assert proof.json()["index"] == 1 and proof.json()["merkle_root"] == batch["merkle_root"]
 
 
 def test_metrics_through_nginx(stack):
-    text = httpx.get(stack.url + "/metrics", timeout=10).text
+    text = httpx.get(stack.url + "/metrics", headers=stack.auth, timeout=10).text
     (ARTIFACTS / "metrics.txt").write_text(text)
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     assert {"zapverify_signatures", "zapverify_batch_duration_seconds", "zapverify_http_requests",
@@ -109,7 +130,7 @@ def test_metrics_through_nginx(stack):
 
 
 def test_dashboard_in_chromium_through_nginx(stack, page):
-    page.goto(stack.url + "/")
+    page.goto(stack.url + "/#key=" + stack.api_key)
     page.wait_for_selector("#conn.ok", timeout=15000)  # the WebSocket feed through nginx is live
     shown = stack.replica_of(page.inner_text("#instance"))
     assert shown in replicas(stack)
@@ -118,7 +139,7 @@ def test_dashboard_in_chromium_through_nginx(stack, page):
     # replica answered.  nginx's least_conn counts the WebSocket as that replica's
     # connection: one request at a time would all go to the other, so send several at once.
     def one(_):
-        with httpx.Client() as c:
+        with httpx.Client(headers=stack.auth) as c:
             r = remember(post_verify(stack.url, "ed25519", "secp256k1", client=c))
         return r.json()["count"] if stack.replica_of(r.headers[INSTANCE]) == shown else 0
 
@@ -134,7 +155,7 @@ def test_dashboard_in_chromium_through_nginx(stack, page):
         time.sleep(0.2)
     assert number(page.inner_text("#total-verified")) >= total0 + to_shown
     href = page.locator("#recent a").first.get_attribute("href")
-    assert href.startswith("/v1/receipts/") and page.request.get(stack.url + href).status == 200
+    assert href.startswith("/v1/receipts/") and page.request.get(stack.url + href, headers=stack.auth).status == 200
     page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
 
 
@@ -210,7 +231,7 @@ def test_killing_a_replica_keeps_the_service_answering(stack):
     # SIGKILL: the container dies as in a crash
     results, killed_at = load_while(lambda: stack.docker_run("kill", reps[victim]), base=stack.url,
                                     post=post_verify, kinds=("GET", "GET", "POST", "POST"), before=2.0, after=6.0,
-                                    who=lambda instance: stack.replica_of(instance or "-"))
+                                    who=lambda instance: stack.replica_of(instance or "-"), headers=stack.auth)
     gets = [r for r in results if r[0] == "GET"]
     posts = [r for r in results if r[0] == "POST"]
     assert len(gets) > 10 and len(posts) > 5, Counter(r[0] for r in results)
@@ -233,7 +254,7 @@ def test_restarting_the_stack_loses_no_receipt(stack):
         with open(os.environ["ZAPVERIFY_STACK_TIMINGS"], "w") as f:
             json.dump({"restart_ready_s": ready_s}, f)
     assert len(replicas(stack)) == 2
-    with httpx.Client() as c:
+    with httpx.Client(headers=stack.auth) as c:
         for batch_id, root, count in WRITTEN:
             got = c.get(f"{stack.url}/v1/receipts/{batch_id}", timeout=10)
             assert got.status_code == 200, (batch_id, got.text)

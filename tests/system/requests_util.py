@@ -29,11 +29,13 @@ def verify_body(*schemes: str) -> tuple[dict, list[bool]]:
 
 
 def load_while(kill, *, base: str, post, kinds: tuple[str, ...], before: float, after: float,
-               who=lambda instance: instance) -> tuple[list[tuple[str, float, float, int, str]], float]:
+               who=lambda instance: instance, headers: dict[str, str] | None = None,
+               ) -> tuple[list[tuple[str, float, float, int, str]], float]:
     """Send requests from one thread per entry of ``kinds`` ("GET" /v1/status, "POST" a verify
     through ``post(base, client=...)``) for ``before`` seconds, call ``kill()``, go on for
-    ``after`` seconds.  Returns the results (kind, start, end, status, ``who(instance
-    header)``; status 0 for a transport error, named in the last field) and when ``kill`` ran."""
+    ``after`` seconds.  Every request carries ``headers`` (the API key).  Returns the results
+    (kind, start, end, status, ``who(instance header)``; status 0 for a transport error,
+    named in the last field) and when ``kill`` ran."""
     import threading
     import time
 
@@ -44,7 +46,7 @@ def load_while(kill, *, base: str, post, kinds: tuple[str, ...], before: float, 
     lock = threading.Lock()
 
     def run(kind: str) -> None:
-        with httpx.Client() as c:
+        with httpx.Client(headers=headers) as c:
             while not stop.is_set():
                 t0 = time.monotonic()
                 try:

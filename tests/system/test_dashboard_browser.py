@@ -1,6 +1,8 @@
-"""The live dashboard in Debian's Chromium (headless, through Playwright): it fills in from
-the WebSocket feed through nginx, its counts and chart follow verifies sent through the API,
-and it reconnects by itself when its server restarts.  Screenshot: artifacts/dashboard.png."""
+"""The live dashboard in Debian's Chromium (headless, through Playwright): opened with the
+deployment's admin key as ``/#key=<key>`` (the replicas require keys, as compose.yaml's do),
+it fills in from the WebSocket feed through nginx, its counts and chart follow verifies sent
+through the API, and it reconnects by itself when its server restarts.  Screenshot:
+artifacts/dashboard.png."""
 
 from __future__ import annotations
 
@@ -52,14 +54,14 @@ def number(text: str) -> float:
 
 
 def test_dashboard_follows_verifies_sent_through_the_api(cluster, page):
-    page.goto(cluster.url + "/")
+    page.goto(cluster.url + "/#key=" + cluster.api_key)
     page.wait_for_selector("#conn.ok", timeout=15000)  # the WebSocket feed is live
     instance = page.inner_text("#instance")
     assert instance in ("replica-a", "replica-b")
     replica = cluster.replicas[instance[-1]]
     total0 = number(page.inner_text("#total-verified"))
     # The sections read from the snapshot; where the server reports nothing they say so.
-    status = httpx.get(replica.url + "/v1/status", timeout=10).json()
+    status = httpx.get(replica.url + "/v1/status", headers=cluster.auth, timeout=10).json()
     host_class = page.inner_text("#host-class")
     if status["host"].get("class"):
         assert status["host"]["class"] in host_class
@@ -78,7 +80,7 @@ def test_dashboard_follows_verifies_sent_through_the_api(cluster, page):
     sent = i = 0
     t_end = time.monotonic() + 7
     kas = [k for k in kat.known_answers()["ed25519"]]
-    with httpx.Client() as c, Client(replica.url) as zc:
+    with httpx.Client(headers=cluster.auth) as c, Client(replica.url, headers=cluster.auth) as zc:
         while time.monotonic() < t_end:
             body, want = verify_body(*SCHEMES[: 1 + i % len(SCHEMES)])
             i += 1
@@ -114,7 +116,7 @@ def test_dashboard_follows_verifies_sent_through_the_api(cluster, page):
     link = page.locator("#recent a").first
     href = link.get_attribute("href")
     assert href.startswith("/v1/receipts/")
-    assert page.request.get(cluster.url + href).status == 200
+    assert page.request.get(cluster.url + href, headers=cluster.auth).status == 200
     # each row shows its own id: the tail (a UUIDv7's head is the time, alike within a minute)
     shown = page.locator("#recent a").all_inner_texts()
     assert len(set(shown)) == len(shown), shown
@@ -131,7 +133,7 @@ def test_dashboard_follows_verifies_sent_through_the_api(cluster, page):
 
 def test_dashboard_reconnects_after_its_server_restarts(cluster, page):
     a = cluster.replicas["a"]
-    page.goto(a.url + "/")
+    page.goto(a.url + "/#key=" + cluster.api_key)
     page.wait_for_selector("#conn.ok", timeout=15000)
     a.stop()  # graceful: uvicorn closes the socket with 1012 "service restart"
     page.wait_for_selector("#conn.bad", timeout=15000)
