@@ -26,11 +26,15 @@ def _serve(args: argparse.Namespace) -> int:
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="zapverify-metrics-")
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Not app.api.metrics: this process must hold no metric value file (app/api/workers.py).
         from app.api import workers
-        from app.api.metrics import clear_multiprocess_dir
 
-        clear_multiprocess_dir(os.environ["PROMETHEUS_MULTIPROC_DIR"])
         workers.clear(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    busy = _port_in_use(args.host, args.port)
+    if busy:
+        print(f"zapverify serve: cannot listen on {args.host}:{args.port}: {busy} (another server there? "
+              "choose another with --port)", file=sys.stderr)
+        return 2
     print(f"zapverify: dashboard at http://{args.host}:{args.port}/  (API docs at /docs)", flush=True)
     # A WebSocket message is a whole ZAP frame or JSON request: let it be as large as those limits.
     # On SIGTERM, requests in flight get shutdown_timeout_seconds, then their connections are cut
@@ -38,12 +42,38 @@ def _serve(args: argparse.Namespace) -> int:
     # HTTP/1.1 through h11 with bounded request heads (size, header count, read deadline;
     # app/api/http_limits.py): httptools, uvicorn's pick when installed, bounds none of them.
     from app.api.http_limits import PROTOCOL
+    from app.api.ws_limits import PROTOCOL as WS_PROTOCOL
+    from app.logs import log_config
 
     uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
-                log_level=args.log_level, ws_max_size=max(settings.zap_max_frame_bytes, settings.max_body_bytes),
+                log_level=args.log_level, log_config=log_config(settings.log_format, args.log_level),
+                ws_max_size=max(settings.zap_max_frame_bytes, settings.max_body_bytes),
+                # Text messages bounded and charged as they arrive (app/api/ws_limits.py); no
+                # compression, so a frame's length is what its payload takes in memory.
+                ws=WS_PROTOCOL, ws_per_message_deflate=False,
                 timeout_graceful_shutdown=settings.shutdown_timeout_seconds,
                 http=PROTOCOL, h11_max_incomplete_event_size=settings.max_header_bytes)
     return 0
+
+
+def _port_in_use(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (a bind as uvicorn's, then closed), or None.
+    Asked before anything is printed or started: uvicorn would start the app first and only
+    then fail to bind, after its start-up lines."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return str(exc)
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 def _engine(backend: str):
@@ -146,18 +176,44 @@ def _build_kernels(args: argparse.Namespace) -> int:
 
 
 def _selftest(args: argparse.Namespace) -> int:
+    if args.url:  # a running server's self-test, as GET /v1/status reports it
+        from zapverify import Client
+
+        with Client(args.url, api_key=_api_key(args), timeout=30) as zv:
+            return _print_selftest(zv.status()["engine"])
     engine = _engine(args.backend)
     try:
         from app.engine.verify.status import engine_status
 
-        status = engine_status(engine)
-        for scheme, route in status["schemes"].items():
-            tests = " ".join(f"{b}={'pass' if ok else 'FAIL'}" for b, ok in route["selftest"].items())
-            print(f"{scheme:<22} -> {route['backend']:<12} {tests}")
-        print("ready" if status["ready"] else "NOT READY")
-        return 0 if status["ready"] else 1
+        return _print_selftest(engine_status(engine))
     finally:
         engine.close()
+
+
+def _print_selftest(status: dict) -> int:
+    """One line per scheme (backend, each backend's known-answer test), then ready or not: 0 or 1."""
+    for scheme, route in status["schemes"].items():
+        tests = " ".join(f"{b}={'pass' if ok else 'FAIL'}" for b, ok in route["selftest"].items())
+        print(f"{scheme:<22} -> {route['backend']:<12} {tests}")
+    print("ready" if status["ready"] else "NOT READY")
+    return 0 if status["ready"] else 1
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The API key of a command that talks to a server: ``--api-key``, else ``$ZAPVERIFY_API_KEY``."""
+    import os
+
+    from zapverify.http import API_KEY_ENV
+
+    return args.api_key or os.environ.get(API_KEY_ENV) or None
+
+
+def _add_api_key(parser: argparse.ArgumentParser, scope: str, more: str = "") -> None:
+    """The one ``--api-key`` option of every command that talks to a server."""
+    parser.add_argument("--api-key", default=None, metavar="KEY",
+                        help=f"an API key with the {scope} scope, for a server with keys configured: sent as "
+                             f"Authorization: Bearer{more}; default $ZAPVERIFY_API_KEY (prefer it: a command "
+                             "line is visible to other local users)")
 
 
 def _probe(args: argparse.Namespace) -> int:
@@ -194,7 +250,8 @@ def _bench(args: argparse.Namespace) -> int:
 
     cfg = loadgen.BenchConfig(url=args.url, scheme=args.scheme, batch=args.batch, duration=args.duration,
                               concurrency=args.concurrency, transport=args.transport, unique=args.unique,
-                              port=args.port, host=args.host)
+                              port=args.port, host=args.host,
+                              api_key=_api_key(args))
     console = Console(stderr=True)
     with console.status(f"signing {min(cfg.batch, cfg.unique)} {cfg.scheme} items"):
         items = loadgen.make_items(cfg.scheme, cfg.batch, cfg.unique)
@@ -262,7 +319,11 @@ def build_parser() -> argparse.ArgumentParser:
     bk.add_argument("--jobs", type=int, default=0, help="compiles at once (default: one per core)")
     bk.set_defaults(func=_build_kernels)
 
-    t = sub.add_parser("selftest", help="run the known-answer self-test of every backend")
+    t = sub.add_parser("selftest", help="run the known-answer self-test of every backend (or show a running "
+                                        "server's, with --url)")
+    t.add_argument("--url", default=None,
+                   help="a running server: print its self-test results (GET /v1/status) instead of running them here")
+    _add_api_key(t, "admin", " with --url")
     t.add_argument("--backend", default="auto", choices=backends)
     t.set_defaults(func=_selftest)
 
@@ -282,6 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--port", type=int, default=None,
                    help="tcp/udp/quic: the ingest port (default: the one GET /v1/status reports)")
     b.add_argument("--host", default=None, help="tcp/udp/quic: the ingest host (default: the --url host)")
+    _add_api_key(b, "verify", " over HTTP and the WebSocket, in the keyed handshake over tcp/quic (UDP takes "
+                              "none); GET /v1/status, asked for the ingest port, needs the admin scope")
     b.add_argument("--unique", type=_positive, default=64,
                    help="distinct signed items, repeated to fill a batch (default %(default)s)")
     b.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
@@ -305,7 +368,11 @@ def main(argv: list[str] | None = None) -> int:
         from app.core.errors import ZapVerifyError
 
         if isinstance(exc, ZapVerifyError):
-            print(f"zapverify: {exc.code}: {exc.message}", file=sys.stderr)
+            hint = ""
+            if exc.code in ("UNAUTHORIZED", "FORBIDDEN") and "api_key" in args:
+                hint = (" (this server has API keys: pass --api-key or set ZAPVERIFY_API_KEY)"
+                        if exc.code == "UNAUTHORIZED" else " (the key given lacks the scope this command needs)")
+            print(f"zapverify: {exc.code}: {exc.message}{hint}", file=sys.stderr)
             return 2
         raise
 

@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     port: int = 8000
     workers: int = 1
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    log_format: Literal["text", "json"] = Field("text", description=(
+        "text: one line per record; json: one JSON object per line (time, level, logger, message, "
+        "request_id; access lines add method, path, route, status, duration_ms) (app/logs.py)"))
     instance: str = Field(default_factory=lambda: f"{os.uname().nodename}-{os.getpid()}",
                           description="name of this replica, sent in the X-Zapverify-Instance header")
     data_dir: Path = Path("data")
@@ -164,6 +167,12 @@ class Settings(BaseSettings):
     ingest_workers: int = Field(1, ge=1, description="ingest verify worker threads")
     ingest_shutdown_seconds: float = Field(10.0, ge=0, description="how long shutdown waits for the replies of "
                                                                   "frames already taken in")
+    # With API keys, TCP and QUIC ingest require a keyed handshake (docs/wire-format.md section 8); a
+    # half-received frame has the HTTP body's deadline and rate (body_read_timeout_seconds,
+    # body_min_bytes_per_second), the handshake the request head's (header_timeout_seconds).
+    ingest_udp_unauthenticated: bool = Field(False, description=(
+        "with API keys configured, let UDP ingest run anyway, unauthenticated (a datagram carries no key): "
+        "for a trusted network only; false = the server refuses to start with UDP on and keys configured"))
 
     # --- receipts (docs/architecture.md, "Merkle leaf and receipts"; docs/operations.md)
     database_url: str | None = Field(

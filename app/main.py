@@ -7,6 +7,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 
@@ -19,13 +20,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import __version__
-from app.api import access_log, metrics, security, workers
+from app import __version__, logs
+from app.api import access_log, metrics, security, workers, ws_limits
 from app.api.admission import Admission, AdmissionControl
 from app.api.deps import zap_limits
 from app.api.routes import bls_aggregate, dashboard, ops, receipts, stats, verify, ws, zap
 from app.api.routes import metrics as metrics_routes
-from app.api.schemas import loc_to_field
+from app.api.schemas import loc_to_field, validation_message
 from app.api.service import error_response, is_zap, json_error_response, zap_error_of
 from app.api.slowbody import BodyDeadline
 from app.config import Settings, get_settings
@@ -56,10 +57,14 @@ def pool_config(settings: Settings) -> PoolConfig:
                       wait_seconds=settings.pool_wait_seconds, debug=settings.pool_debug)
 
 
-def ingest_config(settings: Settings, *, reuse_port: bool = False, admission: Admission | None = None) -> IngestConfig:
+def ingest_config(settings: Settings, *, reuse_port: bool = False, admission: Admission | None = None,
+                  keys: Sequence[security.ApiKey] = (), rate: Callable[[str], float] | None = None) -> IngestConfig:
     """The ingest listeners of ``settings`` (a port of 0 leaves its transport off).
 
-    ``reuse_port``: several worker processes bind the same ports (``SO_REUSEPORT``)."""
+    ``reuse_port``: several worker processes bind the same ports (``SO_REUSEPORT``).  ``keys``:
+    the API keys (any: TCP and QUIC require the keyed handshake); ``rate``: a key's token
+    bucket, shared with the HTTP routes.  A half-received frame has the HTTP body's read
+    deadline and minimum rate; the handshake, the request head's deadline."""
     def port(p: int) -> int | None:
         return p or None
 
@@ -72,7 +77,12 @@ def ingest_config(settings: Settings, *, reuse_port: bool = False, admission: Ad
                         quic_key=str(settings.ingest_quic_key) if settings.ingest_quic_key else None,
                         shutdown_seconds=settings.ingest_shutdown_seconds,
                         pool_wait_seconds=settings.pool_wait_seconds, limits=zap_limits(settings),
-                        reuse_port=reuse_port, admission=admission)
+                        reuse_port=reuse_port, admission=admission,
+                        reserve_step_bytes=settings.zap_reserve_step_bytes,
+                        frame_timeout_seconds=settings.body_read_timeout_seconds,
+                        frame_min_bytes_per_second=settings.body_min_bytes_per_second,
+                        auth_keys=tuple(keys), handshake_timeout_seconds=settings.header_timeout_seconds,
+                        udp_unauthenticated=settings.ingest_udp_unauthenticated, rate=rate)
 
 
 def build_runtime(settings: Settings) -> Runtime:
@@ -171,7 +181,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     (and exits with :class:`NotReady` if the self-test fails).
     """
     settings = settings or get_settings()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(settings.log_format, settings.log_level)  # a no-op under `zapverify serve`, which did it
     # No key in uvicorn's request lines (``?access_token=``) or handshake headers (app/api/access_log.py).
     access_log.install()
 
@@ -190,6 +200,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
             rt.store = store
             if store:
                 stack.callback(store.close)
+                store.add_listener(metrics.LISTENER)  # write latency (app/api/metrics.py)
             pruner = Pruner(store, max_age_seconds=settings.retention_max_age_seconds,
                             max_rows=settings.retention_max_rows,
                             interval_seconds=settings.prune_interval_seconds) if store else None
@@ -206,7 +217,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
             # Admission's time bound learns each scheme's cost from the batches verified here.
             rt.stats.add_listener(app.state.admission.rates)
             stack.callback(rt.stats.remove_listener, app.state.admission.rates)
-            gauges = asyncio.create_task(metrics.refresh_forever(rt, app.state.admission))
+            gauges = asyncio.create_task(metrics.refresh_forever(rt, app.state.admission, ws=app.state.ws_stats))
             stack.push_async_callback(_cancelled, gauges)
             # Several workers: each shows the whole server (app/api/workers.py).
             path = workers.exchange_dir(metrics.multiprocess_dir())
@@ -222,14 +233,17 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
             # engine's stats.  Stopped first on the way out (the stack unwinds last in, first out),
             # so every frame taken in is answered, with its receipt, before the store closes.
             ingest = Ingest(rt, ingest_config(settings, reuse_port=app.state.workers is not None,
-                                              admission=app.state.admission),
+                                              admission=app.state.admission, keys=keys,
+                                              rate=buckets.take if buckets is not None else None),
                             observer=rt.stats.record_frame)
             app.state.ingest = ingest
             ingest.start()
             stack.push_async_callback(asyncio.to_thread, ingest.stop)
             log.info("zapverify %s instance %s: dashboard at http://%s:%d/", __version__, settings.instance,
                      settings.host, settings.port)
-            yield
+            # The lifespan state reaches the connection protocols too: the WebSocket one charges
+            # a message's bytes to admission as they arrive (app/api/ws_limits.py).
+            yield {ws_limits.ADMISSION_STATE: app.state.admission}
 
     # FastAPIOffline serves /docs and /redoc from packaged assets: no CDN, works air-gapped.
     app = FastAPIOffline(title="zapverify", version=__version__, lifespan=lifespan,
@@ -255,7 +269,9 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         if exc.status_code == 400 and isinstance(cause, (UnicodeDecodeError, RecursionError, ValueError)):
             # FastAPI's own 400 for a body its JSON parser could not read (not UTF-8, nested
             # past the parser's depth): the same answer as any other unreadable JSON.
-            return _error(422, "BAD_JSON", f"the body is not readable JSON ({type(cause).__name__})", "body")
+            why = ("nested too deeply for the parser" if isinstance(cause, RecursionError)
+                   else "not UTF-8 text" if isinstance(cause, UnicodeDecodeError) else "not JSON")
+            return _error(422, "BAD_JSON", f"the body is not readable JSON: {why}", "body")
         # 404, 405, ...: the same error shape as everything else, code from the status phrase.
         code = HTTPStatus(exc.status_code).phrase.upper().replace(" ", "_").replace("-", "_")
         return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
@@ -266,7 +282,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
         if first.get("type") == "json_invalid":  # its loc is a character position, not a field
             return _error(422, "BAD_JSON", f"{first.get('msg')} at character {first['loc'][-1]}", "body")
-        return _error(422, "BAD_REQUEST", str(first.get("msg")), loc_to_field(tuple(first.get("loc", ()))))
+        field = loc_to_field(tuple(first.get("loc", ())))
+        return _error(422, "BAD_REQUEST", validation_message(first, field), field)
 
     @app.middleware("http")
     async def _instance_header(request: Request, call_next):
@@ -284,12 +301,15 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     app.add_middleware(AdmissionControl, admission=app.state.admission)  # after the key check, before the body
     keys = security.load_keys(settings)
     security.warn_if_open(settings, keys)
-    app.add_middleware(security.AccessControl, keys=security.KeyRing(keys) if keys else None,
-                       buckets=security.TokenBuckets(settings.rate_limit_per_second, settings.rate_limit_burst)
-                       if keys and settings.rate_limit_per_second > 0 else None,
+    security.install_openapi(app, keys_on=bool(keys))  # securitySchemes, 401/403/429 per scoped route
+    # One token bucket per key, shared by HTTP, WebSocket messages and ingest frames (the lifespan's).
+    buckets = (security.TokenBuckets(settings.rate_limit_per_second, settings.rate_limit_burst)
+               if keys and settings.rate_limit_per_second > 0 else None)
+    app.add_middleware(security.AccessControl, keys=security.KeyRing(keys) if keys else None, buckets=buckets,
                        allowed_origins=settings.allowed_origins)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts)
-    app.add_middleware(metrics.HttpMetrics)  # outermost: counts the 413s of BodyLimit too
+    app.add_middleware(metrics.HttpMetrics)  # counts the 413s of BodyLimit too
+    app.add_middleware(logs.RequestId)  # outermost: every line logged for a request carries its id
     for module in (verify, bls_aggregate, zap, ws, receipts, ops, metrics_routes, stats, dashboard):
         app.include_router(module.router)
     return app

@@ -29,20 +29,29 @@ def free_udp_port() -> int:
 
 
 class ServerProcess:
-    """``python -m uvicorn app.main:create_app --factory`` with ``env`` added to the environment."""
+    """``python -m uvicorn app.main:create_app --factory`` with ``env`` added to the environment;
+    with ``cli=True``, ``python -m app.cli serve`` instead (the protocols and logging that
+    ``zapverify serve`` sets up: app/api/http_limits.py, app/api/ws_limits.py, app/logs.py),
+    one worker and single-process metrics unless ``env`` says otherwise."""
 
-    def __init__(self, env: dict[str, str] | None = None, port: int | None = None, log: Path | None = None):
+    def __init__(self, env: dict[str, str] | None = None, port: int | None = None, log: Path | None = None,
+                 *, cli: bool = False, log_level: str = "warning"):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "ZAPVERIFY_PORT": str(self.port), **(env or {})}
-        self.log = log
+        base = dict(os.environ)
+        if cli:
+            for name in ("ZAPVERIFY_WORKERS", "PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"):
+                base.pop(name, None)
+        self.env = {**base, "ZAPVERIFY_PORT": str(self.port), **(env or {})}
+        self.log, self.cli, self.log_level = log, cli, log_level
         self.proc: subprocess.Popen | None = None
 
     def start(self, ready_timeout: float = 120.0) -> ServerProcess:
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        cmd = (["-m", "app.cli", "serve"] if self.cli else
+               ["-m", "uvicorn", "app.main:create_app", "--factory", "--host", "127.0.0.1"])
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "warning"],
+            [sys.executable, *cmd, "--port", str(self.port), "--log-level", self.log_level],
             cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline:

@@ -207,3 +207,23 @@ def test_refusals_and_in_flight_work_reach_the_metrics():
     refresh_gauges(SimpleNamespace(engine=SimpleNamespace(routes={}), pool=None), adm)  # counted once
     assert ADMISSION_REFUSALS.labels("wait")._value.get() == before + 1
     a.release()
+
+
+def test_requests_whose_items_are_not_known_yet_count_as_the_average_request():
+    """Requests arriving together see each other before their bodies are read: each counts as
+    the average request of late until its items are known (at 4x the sustainable rate, bodies
+    parsed only to be refused cut the served rate to a third)."""
+    adm = _measured(max_wait=2.0)
+    first = adm.admit()
+    assert first.work == 0.0  # nothing learned yet
+    first.add_items({"ed25519": 1000})  # 1 s: the average request now
+    first.release()
+    tickets = [adm.admit(), adm.admit(), adm.admit()]  # 0, 1, 2 s ahead of each: admitted
+    assert adm.estimated_wait() == pytest.approx(3.0)
+    with pytest.raises(Overloaded):
+        adm.admit()  # 3 s ahead: refused before anything of it is read
+    tickets[0].add_items({"ed25519": 100})  # its own work replaces the average
+    assert adm.estimated_wait() == pytest.approx(2.1)
+    for t in tickets:
+        t.release()
+    assert adm.estimated_wait() == 0.0

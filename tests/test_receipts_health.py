@@ -270,3 +270,47 @@ def test_postgres_unreachable_turns_readyz_503_verify_fails_fast_and_recovers(ma
         assert client.post("/v1/verify", json=_items(2)).status_code == 200
     finally:
         proxy.down()
+
+
+def test_writers_queued_behind_a_failed_group_learn_the_store_is_down_without_trying_it():
+    """PostgreSQL stopped: the first group waits out the pool's timeout; the groups queued
+    behind it must be refused by the health gate at once, not each wait again."""
+    import threading
+
+    from app.core.errors import StoreUnavailable
+    from app.engine.receipts.group_commit import GroupCommit
+
+    down = threading.Event()
+    inserts: list[int] = []
+    first_started = threading.Event()
+
+    def insert(rows):
+        inserts.append(len(rows))
+        first_started.set()
+        time.sleep(0.5)  # the pool's wait for a connection
+        down.set()
+        raise StoreUnavailable("the receipt store's database cannot be reached", reason="unreachable")
+
+    def gate():
+        if down.is_set():
+            raise StoreUnavailable("the receipt store's database cannot be reached", reason="unreachable")
+
+    gc = GroupCommit(insert, gate=gate)
+    took: list[float] = []
+
+    def writer(k):
+        t0 = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            gc.write([(k,)])
+        took.append(time.monotonic() - t0)
+
+    first = threading.Thread(target=writer, args=(0,))
+    first.start()
+    first_started.wait(5)
+    rest = [threading.Thread(target=writer, args=(k,)) for k in range(1, 6)]
+    for t in rest:
+        t.start()
+    for t in [first, *rest]:
+        t.join(10)
+    assert inserts == [1]  # the queued writers never reached the store
+    assert len(took) == 6 and max(took) < 1.5

@@ -14,19 +14,28 @@ UDP is not reliable: a request without a reply after ``retry_seconds`` is sent a
 ``request_id``), ``retries`` times, then fails with :class:`ConnectionFailed`.  QUIC uses
 ALPN ``zap/1``; the server's certificate is not verified unless ``cafile`` is given (the
 server makes a self-signed one; ``/v1/status`` shows its SHA-256 fingerprint).
+
+A server with API keys configured takes TCP and QUIC frames only after a keyed handshake
+(docs/wire-format.md section 8, "Ingest authentication"); pass ``api_key=`` (a key with the
+``verify`` scope) and :func:`connect` answers the server's challenge before it returns.  A
+refused key fails with :class:`RemoteError` (``UNAUTHORIZED`` or ``FORBIDDEN``): over TCP
+every request of the stream (the server answers the handshake only when it refuses it, so
+that requests can follow it at once), over QUIC :func:`connect` itself (it waits for the
+server's acknowledgement).  UDP carries no key.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from app.core.errors import ConnectionFailed, RemoteError, by_wire_code
+from app.core.errors import ConnectionFailed, RemoteError, Unauthorized, by_wire_code
 from app.wire import zap
-from zapverify.http import BatchRequest, BatchVerdicts, VerifyResult, _Ids, _reply, _with_id
+from zapverify.http import BatchRequest, BatchVerdicts, VerifyResult, _Ids, _remote_from_error_frame, _reply, _with_id
 
 __all__ = ["TRANSPORTS", "QuicStream", "TcpStream", "UdpStream", "connect"]
 
@@ -91,6 +100,31 @@ class _Pipelined:
         raise NotImplementedError
 
 
+# ------------------------------------------------------------------ the handshake
+def _auth_frame(api_key: str, challenge_frame: bytes) -> bytes:
+    """The auth frame answering ``challenge_frame`` with ``api_key``.  Raises :class:`RemoteError`
+    when the server sent an error frame instead, :class:`app.core.errors.WireError` for a
+    frame that is neither."""
+    header = zap.read_header(challenge_frame, zap.CLIENT_LIMITS)
+    if header.type == zap.TYPE_ERROR:
+        raise _remote_from_error_frame(zap.decode_error(challenge_frame))
+    challenge = zap.decode_auth(challenge_frame, zap.TYPE_CHALLENGE).value
+    # The server holds only SHA-256 digests of its keys, so the digest is the HMAC key.
+    return bytes(zap.encode_auth(zap.auth_mac(hashlib.sha256(api_key.encode()).digest(), challenge)))
+
+
+def _unexpected_challenge() -> RemoteError:
+    return RemoteError("the server requires an API key for ingest: connect with api_key=",
+                       code=Unauthorized.code, status=Unauthorized.status, wire_code=Unauthorized.wire_code)
+
+
+async def _tcp_handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_key: str) -> None:
+    head = await reader.readexactly(zap.HEADER_SIZE)
+    size = zap.read_header(head, zap.CLIENT_LIMITS).size
+    writer.write(_auth_frame(api_key, head + await reader.readexactly(size - zap.HEADER_SIZE)))
+    await writer.drain()
+
+
 # ------------------------------------------------------------------ TCP
 class TcpStream(_Pipelined):
     """Frames back to back on one TCP connection; replies matched by ``request_id``."""
@@ -105,8 +139,11 @@ class TcpStream(_Pipelined):
         try:
             while True:
                 head = await self.reader.readexactly(zap.HEADER_SIZE)
-                size = zap.read_header(head, zap.CLIENT_LIMITS).size
-                frame = head + await self.reader.readexactly(size - zap.HEADER_SIZE)
+                header = zap.read_header(head, zap.CLIENT_LIMITS)
+                frame = head + await self.reader.readexactly(header.size - zap.HEADER_SIZE)
+                if header.type == zap.TYPE_CHALLENGE:  # connected without api_key to a server that wants one
+                    error = _unexpected_challenge()
+                    continue
                 rid, result = _reply(frame)
                 if rid == 0 and isinstance(result, RemoteError):
                     error = result  # about the connection, not a request: the server closes it
@@ -217,8 +254,30 @@ def _quic_protocol_class():
             super().__init__(*args, **kw)
             self.owner: QuicStream | None = None
             self.buffers: dict[int, bytearray] = {}
+            # The handshake: the server's challenge (its unidirectional stream), the stream of
+            # our auth frame and what the server ended it with; why the connection ended.
+            self.challenge: bytes | None = None
+            self.auth_sid: int | None = None
+            self.auth_reply: bytes | None = None
+            self.terminated: Exception | None = None
+            self.changed = asyncio.Event()
 
         def quic_event_received(self, event) -> None:
+            if isinstance(event, events.StreamDataReceived) and (
+                    event.stream_id & 0x3 == 0x3 or event.stream_id == self.auth_sid):
+                buf = self.buffers.setdefault(event.stream_id, bytearray())
+                buf += event.data
+                if event.end_stream:
+                    del self.buffers[event.stream_id]
+                    if event.stream_id == self.auth_sid:
+                        self.auth_reply = bytes(buf)
+                    elif self.challenge is None:
+                        self.challenge = bytes(buf)
+                    self.changed.set()
+                return
+            if isinstance(event, events.ConnectionTerminated):
+                self.terminated = _terminated(event)
+                self.changed.set()
             owner = self.owner
             if owner is None:
                 return
@@ -241,9 +300,40 @@ def _quic_protocol_class():
                     code=cls.code if cls else f"WIRE_0x{event.error_code:04x}",
                     status=cls.status if cls else 400, wire_code=event.error_code))
             elif isinstance(event, events.ConnectionTerminated):
-                owner._fail_all(ConnectionFailed(f"QUIC connection closed: {event.reason_phrase or event.error_code}"))
+                owner._fail_all(self.terminated or _terminated(event))
 
     return _ClientProtocol
+
+
+def _terminated(event: Any) -> Exception:
+    """Why a QUIC connection ended: the server's ZAP wire code when it closed it as the
+    application (frame type None; e.g. ``UNAUTHORIZED`` 0x0020), else :class:`ConnectionFailed`."""
+    cls = by_wire_code(event.error_code) if event.frame_type is None and event.error_code else None
+    if cls is not None:
+        return RemoteError(event.reason_phrase or cls.code, code=cls.code, status=cls.status,
+                           wire_code=event.error_code)
+    return ConnectionFailed(f"QUIC connection closed: {event.reason_phrase or event.error_code}")
+
+
+async def _quic_handshake(protocol: Any, api_key: str) -> None:
+    """Answer the server's challenge and wait for it to acknowledge (end our stream with no
+    data); raises :class:`RemoteError` when it refuses."""
+    async def until(ready: Callable[[], bool]) -> None:
+        while not ready():
+            if protocol.terminated is not None:
+                raise protocol.terminated
+            protocol.changed.clear()
+            await protocol.changed.wait()
+
+    await until(lambda: protocol.challenge is not None)
+    auth = _auth_frame(api_key, protocol.challenge)
+    quic = protocol._quic
+    protocol.auth_sid = quic.get_next_available_stream_id()
+    quic.send_stream_data(protocol.auth_sid, auth, end_stream=True)
+    protocol.transmit()
+    await until(lambda: protocol.auth_reply is not None)
+    if protocol.auth_reply:  # the server answers only a refusal with a frame
+        raise _remote_from_error_frame(zap.decode_error(protocol.auth_reply))
 
 
 class QuicStream(_Pipelined):
@@ -284,18 +374,36 @@ class QuicStream(_Pipelined):
 # ------------------------------------------------------------------ connect
 @contextlib.asynccontextmanager
 async def connect(transport: str, host: str, port: int, *, max_in_flight: int = 64, timeout: float = 10.0,
-                  cafile: str | None = None, retry_seconds: float = 0.5,
-                  retries: int = 4) -> AsyncIterator[TcpStream | UdpStream | QuicStream]:
+                  cafile: str | None = None, retry_seconds: float = 0.5, retries: int = 4,
+                  api_key: str | None = None) -> AsyncIterator[TcpStream | UdpStream | QuicStream]:
     """A pipelined stream to an ingest port, closed on exit.
 
-    Raises :class:`ConnectionFailed` when the port cannot be reached (TCP, QUIC) within
-    ``timeout`` seconds, ``ValueError`` for an unknown transport.
+    ``api_key`` (TCP, QUIC): a key with the ``verify`` scope, for a server with API keys
+    configured; the handshake is done before this returns (see the module doc).
+
+    Raises :class:`ConnectionFailed` when the port cannot be reached (TCP, QUIC) or, with
+    ``api_key``, no challenge came within ``timeout`` seconds (a server without keys sends
+    none); :class:`RemoteError` when a QUIC server refuses the key; ``ValueError`` for an
+    unknown transport, or ``api_key`` with UDP.
     """
+    if api_key is not None and transport == "udp":
+        raise ValueError("UDP ingest carries no API key (docs/wire-format.md section 8)")
     if transport == "tcp":
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         except (TimeoutError, OSError) as exc:
             raise ConnectionFailed(f"tcp://{host}:{port}: {exc or 'timed out'}") from exc
+        if api_key is not None:
+            try:
+                await asyncio.wait_for(_tcp_handshake(reader, writer, api_key), timeout)
+            except BaseException as exc:
+                writer.close()
+                if isinstance(exc, TimeoutError):
+                    raise ConnectionFailed(f"tcp://{host}:{port}: no auth challenge within {timeout:g} s (does the "
+                                           "server have API keys configured?)") from exc
+                if isinstance(exc, (OSError, asyncio.IncompleteReadError)):
+                    raise ConnectionFailed(f"tcp://{host}:{port}: the connection ended during the handshake") from exc
+                raise
         stream: Any = TcpStream(reader, writer, max_in_flight)
         try:
             yield stream
@@ -324,6 +432,12 @@ async def connect(transport: str, host: str, port: int, *, max_in_flight: int = 
                                                            create_protocol=_quic_protocol_class())), timeout)
             except (TimeoutError, OSError, ConnectionError) as exc:
                 raise ConnectionFailed(f"quic://{host}:{port}: {exc or 'timed out'}") from exc
+            if api_key is not None:
+                try:
+                    await asyncio.wait_for(_quic_handshake(protocol, api_key), timeout)
+                except TimeoutError as exc:
+                    raise ConnectionFailed(f"quic://{host}:{port}: no auth challenge or answer within {timeout:g} s "
+                                           "(does the server have API keys configured?)") from exc
             stream = QuicStream(protocol, max_in_flight)
             try:
                 yield stream

@@ -50,6 +50,9 @@ class BenchConfig:
     #: Ingest transports: the port (None: ask GET /v1/status) and host (None: the URL's).
     port: int | None = None
     host: str | None = None
+    #: An API key with the verify scope (None: none): a bearer token over HTTP, the keyed
+    #: handshake over TCP and QUIC (docs/wire-format.md section 8).  Never in the report.
+    api_key: str | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -96,7 +99,9 @@ def make_items(scheme: str, batch: int, unique: int, *, seed: int = 7) -> list[k
 class _Run:
     def __init__(self, cfg: BenchConfig, items: list[kat.Item]):
         self.cfg = cfg
-        self.report = BenchReport(config=asdict(cfg))
+        config = asdict(cfg)
+        config.pop("api_key", None)  # a report is written to files and printed
+        self.report = BenchReport(config=config)
         self.latencies: list[float] = []
         self.frame = bytes(zap.encode_items(cfg.scheme, [i.public_key for i in items], [i.message for i in items],
                                             [i.signature for i in items]))
@@ -186,6 +191,10 @@ class _Run:
         return r
 
 
+def _auth_headers(cfg: BenchConfig) -> dict[str, str]:
+    return {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+
+
 async def ingest_address(cfg: BenchConfig) -> tuple[str, int]:
     """(host, port) of the server's ingest listener for ``cfg.transport``: ``cfg.host`` /
     ``cfg.port`` when given, else what ``GET /v1/status`` reports (host: the URL's when the
@@ -198,7 +207,7 @@ async def ingest_address(cfg: BenchConfig) -> tuple[str, int]:
     host = cfg.host or httpx.URL(cfg.url).host
     if cfg.port is not None:
         return host, cfg.port
-    async with httpx.AsyncClient(base_url=cfg.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=cfg.url, timeout=30, headers=_auth_headers(cfg)) as http:
         try:
             ingest = (await http.get("/v1/status")).json().get("ingest") or {}
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
@@ -226,7 +235,7 @@ async def run(cfg: BenchConfig, items: list[kat.Item] | None = None,
     state = _Run(cfg, items)
     if cfg.transport in INGEST_TRANSPORTS:
         return await _run_ingest(cfg, state, on_tick)
-    async with AsyncClient(cfg.url, timeout=max(60.0, cfg.duration)) as client:
+    async with AsyncClient(cfg.url, timeout=max(60.0, cfg.duration), headers=_auth_headers(cfg)) as client:
         state.stop_at = time.perf_counter() + cfg.duration
         if not await state.first(client.verify_frame(state.frame)):
             return state.finish(0.0)
@@ -263,7 +272,8 @@ async def _run_ingest(cfg: BenchConfig, state: _Run,
                            f"carries at most {UDP_MAX_FRAME}: use a smaller --batch", field="batch")
     host, port = await ingest_address(cfg)
     async with connect(cfg.transport, host, port, max_in_flight=cfg.concurrency,
-                       retry_seconds=max(1.0, 2 * cfg.duration)) as stream:
+                       retry_seconds=max(1.0, 2 * cfg.duration),
+                       api_key=cfg.api_key if cfg.transport != "udp" else None) as stream:
         state.stop_at = time.perf_counter() + cfg.duration
 
         async def first() -> None:

@@ -14,6 +14,8 @@ Each failure raises a :class:`app.core.errors.WireError` subclass with a stable 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,8 +54,13 @@ ALIGN = 8
 
 TYPE_REQUEST = 0x01
 TYPE_RESPONSE = 0x02
+#: Ingest authentication (docs/wire-format.md, section 8, "Ingest authentication"): the server's
+#: challenge on a new TCP or QUIC connection, and the client's answer to it.
+TYPE_CHALLENGE = 0x10
+TYPE_AUTH = 0x11
 TYPE_ERROR = 0x7F
-TYPE_NAMES = {TYPE_REQUEST: "verify request", TYPE_RESPONSE: "verify response", TYPE_ERROR: "error"}
+TYPE_NAMES = {TYPE_REQUEST: "verify request", TYPE_RESPONSE: "verify response", TYPE_CHALLENGE: "auth challenge",
+              TYPE_AUTH: "auth", TYPE_ERROR: "error"}
 
 # magic 4s | version u16 | type u8 | flags u8 | request_id u32 | size u32
 _HEADER = struct.Struct("<4sHBBII")
@@ -63,11 +70,23 @@ _REQUEST = struct.Struct("<BBBBIII")
 _RESPONSE = struct.Struct("<II32s")
 # code u16 | reserved u16 | msg_len u32
 _ERROR = struct.Struct("<HHI")
+# method u8 | reserved 7 bytes | value 32s (the challenge, or the client's MAC over it)
+_AUTH = struct.Struct("<B7s32s")
 
 HEADER_SIZE = _HEADER.size            # 16
 REQUEST_FIXED = HEADER_SIZE + _REQUEST.size   # 32: where ctx starts
 RESPONSE_FIXED = HEADER_SIZE + _RESPONSE.size  # 56: where verdicts start
 ERROR_FIXED = HEADER_SIZE + _ERROR.size        # 24: where the message starts
+AUTH_FRAME_SIZE = HEADER_SIZE + _AUTH.size     # 56: a challenge or an auth frame, exactly
+
+#: The one authentication method of ZAP v1: HMAC-SHA256 keyed by SHA-256(API key) over
+#: :data:`AUTH_CONTEXT` ‖ challenge (:func:`auth_mac`).
+AUTH_HMAC_SHA256 = 1
+#: Bytes of a challenge and of an HMAC-SHA256 tag.
+CHALLENGE_SIZE = 32
+#: Prepended to the challenge before it is MAC-ed, so that a tag made for ingest authentication
+#: can never be taken for a MAC of anything else made with the same key digest.
+AUTH_CONTEXT = b"zapverify/ingest-auth/v1\x00"
 
 #: The option bits the registry defines (schemes.OPTIONS); which a scheme takes is its own.
 KNOWN_OPTIONS = schemes.OPTION_BITS
@@ -76,7 +95,8 @@ KNOWN_OPTIONS = schemes.OPTION_BITS
 #: padding.  A peer that never sets it sees exactly the frames of before.
 FLAG_BATCH_ID = 0x01
 #: The flags each frame type may carry.
-_TYPE_FLAGS = {TYPE_REQUEST: FLAG_BATCH_ID, TYPE_RESPONSE: FLAG_BATCH_ID, TYPE_ERROR: 0}
+_TYPE_FLAGS = {TYPE_REQUEST: FLAG_BATCH_ID, TYPE_RESPONSE: FLAG_BATCH_ID, TYPE_CHALLENGE: 0, TYPE_AUTH: 0,
+               TYPE_ERROR: 0}
 BATCH_ID_SIZE = 16
 #: Longest message an error frame carries; longer ones are cut at a UTF-8 boundary.
 MAX_ERROR_MESSAGE = 1024
@@ -168,7 +188,19 @@ class ErrorFrame:
         return cls.code if cls is not None else f"WIRE_0x{self.code:04x}"
 
 
-Frame = Request | Response | ErrorFrame
+@dataclass
+class AuthFrame:
+    """A decoded challenge (``type`` :data:`TYPE_CHALLENGE`, ``value`` the server's 32 random
+    bytes) or auth frame (:data:`TYPE_AUTH`, ``value`` the client's 32-byte HMAC-SHA256 tag);
+    ``method`` is :data:`AUTH_HMAC_SHA256`."""
+
+    type: int
+    request_id: int
+    method: int
+    value: bytes
+
+
+Frame = Request | Response | ErrorFrame | AuthFrame
 
 
 # ------------------------------------------------------------------ helpers
@@ -389,13 +421,37 @@ def decode_error(buf: Buffer, limits: Limits = CLIENT_LIMITS) -> ErrorFrame:
     return ErrorFrame(header.request_id, code, message)
 
 
+def decode_auth(buf: Buffer, want: int = TYPE_AUTH, limits: Limits = CLIENT_LIMITS) -> AuthFrame:
+    """Decode a challenge (``want`` :data:`TYPE_CHALLENGE`) or an auth frame (:data:`TYPE_AUTH`):
+    exactly :data:`AUTH_FRAME_SIZE` bytes (docs/wire-format.md, section 8, "Ingest authentication").
+
+    Raises:
+        WireError subclasses: BadSize, BadMagic, BadVersion, BadType, BadReserved, FrameTooLarge,
+        and BadOptions for a ``method`` other than :data:`AUTH_HMAC_SHA256`.
+    """
+    arr, header = _frame(buf, limits, want)
+    if header.size != AUTH_FRAME_SIZE:
+        raise BadSize(f"a {TYPE_NAMES[want]} frame is {AUTH_FRAME_SIZE} bytes, this one is {header.size}",
+                      field="size")
+    method, reserved, value = _AUTH.unpack(arr[HEADER_SIZE:AUTH_FRAME_SIZE].tobytes())
+    if any(reserved):
+        raise BadReserved("the 7 reserved bytes after method must be 0", field="reserved")
+    if method != AUTH_HMAC_SHA256:
+        raise BadOptions(f"unknown authentication method {method}; ZAP v1 knows {AUTH_HMAC_SHA256} "
+                         f"(HMAC-SHA256)", field="method")
+    return AuthFrame(header.type, header.request_id, method, value)
+
+
 def decode(buf: Buffer, limits: Limits = DEFAULT_LIMITS) -> Frame:
-    """Decode a frame of any type: :class:`Request`, :class:`Response` or :class:`ErrorFrame`."""
+    """Decode a frame of any type: :class:`Request`, :class:`Response`, :class:`ErrorFrame` or
+    :class:`AuthFrame`."""
     header = read_header(buf, limits)
     if header.type == TYPE_REQUEST:
         return decode_request(buf, limits)
     if header.type == TYPE_RESPONSE:
         return decode_response(buf, limits)
+    if header.type in (TYPE_CHALLENGE, TYPE_AUTH):
+        return decode_auth(buf, header.type, limits)
     return decode_error(buf, limits)
 
 
@@ -512,6 +568,33 @@ def encode_error(request_id: int, code: int, message: str) -> bytearray:
     out[HEADER_SIZE:ERROR_FIXED] = _ERROR.pack(code & 0xFFFF, 0, len(msg))
     out[ERROR_FIXED:ERROR_FIXED + len(msg)] = msg
     return out
+
+
+def encode_challenge(challenge: bytes) -> bytearray:
+    """The server's challenge frame (``request_id`` 0) carrying ``challenge``, 32 random bytes."""
+    return _encode_auth(TYPE_CHALLENGE, challenge, 0)
+
+
+def encode_auth(mac: bytes, request_id: int = 0) -> bytearray:
+    """The client's auth frame carrying ``mac``, the 32-byte :func:`auth_mac` of the challenge.
+    Send it with ``request_id`` 0: a refusal is then addressed to the connection (section 5)."""
+    return _encode_auth(TYPE_AUTH, mac, request_id)
+
+
+def _encode_auth(ftype: int, value: bytes, request_id: int) -> bytearray:
+    if len(value) != CHALLENGE_SIZE:
+        raise ValueError(f"a {TYPE_NAMES[ftype]} frame carries {CHALLENGE_SIZE} bytes, got {len(value)}")
+    out = bytearray(AUTH_FRAME_SIZE)
+    out[:HEADER_SIZE] = _header(ftype, request_id, AUTH_FRAME_SIZE)
+    out[HEADER_SIZE:] = _AUTH.pack(AUTH_HMAC_SHA256, bytes(7), bytes(value))
+    return out
+
+
+def auth_mac(key_digest: bytes, challenge: bytes) -> bytes:
+    """HMAC-SHA256 keyed by ``key_digest`` (SHA-256 of the API key's UTF-8, 32 bytes, what the
+    server's key list holds) over :data:`AUTH_CONTEXT` ‖ ``challenge``: the 32 bytes an auth
+    frame carries."""
+    return hmac.new(key_digest, AUTH_CONTEXT + bytes(challenge), hashlib.sha256).digest()
 
 
 def error_frame(exc: ZapVerifyError, request_id: int = 0) -> bytearray:

@@ -165,7 +165,9 @@ def _parse(text: str) -> object:
 def _error_body(exc: ZapVerifyError) -> dict:
     body = exc.to_dict()
     if exc.retry_after is not None:
-        body["retry_after"] = round(exc.retry_after, 3)
+        # Never 0: a token due in under half a millisecond still means "not yet" (a client that
+        # retried at once on 0.0 would be refused again).
+        body["retry_after"] = max(0.001, round(exc.retry_after, 3))
     return body
 
 

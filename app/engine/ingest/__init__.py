@@ -20,6 +20,14 @@ anything else and drop bad frames there, counted by reason
 :class:`Ingest` starts and stops all of it with the engine (``app/main.py``): a port of
 ``None`` leaves a transport off (the settings' 0), 0 here binds any free port.
 
+A half-received frame (TCP, QUIC) has a read deadline and a minimum rate, as an HTTP body
+has, and lands in pool memory and an admission charge that grow with what has arrived
+(:class:`~app.engine.ingest.base.FrameLanding`): a header alone holds neither what it
+declares nor the connection for long.  With API keys configured, TCP and QUIC take frames
+only after a keyed handshake (:class:`~app.engine.ingest.base.IngestAuth`); UDP, which
+cannot carry one, refuses to start then unless ``udp_unauthenticated`` says the network is
+trusted.
+
 Shutdown (:meth:`Ingest.stop`) loses no frame that was taken in: the listeners stop taking
 new frames; frames waiting for room in the ring are put in it; the ring is closed and the
 workers verify everything in it; every reply is written; only then are the connections
@@ -31,13 +39,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.errors import ConfigError
 from app.engine.admission import Admission
-from app.engine.ingest.base import Listener, ListenerContext
+from app.engine.ingest.base import IngestAuth, IngestKey, Listener, ListenerContext
 from app.engine.ingest.counters import DROP_REASONS, OUTCOMES, TransportCounters
 from app.engine.ingest.ring import Ring
 from app.engine.ingest.worker import VerifyWorker
@@ -70,6 +78,20 @@ class IngestConfig:
         reuse_port: bind with ``SO_REUSEPORT``, so that several worker processes share the
             ports (the kernel spreads TCP connections, and UDP/QUIC peers by address, over them).
         limits: the ZAP decoder's bounds.
+        reserve_step_bytes: pool memory and admission charge a frame gets ahead of its bytes
+            (the HTTP path's ``zap_reserve_step_bytes``).
+        frame_timeout_seconds, frame_min_bytes_per_second: the read deadline and minimum rate
+            of a half-received TCP or QUIC frame (the HTTP body's ``body_read_timeout_seconds``
+            and ``body_min_bytes_per_second``); a frame past them is cut with ``BODY_TIMEOUT``.
+        auth_keys: the configured API keys (``app.api.security.ApiKey``); any: TCP and QUIC
+            require the keyed handshake (docs/wire-format.md section 8), UDP refuses to start
+            unless ``udp_unauthenticated``.
+        handshake_timeout_seconds: seconds from connect within which the handshake must be done
+            (the HTTP request head's ``header_timeout_seconds``).
+        udp_unauthenticated: let UDP ingest run, unauthenticated, although keys are configured
+            (a trusted network only).
+        rate: ``rate(key_name)`` takes a token of that key's rate limit per frame (0.0 when
+            granted, else the seconds to wait); None = no limit.
     """
 
     host: str = "127.0.0.1"
@@ -90,6 +112,13 @@ class IngestConfig:
     limits: zap.Limits = field(default_factory=zap.Limits)
     #: The process's admission bound, shared with the HTTP routes (app/engine/admission.py).
     admission: Admission | None = None
+    reserve_step_bytes: int = 1 << 20
+    frame_timeout_seconds: float = 30.0
+    frame_min_bytes_per_second: float = 65536.0
+    auth_keys: Sequence[IngestKey] = ()
+    handshake_timeout_seconds: float = 10.0
+    udp_unauthenticated: bool = False
+    rate: Callable[[str], float] | None = None
 
     def port(self, transport: str) -> int | None:
         return getattr(self, f"{transport}_port")
@@ -132,17 +161,30 @@ class Ingest:
         """Bind every configured listener, then start the workers and receive threads.
 
         Raises :class:`ConfigError` (field ``ingest_<transport>_port``) when an address
-        cannot be bound, and what :class:`~app.engine.ingest.quic.QuicListener` raises for a
-        certificate that cannot be read; nothing is left running then.
+        cannot be bound, (field ``ingest_udp_unauthenticated``) when UDP is on with API keys
+        configured and not explicitly allowed, and what
+        :class:`~app.engine.ingest.quic.QuicListener` raises for a certificate that cannot be
+        read; nothing is left running then.
         """
         cfg = self.config
+        auth = IngestAuth(cfg.auth_keys, cfg.handshake_timeout_seconds) if cfg.auth_keys else None
+        if auth is not None and cfg.udp_port is not None:
+            if not cfg.udp_unauthenticated:
+                raise ConfigError("UDP ingest cannot authenticate its datagrams, and API keys are configured: turn "
+                                  "UDP off (ZAPVERIFY_INGEST_UDP_PORT=0) or, on a trusted network only, set "
+                                  "ZAPVERIFY_INGEST_UDP_UNAUTHENTICATED=true", field="ingest_udp_unauthenticated")
+            log.warning("UDP ingest on %s:%s takes frames from anyone who can reach it although API keys are "
+                        "configured (ingest_udp_unauthenticated)", cfg.host, cfg.udp_port)
         try:
             for t in TRANSPORTS:
                 port = cfg.port(t)
                 if port is None:
                     continue
                 ctx = ListenerContext(self.ring, self.runtime.pool, cfg.limits, self.counters[t],
-                                      cfg.pool_wait_seconds, cfg.admission)
+                                      cfg.pool_wait_seconds, cfg.admission, reserve_step=cfg.reserve_step_bytes,
+                                      frame_timeout=cfg.frame_timeout_seconds,
+                                      frame_min_rate=cfg.frame_min_bytes_per_second,
+                                      auth=auth if t != "udp" else None, rate=cfg.rate if t != "udp" else None)
                 try:
                     self.listeners[t] = self._listener(t, port, ctx)
                 except OSError as exc:
@@ -166,8 +208,9 @@ class Ingest:
         for listener in self.listeners.values():
             listener.start()
         self.started = True
-        log.info("ingest listening on %s: %s", cfg.host,
-                 ", ".join(f"{t} {p}" for t, p in self.ports.items() if p is not None))
+        log.info("ingest listening on %s: %s%s", cfg.host,
+                 ", ".join(f"{t} {p}" for t, p in self.ports.items() if p is not None),
+                 "; TCP and QUIC require an API key with the verify scope" if auth is not None else "")
 
     def _listener(self, transport: str, port: int, ctx: ListenerContext) -> Listener:
         cfg = self.config
@@ -229,6 +272,7 @@ class Ingest:
                          "workers": len(self.workers), "batches_total": sum(w.batches_total for w in self.workers),
                          "joined_frames_total": sum(w.joined_frames_total for w in self.workers)},
             "transports": transports,
+            "authentication": "api-key" if self.config.auth_keys else "none",
         }
 
 

@@ -24,6 +24,9 @@ DROP_REASONS = (
     "malformed",       # the body breaks ZAP v1 (answered with an error frame)
     "pool_exhausted",  # no pool buffer (UDP, QUIC: at once; TCP: after pool_wait_seconds)
     "overloaded",      # over the process's admission bound (TCP, QUIC: answered with OVERLOADED; UDP: dropped)
+    "body_timeout",    # TCP, QUIC: half-received past its read deadline or under the minimum rate (BODY_TIMEOUT)
+    "unauthorized",    # TCP, QUIC with API keys: no, a wrong or a late handshake, or a key without the verify scope
+    "rate_limited",    # TCP, QUIC with API keys: over the key's rate limit (answered with RATE_LIMITED)
     "ring_full",       # UDP only: TCP and QUIC stop reading instead
     "not_ready",       # the engine's self-test has not passed yet (answered with NOT_READY)
     "store_unavailable",  # the receipt could not be written, so no verdicts (STORE_UNAVAILABLE)

@@ -3,9 +3,28 @@
 One receive thread serves the listening socket and every connection with non-blocking
 sockets and a selector.  Per connection it reads the 16-byte header into a small scratch
 buffer, checks the magic as soon as 4 bytes are in, then the rest of the header
-(:func:`app.wire.zap.read_header`), takes a pool buffer of exactly ``size`` bytes and
-``recv_into``-s the rest of the frame straight into it, so the frame is copied once, by the
-kernel.  The whole frame goes to the ring.
+(:func:`app.wire.zap.read_header`), takes a pool buffer and ``recv_into``-s the rest of the
+frame straight into it, so a frame of up to ``reserve_step`` bytes is copied once, by the
+kernel.  The buffer and the frame's admission charge grow with the bytes received, not
+with what the header declares (:class:`app.engine.ingest.base.FrameLanding`).  The whole
+frame goes to the ring.
+
+Deadlines (docs/operations.md, "Load shedding"): a frame whose first byte has arrived must
+get a byte at least every ``frame_timeout`` seconds and, after that grace, average
+``frame_min_rate`` bytes per second (the rule of HTTP bodies), counted only while the
+thread reads the connection (a wait for ring or pool room stops the clock).  A frame past
+its deadline is answered ``BODY_TIMEOUT`` (its ``request_id`` when its header was in), its
+memory and charge go back, it counts as ``body_timeout``, and the connection is closed.  A
+connection idle *between* frames holds no buffer and no charge and is left open: clients
+keep connections for bursts.
+
+Authentication (docs/wire-format.md section 8, "Ingest authentication"): with API keys
+configured the server sends a challenge frame on accept, and the first frame it reads must
+be the client's auth frame, complete within the handshake deadline; anything else — another
+frame first, a MAC that matches no key, a key without the ``verify`` scope, a handshake too
+late — is answered ``UNAUTHORIZED``/``FORBIDDEN`` (``request_id`` 0) and the connection
+closed, counted ``unauthorized``.  No frame of the connection is landed or verified before.
+With a rate limit, each frame then takes a token of its key (``RATE_LIMITED`` beyond).
 
 Replies are tagged by ``request_id``, not ordered: they go out as their batches finish
 (frames of different schemes, or joined into different batches, finish in another order
@@ -20,8 +39,10 @@ Flow control:
   replies holds only its own buffers, and TCP flow control holds it back, not the others;
 * a full ring: the connection whose frame does not fit keeps it and stops reading until
   the ring has room (backpressure, never a drop);
-* no pool buffer: the connection waits up to ``pool_wait_seconds`` without reading; then
-  the frame's body is read and thrown away and the frame answered ``POOL_EXHAUSTED``.
+* no pool buffer (at the header, or when a growing frame needs a larger one): the
+  connection waits up to ``pool_wait_seconds`` without reading; then the rest of the
+  frame is read and thrown away and the frame answered ``POOL_EXHAUSTED``; the same for a
+  frame over the admission bound (``OVERLOADED``, at once).
 
 Errors: a header that breaks ZAP v1 (bad magic, version, type, flags, size) loses the
 framing of the stream, so it is answered with an error frame and the connection is closed
@@ -41,21 +62,21 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-import numpy as np
-
 from app.core.errors import (
     BadMagic,
+    BadSize,
+    BodyTimeout,
     BufferTooLarge,
     FrameTooLarge,
     Overloaded,
     PoolExhausted,
+    RateLimited,
+    Unauthorized,
     WireError,
     ZapVerifyError,
 )
-from app.engine.ingest.base import Listener, ListenerContext
+from app.engine.ingest.base import FrameLanding, Listener, ListenerContext
 from app.engine.ingest.ring import Entry
-from app.engine.memory.heap import HeapBuffer
-from app.engine.memory.pool import PoolBuffer
 from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest.tcp")
@@ -85,9 +106,19 @@ class _Conn:
         self.head_view = memoryview(self.head)
         self.head_n = 0
         self.header: zap.Header | None = None
-        self.buf: PoolBuffer | HeapBuffer | None = None
-        self.filled = 0
+        self.frame: FrameLanding | None = None
         self.skip = 0
+        # The handshake (keys configured): the challenge sent, the auth frame being read, by when.
+        self.authed = True
+        self.challenge = b""
+        self.auth: bytearray | None = None
+        self.auth_n = 0
+        self.auth_deadline = 0.0
+        self.key_name: str | None = None
+        # The read clock of the frame in progress (ListenerContext.frame_deadline), seconds and bytes.
+        self.t_start = self.t_last = 0.0
+        self.t_bytes = 0
+        self.t_paused: float | None = None
         self.skip_reply: bytes | None = None
         self.parked: Entry | None = None
         self.pool_deadline: float | None = None
@@ -120,7 +151,7 @@ class TcpListener(Listener):
 
     Args:
         host, port: where to listen (port 0: any free port; :attr:`port` says which).
-        ctx: ring, pool, limits and counters.
+        ctx: ring, pool, limits, counters, admission, deadlines and the handshake's keys.
         max_in_flight: frames per connection between read and reply written.
         sndbuf: kernel send buffer per connection, bytes (None: the kernel's, autotuned);
             with ``max_in_flight`` it bounds what a peer that does not read can make us hold.
@@ -151,6 +182,9 @@ class TcpListener(Listener):
         self._parked: deque[_Conn] = deque()
         self._pool_waiters: list[_Conn] = []
         self._lingering: list[_Conn] = []
+        # Connections with a frame in progress or a handshake due (a superset: the sweep prunes it).
+        self._timed: set[_Conn] = set()
+        self._next_sweep = 0.0
         self._space = False
         self._scratch = bytearray(64 * 1024)
         self._draining = False
@@ -198,6 +232,9 @@ class TcpListener(Listener):
         try:
             while not self._stopped:
                 timeout = 0.005 if self._pool_waiters else 0.1 if self._lingering else None
+                if self._timed:
+                    wait = max(0.0, self._next_sweep - time.monotonic())
+                    timeout = wait if timeout is None else min(timeout, wait)
                 for key, mask in self._sel.select(timeout):
                     if key.fileobj is self.sock:
                         self._accept()
@@ -256,7 +293,7 @@ class TcpListener(Listener):
                 self._update(conn)
         if self._pool_waiters:
             for conn in list(self._pool_waiters):
-                if conn.closed or self._take_buffer(conn):
+                if conn.closed or self._make_room(conn) or conn.pool_deadline is None:  # landed, or refused
                     self._pool_waiters.remove(conn)
                     self._update(conn)
                 elif conn.pool_deadline is not None and time.monotonic() >= conn.pool_deadline:
@@ -267,6 +304,8 @@ class TcpListener(Listener):
             now = time.monotonic()
             for conn in [c for c in self._lingering if c.linger_until is not None and c.linger_until <= now]:
                 self._hard_close(conn)
+        if self._timed and time.monotonic() >= self._next_sweep:
+            self._sweep()
         if self._draining and self.sock.fileno() >= 0:
             self._sel.unregister(self.sock)
             self.sock.close()
@@ -306,7 +345,15 @@ class TcpListener(Listener):
             with self._lock:
                 self._conns.add(conn)
             self.ctx.counters.connection(+1)
-            self._update(conn)
+            auth = self.ctx.auth
+            if auth is not None:  # the challenge goes out first; nothing is landed before the answer
+                conn.authed = False
+                conn.challenge = auth.challenge()
+                conn.auth_deadline = time.monotonic() + auth.timeout
+                self._time(conn)
+                self._send_control(conn, bytes(zap.encode_challenge(conn.challenge)))
+            if not conn.closed:
+                self._update(conn)
 
     def _wants_read(self, c: _Conn) -> bool:
         return not (c.closed or c.eof or c.closing or self._draining or c.parked is not None
@@ -355,8 +402,9 @@ class TcpListener(Listener):
             except OSError:
                 self._hard_close(c)
         counters = self.ctx.counters
-        if c.buf is not None or c.head_n or c.pool_deadline is not None:
-            self._drop_partial(c, "shutdown" if self._stopped else "truncated")
+        self._timed.discard(c)
+        if c.frame is not None or c.head_n or c.pool_deadline is not None:
+            self._drop_partial(c, "shutdown" if self._stopped else "truncated" if c.authed else "unauthorized")
         if c.parked is not None:
             c.parked.buffer.release()
             c.parked = None
@@ -390,24 +438,98 @@ class TcpListener(Listener):
         self._hard_close(c)
 
     def _drop_partial(self, c: _Conn, reason: str) -> None:
-        if c.buf is not None:
-            c.buf.release()
-        c.buf, c.header, c.head_n, c.filled, c.pool_deadline = None, None, 0, 0, None
+        """Drop the frame in progress (its buffer and admission charge go back), counted ``reason``."""
+        if c.frame is not None:
+            c.frame.release()
+        c.frame, c.header, c.head_n, c.pool_deadline = None, None, 0, None
+        c.auth, c.auth_n = None, 0
         self.ctx.counters.rejected(reason)
+
+    # ------------------------------------------------------------------ deadlines
+    def _time(self, c: _Conn) -> None:
+        """Put ``c`` under the sweep (a frame began, or a handshake is due)."""
+        if not self._timed:
+            self._next_sweep = time.monotonic() + self.ctx.sweep_seconds
+        self._timed.add(c)
+
+    def _sweep(self) -> None:
+        """Cut the handshakes and half-received frames past their deadlines; forget the
+        connections that have neither any more."""
+        now = time.monotonic()
+        self._next_sweep = now + self.ctx.sweep_seconds
+        for c in list(self._timed):
+            try:
+                self._sweep_one(c, now)
+            except Exception:  # a bug must cost one connection, not the listener
+                log.exception("TCP ingest: connection %s failed", c.peer)
+                self._timed.discard(c)
+                self._close(c, reset=True)
+
+    def _sweep_one(self, c: _Conn, now: float) -> None:
+        """The handshake deadline of ``c``, else its frame's read deadline (clock stopped while unread)."""
+        if c.closed or c.closing:
+            self._timed.discard(c)
+            return
+        if not c.authed:
+            if now >= c.auth_deadline:
+                self._timed.discard(c)
+                assert self.ctx.auth is not None  # authed is False only under a handshake
+                self._refuse_auth(c, Unauthorized(f"no auth frame within {self.ctx.auth.timeout:g} s of connecting",
+                                                  field="auth"))
+                self._update(c)
+            return
+        if not (c.skip or c.head_n or c.header is not None):
+            self._timed.discard(c)  # between frames: idle connections are not cut
+            return
+        if not (c.skip or self._wants_read(c)):  # we do not read it (pool wait, ...): its clock stops
+            if c.t_paused is None:
+                c.t_paused = now
+            return
+        if c.t_paused is not None:
+            pause, c.t_paused = now - c.t_paused, None
+            c.t_start += pause
+            c.t_last += pause
+            return
+        if now >= self.ctx.frame_deadline(c.t_start, c.t_last, c.t_bytes):
+            self._timed.discard(c)
+            self._cut(c)
+            self._update(c)
+
+    def _cut(self, c: _Conn) -> None:
+        """A frame past its read deadline: ``BODY_TIMEOUT``, what it holds given back, closed."""
+        size = c.header.size if c.header is not None else None
+        request_id = c.header.request_id if c.header is not None else 0
+        exc = BodyTimeout(self.ctx.stall_message(c.t_bytes, size), field="frame")
+        if c.skip:  # a refused frame being read past: it was counted when refused
+            c.skip, c.skip_reply = 0, None
+        else:
+            self._drop_partial(c, "body_timeout")
+        if c.pool_deadline is not None and c in self._pool_waiters:
+            self._pool_waiters.remove(c)
+        c.header, c.head_n, c.pool_deadline = None, 0, None
+        c.closing = True
+        # Counted (body_timeout); a line per connection at info would let a scanner flood the log.
+        log.debug("TCP ingest: %s cut: %s", c.peer, exc.message)
+        self._send_own(c, bytes(zap.error_frame(exc, request_id)))
 
     # ------------------------------------------------------------------ reading
     def _read(self, c: _Conn) -> None:
         frames = 0
         counters = self.ctx.counters
         while frames < _FRAMES_PER_EVENT and (c.skip or self._wants_read(c)):
+            frame = c.frame
+            if frame is not None and frame.filled >= frame.room and not self._make_room(c):
+                return
             try:
                 if c.skip:
                     n = c.sock.recv_into(self._scratch, min(c.skip, len(self._scratch)))
                 elif c.header is None:
                     n = c.sock.recv_into(c.head_view[c.head_n:])
+                elif c.auth is not None:
+                    n = c.sock.recv_into(memoryview(c.auth)[c.auth_n:])
                 else:
-                    assert c.buf is not None  # landed when the header was read
-                    n = c.sock.recv_into(c.buf.array.data[c.filled:c.header.size])
+                    assert frame is not None  # landed when the header was read
+                    n = c.sock.recv_into(frame.array.data[frame.filled:frame.room])
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:  # reset by the peer
@@ -417,6 +539,12 @@ class TcpListener(Listener):
                 self._eof(c)
                 return
             counters.received(n)
+            now = time.monotonic()
+            if not c.skip and c.header is None and c.head_n == 0:  # the first byte of a frame
+                c.t_start, c.t_bytes, c.t_paused = now, 0, None
+                self._time(c)
+            c.t_last = now
+            c.t_bytes += n
             if c.skip:
                 c.skip -= n
                 if not c.skip and c.skip_reply is not None:
@@ -439,50 +567,129 @@ class TcpListener(Listener):
                 except WireError as exc:
                     self._fatal(c, exc, "bad_header")
                     return
+                if not c.authed:
+                    if not self._begin_auth(c):
+                        return
+                    continue
                 if not self._take_buffer(c):
                     return
+            elif c.auth is not None:
+                c.auth_n += n
+                if c.auth_n == len(c.auth) and not self._finish_auth(c):
+                    return
+                continue
             else:
-                c.filled += n
-            if c.buf is not None and c.filled == c.header.size:
+                assert frame is not None
+                frame.filled += n
+            if c.frame is not None and c.frame.complete:
                 self._complete(c)
                 frames += 1
 
-    def _take_buffer(self, c: _Conn) -> bool:
-        """Land the frame whose header is in; False while the pool has no room."""
-        assert c.header is not None
-        size = c.header.size
-        try:
-            buf = self.ctx.land(size)
-        except Overloaded as exc:  # over the process's admission bound: answered at once
-            self._skip_frame(c, exc, "overloaded")
+    # ------------------------------------------------------------------ the handshake
+    def _begin_auth(self, c: _Conn) -> bool:
+        """The first header of a connection that must authenticate: an auth frame of the
+        right size goes on into ``c.auth``; anything else is refused.  False if refused."""
+        header = c.header
+        assert header is not None
+        if header.type != zap.TYPE_AUTH:
+            self._refuse_auth(c, Unauthorized("this server requires an API key: answer its challenge with an auth "
+                                              "frame before any other frame (docs/wire-format.md section 8)",
+                                              field="auth"))
             return False
+        if header.size != zap.AUTH_FRAME_SIZE:
+            self._fatal(c, BadSize(f"an auth frame is {zap.AUTH_FRAME_SIZE} bytes, this one says {header.size}",
+                                   field="size"), "unauthorized")
+            return False
+        c.auth = bytearray(header.size)
+        c.auth[:zap.HEADER_SIZE] = c.head
+        c.auth_n = zap.HEADER_SIZE
+        return True
+
+    def _finish_auth(self, c: _Conn) -> bool:
+        """The whole auth frame is in: check its MAC against every key.  False if refused."""
+        assert self.ctx.auth is not None and c.auth is not None
+        try:
+            mac = zap.decode_auth(c.auth, zap.TYPE_AUTH, self.ctx.limits).value
+            name = self.ctx.auth.check(c.challenge, mac)
+        except ZapVerifyError as exc:  # a malformed frame, or Unauthorized / Forbidden
+            c.auth, c.auth_n = None, 0
+            self._refuse_auth(c, exc)
+            return False
+        c.authed, c.key_name = True, name
+        c.auth, c.auth_n, c.header, c.head_n = None, 0, None, 0
+        log.debug("TCP ingest: %s authenticated with key %r", c.peer, name)
+        return True
+
+    def _refuse_auth(self, c: _Conn, exc: ZapVerifyError) -> None:
+        """A failed handshake: the error frame (``request_id`` 0: the connection's), then closed."""
+        c.head_n, c.header = 0, None
+        c.auth, c.auth_n = None, 0
+        self.ctx.counters.rejected("unauthorized")
+        c.closing = True
+        log.debug("TCP ingest: %s refused: %s %s", c.peer, exc.code, exc.message)  # counted (unauthorized)
+        self._send_own(c, bytes(zap.error_frame(exc, 0)))
+
+    # ------------------------------------------------------------------ landing
+    def _take_buffer(self, c: _Conn) -> bool:
+        """Start landing the frame whose header is in (its key's rate limit first); False
+        while it cannot be read on (no pool room yet, or refused and being read past)."""
+        assert c.header is not None
+        rate = self.ctx.rate
+        if rate is not None and c.key_name is not None:
+            wait = rate(c.key_name)
+            if wait > 0:
+                self._skip_frame(c, RateLimited(f"rate limit of key {c.key_name!r}; retry in {wait:.2f} s",
+                                                retry_after=wait), "rate_limited")
+                return False
+        c.frame = FrameLanding(self.ctx, c.header, c.head)
+        return self._make_room(c)
+
+    def _make_room(self, c: _Conn) -> bool:
+        """Grow the frame's buffer and charge for the next bytes (:meth:`FrameLanding.make_room`);
+        False while there is no pool room (the connection waits, unread, up to
+        ``pool_wait_seconds``) or when the frame was refused and is being read past."""
+        frame = c.frame
+        assert frame is not None and c.header is not None
+        try:
+            frame.make_room(frame.filled + 1)
         except PoolExhausted:
             if c.pool_deadline is None:
                 c.pool_deadline = time.monotonic() + self.ctx.pool_wait_seconds
                 self._pool_waiters.append(c)
             return False
-        except BufferTooLarge as exc:  # larger than the whole pool: answer it, keep the framing
-            self._skip_frame(c, exc, "too_large")
+        except ZapVerifyError as exc:
+            c.pool_deadline = None
+            # Over the process's admission bound: answered at once.  Larger than the whole pool:
+            # answered, the framing kept.  Anything else: the pool is closed, shutting down.
+            reason = ("overloaded" if isinstance(exc, Overloaded) else
+                      "too_large" if isinstance(exc, BufferTooLarge) else "internal")
+            self._abandon(c, exc, reason)
             return False
-        except ZapVerifyError as exc:  # the pool is closed: shutting down
-            self._skip_frame(c, exc, "internal")
-            return False
-        c.pool_deadline, c.buf = None, buf
-        buf.array[:zap.HEADER_SIZE] = np.frombuffer(c.head, dtype=np.uint8)
-        c.filled = zap.HEADER_SIZE
+        c.pool_deadline = None
         return True
 
     def _give_up_pool(self, c: _Conn) -> None:
-        assert c.header is not None
+        assert c.header is not None and c.frame is not None
         c.pool_deadline = None
-        self._skip_frame(c, PoolExhausted(f"UMA pool exhausted: no room for a {c.header.size}-byte frame within "
-                                          f"{self.ctx.pool_wait_seconds:g} s", field="pool"), "pool_exhausted")
+        self._abandon(c, PoolExhausted(f"UMA pool exhausted: no room for {c.frame.filled + 1} bytes of a "
+                                       f"{c.header.size}-byte frame within {self.ctx.pool_wait_seconds:g} s",
+                                       field="pool"), "pool_exhausted")
 
-    def _skip_frame(self, c: _Conn, exc: ZapVerifyError, reason: str) -> None:
-        """Read the rest of this frame into scratch memory, then answer it with ``exc``."""
+    def _abandon(self, c: _Conn, exc: ZapVerifyError, reason: str) -> None:
+        """Give back what the half-received frame holds, then read past the rest and answer ``exc``."""
+        received = zap.HEADER_SIZE
+        if c.frame is not None:
+            received = c.frame.filled
+            c.frame.release()
+            c.frame = None
+        self._skip_frame(c, exc, reason, received)
+
+    def _skip_frame(self, c: _Conn, exc: ZapVerifyError, reason: str, received: int = zap.HEADER_SIZE) -> None:
+        """Read the rest of this frame (``received`` bytes of it are in) into scratch memory,
+        then answer it with ``exc``."""
         assert c.header is not None
         self.ctx.counters.rejected(reason)
-        c.skip = c.header.size - zap.HEADER_SIZE
+        c.skip = c.header.size - received
         c.skip_reply = bytes(zap.error_frame(exc, c.header.request_id))
         c.header, c.head_n = None, 0
         if not c.skip:
@@ -490,9 +697,9 @@ class TcpListener(Listener):
             c.skip_reply = None
 
     def _complete(self, c: _Conn) -> None:
-        assert c.buf is not None and c.header is not None  # a whole frame has been read into c.buf
-        entry = Entry(c.buf, c.header.size, c.route, self.transport)
-        c.buf, c.header, c.head_n, c.filled = None, None, 0, 0
+        assert c.frame is not None and c.header is not None  # a whole frame has been read
+        entry = Entry(c.frame.take(), c.header.size, c.route, self.transport)
+        c.frame, c.header, c.head_n = None, None, 0
         c.in_flight += 1
         if self.ctx.ring.try_put(entry):
             self.ctx.counters.queued()
@@ -504,10 +711,13 @@ class TcpListener(Listener):
     def _eof(self, c: _Conn) -> None:
         """The peer finished sending (it may still read): answer what is due, then close."""
         c.eof = True
-        if c.buf is not None or c.head_n or c.pool_deadline is not None:
+        if c.frame is not None or c.head_n or c.pool_deadline is not None:
             if c.pool_deadline is not None:
                 self._pool_waiters.remove(c)
-            self._drop_partial(c, "truncated")
+            self._drop_partial(c, "truncated" if c.authed else "unauthorized")
+        # A connection that leaves without a word (a port check) is not a frame: not counted.
+        c.authed = True  # nothing more is read; its handshake deadline is moot
+        self._timed.discard(c)
         c.skip = 0
         c.skip_reply = None
 
@@ -519,6 +729,12 @@ class TcpListener(Listener):
         c.header = None
         c.closing = True
         self._send_own(c, bytes(zap.error_frame(exc, request_id)))
+
+    def _send_control(self, c: _Conn, data: bytes) -> None:
+        """A frame of the protocol itself (the challenge): not a reply, counted nowhere."""
+        c.in_flight += 1
+        c.out.append((memoryview(data), lambda sent: None))
+        self._flush(c)
 
     # ------------------------------------------------------------------ writing
     def _send_own(self, c: _Conn, data: bytes) -> None:

@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-from app.core.errors import NotReady, PoolExhausted, StoreUnavailable, ZapVerifyError
+from app.core.errors import NotReady, Overloaded, PoolExhausted, StoreUnavailable, ZapVerifyError
 from app.engine.ingest.coalesce import batch_key, join, joined_bytes
 from app.engine.ingest.counters import TransportCounters
 from app.engine.ingest.ring import Entry, Ring
@@ -131,6 +131,15 @@ class VerifyWorker:
                 self._error(entry, NotReady("the engine's self-test has not passed yet; retry later"),
                             "not_ready", request.request_id)
                 continue
+            # Its items and their work are charged now that they are known, as HTTP's are: a
+            # frame that would wait past the time bound is refused before it is verified.
+            ticket = getattr(entry.buffer, "ticket", None)
+            if ticket is not None:
+                try:
+                    ticket.add_items({request.batch.scheme.id: len(request.batch)})
+                except Overloaded as exc:
+                    self._error(entry, exc, "overloaded", request.request_id)
+                    continue
             groups.setdefault(batch_key(request.batch), []).append(_Job(entry, request))
         for jobs in groups.values():
             for chunk in self._chunks(jobs):

@@ -35,9 +35,14 @@ class GroupCommit:
 
     ``insert(rows)`` must write all rows in one transaction or none, and raise on failure;
     its failure fails every caller of the group (all or none, as for one caller).
+    ``gate()``, when given, is asked by each leader before it writes, and what it raises
+    fails the group the same way: callers that queued behind a write that found the store
+    down learn it at once instead of trying the store again (PostgreSQL stopped: each
+    group waited out the pool's timeout in turn).
     """
 
     insert: Callable[[list[tuple]], None]
+    gate: Callable[[], None] | None = None
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _queue: list[_Waiter] = field(default_factory=list)
     _writing: bool = False
@@ -60,6 +65,8 @@ class GroupCommit:
         if not me.done:
             error: BaseException | None = None
             try:
+                if self.gate is not None:
+                    self.gate()
                 self.insert([row for w in group for row in w.rows])
             except BaseException as exc:  # handed to every caller of the group
                 error = exc

@@ -23,6 +23,7 @@ from app.engine.receipts.store import (
     Receipt,
     ReceiptStore,
     check_limit,
+    check_order,
     check_schema_version,
     receipt_from_row,
     to_micros,
@@ -58,6 +59,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
                PRIMARY KEY (receipt_id, item_index)
            )""",
     ),
+    # Version 3: the id of the request that carried the batch (X-Request-ID; app/logs.py).
+    ("ALTER TABLE receipts ADD COLUMN request_id text",),
 )
 
 #: pg_advisory_xact_lock key held while migrating (b"zapvrfy\x01" as a big-endian int64).
@@ -65,7 +68,7 @@ MIGRATION_LOCK = int.from_bytes(b"zapvrfy\x01", "big")
 
 _COLS = ", ".join(COLUMNS)
 #: PostgreSQL types of COLUMNS, in order, for binary COPY.
-_COPY_TYPES = ["uuid", "int8", "text", "int4", "int4", "bytea", "bytea", "bytea", "text", "float8", "text"]
+_COPY_TYPES = ["uuid", "int8", "text", "int4", "int4", "bytea", "bytea", "bytea", "text", "float8", "text", "text"]
 _COLS_NO_LEAVES = ", ".join("NULL" if c == "leaves" else c for c in COLUMNS)
 
 
@@ -85,9 +88,12 @@ class PostgresStore(ReceiptStore):
     Args:
         url: ``postgresql://user:password@host:port/dbname?…``.
         pool_size: most connections held open at once.
-        connect_timeout: seconds to wait for a connection (at start and per request while
-            the store is up; while it is down requests are refused at once, see
-            :attr:`ReceiptStore.health`).
+        connect_timeout: seconds to wait for the first connection at start.
+        request_timeout: seconds a read or write waits for a connection of the pool while the
+            store is up (while it is down they are refused at once, see
+            :attr:`ReceiptStore.health`): short, so that requests in flight when the database
+            stops fail within it rather than after the connect timeout (the group commit
+            writes one batch of receipts per connection, so a healthy pool has one idle).
         probe_timeout: seconds a health probe (``SELECT 1``) may wait for a connection.
 
     Raises :class:`app.core.errors.ConfigError` when psycopg is not installed,
@@ -98,7 +104,8 @@ class PostgresStore(ReceiptStore):
     kind = "postgresql"
 
     def __init__(self, url: str, *, pool_size: int = 8, connect_timeout: float = 10.0,
-                 probe_timeout: float = 2.0, migrations: tuple[tuple[str, ...], ...] = MIGRATIONS):
+                 request_timeout: float = 1.5, probe_timeout: float = 2.0,
+                 migrations: tuple[tuple[str, ...], ...] = MIGRATIONS):
         super().__init__()
         try:
             import psycopg
@@ -109,10 +116,11 @@ class PostgresStore(ReceiptStore):
         self._errors = (psycopg.Error,)  # PoolTimeout and PoolClosed derive from it
         self._psycopg, self._pool_timeout, self._pool_closed = psycopg, PoolTimeout, PoolClosed
         self.probe_timeout = probe_timeout
+        self._conninfo = url  # unredacted: the recovery probe connects directly
         self.url = redact(url)
         self._migrations = migrations
         self._pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), open=False,
-                                    timeout=connect_timeout, name="zapverify-receipts",
+                                    timeout=request_timeout, name="zapverify-receipts",
                                     check=ConnectionPool.check_connection)
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
@@ -161,6 +169,14 @@ class PostgresStore(ReceiptStore):
         return Fault("write_failed", f"{self.url}: {exc}")
 
     def _probe(self, down_reason: str | None) -> None:
+        if down_reason == "unreachable":
+            # The pool retries its lost connections with an exponential backoff (1, 2, 4,
+            # 8 s, ...): after a 10 s outage it took 12-16 s to notice the server was back.
+            # A connection of our own says at once whether it is; then the pool is told to
+            # replace its dead connections now.
+            with self._psycopg.connect(self._conninfo, connect_timeout=max(1, round(self.probe_timeout))) as conn:
+                conn.execute("SELECT 1").fetchone()
+            self._pool.check()
         # A short wait of its own: the pool's timeout (per request) is what made every
         # request hang while the server was stopped.
         with self._pool.connection(timeout=self.probe_timeout) as conn:
@@ -223,18 +239,20 @@ class PostgresStore(ReceiptStore):
             raise self._failure(exc, "read") from exc
         return None if row is None else receipt_from_row(row, [i for (i,) in shadow])
 
-    def page(self, after: str | None = None, limit: int = 100) -> list[Receipt]:
+    def page(self, after: str | None = None, limit: int = 100, *, order: str = "asc") -> list[Receipt]:
         check_limit(limit)
-        where, args = ("", (min(limit, MAX_PAGE),)) if after is None else \
-            ("WHERE id > %s", (after, min(limit, MAX_PAGE)))
+        asc = check_order(order)
+        where, args = ("", ()) if after is None else (f"WHERE id {'>' if asc else '<'} %s", (after,))
         self.health.gate(write=False)
         try:
             with self._pool.connection() as conn:
-                rows = conn.execute(f"SELECT {_COLS_NO_LEAVES} FROM receipts {where} ORDER BY id LIMIT %s",
-                                    args).fetchall()
-                shadow = [] if not rows else conn.execute(
+                rows = conn.execute(f"SELECT {_COLS_NO_LEAVES} FROM receipts {where} "
+                                    f"ORDER BY id {'ASC' if asc else 'DESC'} LIMIT %s",
+                                    (*args, min(limit, MAX_PAGE))).fetchall()
+                ends = sorted((rows[0][0], rows[-1][0])) if rows else None  # first and last id
+                shadow = [] if ends is None else conn.execute(
                     f"SELECT receipt_id, item_index FROM {SHADOW_TABLE} WHERE receipt_id BETWEEN %s AND %s",
-                    (rows[0][0], rows[-1][0])).fetchall()
+                    ends).fetchall()
         except self._errors as exc:
             raise self._failure(exc, "read") from exc
         by_id: dict[str, list[int]] = {}

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 import numpy as np
 
@@ -48,6 +50,9 @@ SOURCES = ("http", "ws", "tcp", "udp", "quic")
 
 #: Most receipts one page of :meth:`ReceiptStore.page` returns.
 MAX_PAGE = 1000
+
+#: The orders of :meth:`ReceiptStore.page`: by id (creation time), oldest or newest first.
+ORDERS = ("asc", "desc")
 
 #: Rows deleted per statement while pruning, so a prune never holds the write lock long.
 PRUNE_CHUNK = 500
@@ -77,6 +82,9 @@ class Receipt:
             (app/engine/verify/shadow.py) found contradicted by the CPU reference, after it
             was answered: the accelerated backend's verdict was wrong, the right one is its
             opposite.  Empty when none (the usual case); may grow after the receipt is written.
+        request_id: the id of the request that carried the batch (``X-Request-ID``, given by
+            the client or made by the server: app/logs.py), or None (ingest, or written before
+            receipts recorded it).
 
     Raises ``ValueError`` when the fields contradict each other (bitmap length, valid
     count, leaf bytes, unknown source).
@@ -94,6 +102,7 @@ class Receipt:
     duration_seconds: float = 0.0
     source: str = "http"
     shadow_mismatches: tuple[int, ...] = ()
+    request_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -117,7 +126,7 @@ class Receipt:
     def build(cls, *, verdicts: np.ndarray | Sequence[bool], leaves: np.ndarray, merkle_root: bytes,
               schemes: Sequence[str], backends: Mapping[str, str] | None = None,
               duration_seconds: float = 0.0, source: str = "http", id: str | None = None,
-              created_at: datetime | None = None) -> Receipt:
+              created_at: datetime | None = None, request_id: str | None = None) -> Receipt:
         """A receipt from an engine result.
 
         Args:
@@ -127,6 +136,7 @@ class Receipt:
             schemes: scheme ids of the items (repeats are fine).
             id: the batch id; a new UUIDv7 when omitted.
             created_at: defaults to now (UTC).
+            request_id: the carrying request's id (see the class doc).
         """
         v = np.asarray(verdicts, dtype=bool).reshape(-1)
         lv = np.ascontiguousarray(leaves, dtype=np.uint8)
@@ -137,7 +147,7 @@ class Receipt:
                    valid=int(np.count_nonzero(v)), merkle_root=bytes(merkle_root),
                    verdict_bitmap=np.packbits(v, bitorder="little").tobytes(), leaves=lv.tobytes(),
                    backends=dict(backends or {}), duration_seconds=float(duration_seconds),
-                   source=source)
+                   source=source, request_id=request_id)
 
     def verdicts(self) -> np.ndarray:
         """``bool[count]`` verdicts unpacked from the bitmap."""
@@ -176,19 +186,20 @@ class Receipt:
                 "schemes": list(self.schemes), "count": self.count, "valid": self.valid,
                 "merkle_root": self.merkle_root.hex(), "verdict_bitmap": self.verdict_bitmap.hex(),
                 "backends": dict(self.backends), "duration_seconds": self.duration_seconds,
-                "source": self.source, "shadow_mismatches": list(self.shadow_mismatches)}
+                "source": self.source, "shadow_mismatches": list(self.shadow_mismatches),
+                "request_id": self.request_id}
 
 
 #: Column order of the ``receipts`` table that both stores read and write.
 COLUMNS = ("id", "created_us", "schemes", "item_count", "valid_count", "merkle_root",
-           "verdict_bitmap", "leaves", "backends", "duration_seconds", "source")
+           "verdict_bitmap", "leaves", "backends", "duration_seconds", "source", "request_id")
 
 
 def receipt_row(r: Receipt) -> tuple:
     """``r`` as a row in :data:`COLUMNS` order (id as text, times in µs, JSON backends)."""
     return (r.id, to_micros(r.created_at), ",".join(r.schemes), r.count, r.valid, r.merkle_root,
             r.verdict_bitmap, r.leaves, json.dumps(dict(r.backends), sort_keys=True),
-            r.duration_seconds, r.source)
+            r.duration_seconds, r.source, r.request_id)
 
 
 #: The table of shadow mismatches, one row per (receipt, item index), written after the
@@ -200,12 +211,12 @@ def receipt_from_row(row: Sequence, shadow_mismatches: Sequence[int] = ()) -> Re
     """The inverse of :func:`receipt_row`; ``leaves`` may be ``None`` (not selected);
     ``shadow_mismatches``: the item indices of the receipt's rows in :data:`SHADOW_TABLE`."""
     (rid, created_us, schemes, count, valid, root, bitmap, leaves, backends, duration,
-     source) = row
+     source, request_id) = row
     return Receipt(id=str(rid), created_at=from_micros(created_us),
                    schemes=tuple(s for s in schemes.split(",") if s), count=int(count),
                    valid=int(valid), merkle_root=bytes(root), verdict_bitmap=bytes(bitmap),
                    leaves=None if leaves is None else bytes(leaves), backends=json.loads(backends),
-                   duration_seconds=float(duration), source=source,
+                   duration_seconds=float(duration), source=source, request_id=request_id,
                    shadow_mismatches=tuple(sorted({int(i) for i in shadow_mismatches})))
 
 
@@ -233,6 +244,14 @@ _MICRO = datetime.resolution  # one microsecond
 
 
 # ------------------------------------------------------------------ interface
+class StoreListener(Protocol):
+    """What :meth:`ReceiptStore.add_listener` accepts (app/api/metrics.py times writes with it;
+    the engine never imports a metrics library).  Called on the writing thread after each
+    write, so it must be quick and must not raise."""
+
+    def store_write(self, receipts: int, seconds: float, ok: bool) -> None: ...
+
+
 class ReceiptStore(ABC):
     """Where receipts live.  Thread-safe; every method may raise
     :class:`app.core.errors.StoreUnavailable` when the database cannot be reached or written.
@@ -254,10 +273,17 @@ class ReceiptStore(ABC):
     probe_interval: float = 1.0
 
     def __init__(self) -> None:
-        #: Joins concurrent writers' receipts into one transaction (group_commit.py).
-        self.group_commit = GroupCommit(self._insert)
         self.health = StoreHealth(self._probe, self._classify, probe_interval=self.probe_interval,
                                   retry_after=self.probe_interval, name=f"{self.kind} receipt store")
+        #: Joins concurrent writers' receipts into one transaction (group_commit.py); each
+        #: group asks the health gate first.
+        self.group_commit = GroupCommit(self._insert, gate=self.health.gate)
+        self._listeners: list[StoreListener] = []
+
+    def add_listener(self, listener: StoreListener) -> None:
+        """Tell ``listener`` of every write from now on (once, however often added)."""
+        if listener not in self._listeners:
+            self._listeners = [*self._listeners, listener]
 
     @abstractmethod
     def _classify(self, exc: BaseException) -> Fault | None:
@@ -298,7 +324,16 @@ class ReceiptStore(ABC):
             raise StoreUnavailable("a receipt is written with its leaf hashes")
         # Down: refused at once (no connect timeout per request), unless a probe is due and succeeds.
         self.health.gate()
-        self.group_commit.write([receipt_row(r) for r in receipts])
+        t0, ok = time.perf_counter(), False
+        try:
+            self.group_commit.write([receipt_row(r) for r in receipts])
+            ok = True
+        finally:
+            for listener in self._listeners:
+                try:
+                    listener.store_write(len(receipts), time.perf_counter() - t0, ok)
+                except Exception:  # an observer must never fail a write
+                    log.exception("store listener %r failed", listener)
 
     @abstractmethod
     def _insert(self, rows: list[tuple]) -> None:
@@ -336,9 +371,12 @@ class ReceiptStore(ABC):
         hashes (``Receipt.leaves`` is then ``None``)."""
 
     @abstractmethod
-    def page(self, after: str | None = None, limit: int = 100) -> list[Receipt]:
-        """Keyset paging: up to ``limit`` (1…:data:`MAX_PAGE`) receipts with id greater than
-        ``after`` (all when ``None``), oldest first, loaded without leaf hashes."""
+    def page(self, after: str | None = None, limit: int = 100, *, order: str = "asc") -> list[Receipt]:
+        """Keyset paging: up to ``limit`` (1…:data:`MAX_PAGE`) receipts, loaded without leaf
+        hashes, in id order (creation order): ``order`` ``"asc"``, oldest first, or ``"desc"``,
+        newest first (:data:`ORDERS`).  ``after``: the id of the last receipt of the previous
+        page (it need not exist any more): the page starts past it in that order (ids greater
+        than it ascending, smaller descending); ``None`` starts at the oldest or the newest."""
 
     @abstractmethod
     def delete_older_than(self, cutoff: datetime) -> int:
@@ -386,6 +424,13 @@ def check_schema_version(found: int, latest: int, where: str) -> None:
     if found > latest:
         raise StoreSchemaTooNew(f"{where} is at schema version {found}; this zapverify knows up to "
                                 f"{latest}: upgrade zapverify", field="database_url")
+
+
+def check_order(order: str) -> bool:
+    """True for ``"asc"``, False for ``"desc"``; raises :class:`RequestError` naming ``order`` else."""
+    if order not in ORDERS:
+        raise RequestError(f"order must be one of {', '.join(ORDERS)}", field="order")
+    return order == "asc"
 
 
 def check_limit(limit: int) -> int:

@@ -224,6 +224,8 @@ class Engine:
         #: its warm-up has loaded them.
         self.commit = CommitStep(native.leaf_hasher)
         self.ready = False
+        #: Set by :meth:`close`: a :meth:`start` still running (the app's start-up thread) stops.
+        self._closing = False
         self._lock = threading.Lock()
         self._hybrid_pool: ThreadPoolExecutor | None = None
         if self.config.backend != "auto" and self.config.backend not in {b.name for b in self.backends}:
@@ -239,11 +241,20 @@ class Engine:
     def start(self) -> None:
         """Warm every backend up, run the known-answer self-test of every backend for every
         scheme it serves, check the Merkle kernels of the accelerated ones, measure
-        crossovers where asked, then be ready."""
+        crossovers where asked, then be ready.
+
+        A :meth:`close` while this runs (a server stopped, or one whose port was taken, during
+        its start-up self-test) ends it at the next step, not ready: a check that failed
+        because the backend was closed under it says nothing of the backend, so it is neither
+        recorded nor logged as a failed self-test.  A closed engine does not start."""
         for backend in self.backends:
+            if self._closing:
+                return self._abandon_start()
             backend.warm_up()
         answers = kat.known_answers()
         for backend in self.backends:
+            if self._closing:
+                return self._abandon_start()
             caps = backend.capabilities()
             # A kernel that exists but did not build (or a device that is unavailable) is a
             # failed self-test: served by the CPU and shown degraded (/readyz, /v1/status,
@@ -256,6 +267,8 @@ class Engine:
                 if scheme_id not in caps.served:
                     continue
                 ok, why = selftest.check_scheme(backend, kas)
+                if self._closing:  # closed under the check ("cannot schedule new futures after shutdown")
+                    return self._abandon_start()
                 self.routes[scheme_id].selftest[backend.name] = ok
                 if not ok:
                     self.routes[scheme_id].failures[backend.name] = why
@@ -263,8 +276,12 @@ class Engine:
                                 backend.name, why)
         self._started = True  # injected runtime faults act from here on
         for backend in self.accelerated:
+            if self._closing:
+                return self._abandon_start()
             passed = [s for s, r in self.routes.items() if r.selftest.get(backend.name)]
             self.merkle[backend.name] = selftest.check_merkle(backend, {s: answers[s] for s in passed})
+        if self._closing:
+            return self._abandon_start()
         cpu_bad = [s for s, r in self.routes.items() if not r.selftest.get(self.cpu.name)]
         if cpu_bad:
             log.error("CPU reference self-test failed for %s", ", ".join(cpu_bad))
@@ -273,6 +290,11 @@ class Engine:
         self.ready = not cpu_bad
         self._serving = True
         log.info("engine ready=%s backends=%s", self.ready, [b.name for b in self.backends])
+
+    def _abandon_start(self) -> None:
+        """What :meth:`start` does when the engine was closed under it: stop, not ready."""
+        self.ready = False
+        log.info("engine closed during its start-up self-test: start-up abandoned")
 
     def _failed(self, backend: Backend, scheme_id: str, why: str) -> None:
         route = self.routes[scheme_id]
@@ -328,6 +350,7 @@ class Engine:
         return self.merkle.get(backend.name) == READY
 
     def close(self) -> None:
+        self._closing = True  # before the backends close: a running start() then stops quietly
         self.shadow.close()
         if self._hybrid_pool is not None:
             self._hybrid_pool.shutdown(wait=False, cancel_futures=True)
@@ -562,8 +585,19 @@ class Engine:
         return ItemsResult(verdicts, leaves, root, t_verify, t_merkle + time.perf_counter() - t0, ticket,
                            backends=backends)
 
+    def aggregate_backend(self, items: Sequence[AggregateItem]) -> Backend:
+        """The backend BLS aggregate ``items`` go to: the one :meth:`backend_for` picks for
+        ``bls12-381`` at the request's pairing count (Σ keys + 1 per item: one pairing check of
+        an aggregate item costs what that many single-verify pairings do, so the scheme's
+        self-test, forced backend and measured crossover decide), if it declares
+        ``aggregates``; else the CPU."""
+        pairs = sum(len(it.public_keys) + 1 for it in items)
+        b = self.backend_for(SCHEMES["bls12-381"], pairs)
+        return b if b is not self.cpu and b.capabilities().aggregates else self.cpu
+
     def verify_aggregate(self, items: Sequence[AggregateItem]) -> ItemsResult:
-        """Verify BLS aggregate items (FastAggregateVerify / AggregateVerify) on the CPU.
+        """Verify BLS aggregate items (FastAggregateVerify / AggregateVerify) on the backend
+        :meth:`aggregate_backend` picks; a failure there re-runs them on the CPU.
 
         Verdicts and aggregate leaves (docs/bls-aggregate.md) in input order, the root over
         them; counted per mode on the dashboard and in metrics under
@@ -576,16 +610,25 @@ class Engine:
             raise BackendUnavailable(f"the {self.cpu.name} backend cannot verify BLS aggregate items")
         work = AggregateBatch(tuple(items))
         t0 = time.perf_counter()
-        result = self.cpu.run(work).check(len(work))
+        backend = self.aggregate_backend(items)
+        try:
+            result = backend.run(work).check(len(work))
+        except Exception as exc:
+            if backend is self.cpu:
+                raise
+            log.exception("BLS aggregate items on %s failed: re-run on the CPU", backend.name)
+            self._failed(backend, "bls12-381", f"aggregate items failed: {exc}")
+            backend = self.cpu
+            result = self.cpu.run(work).check(len(work))
         t_verify = time.perf_counter() - t0
         backends: dict[str, str] = {}
         for mode, label in AGGREGATE_LABELS.items():
             idx = [i for i, it in enumerate(items) if it.mode == mode]
             if idx:
                 # Verify time is shared out by item count: the items ran interleaved.
-                self.stats.record(label, self.cpu.name, len(idx), int(np.count_nonzero(result.verdicts[idx])),
+                self.stats.record(label, backend.name, len(idx), int(np.count_nonzero(result.verdicts[idx])),
                                   t_verify * len(idx) / len(items))
-                backends[label] = self.cpu.name
+                backends[label] = backend.name
         t1 = time.perf_counter()
         done = self.commit(work, result)
         assert done.leaves is not None and done.root is not None
