@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # zapverify, CPU image: verifies on every core through the reference libraries.
-#   docker build -t zapverify:cpu .
+#   docker build -t zapverify:cpu -t zapverify:0.1.0-cpu .   # 0.1.0: app/__init__.py __version__
 # The CUDA image is Dockerfile.cuda.  Every dependency ships as a wheel; the build stage
 # has g++ only to prebuild the CPU backend's native loops (docs/architecture.md, "CPU
 # backend"), and no compiler is in the final stage.

@@ -94,3 +94,18 @@ def live_server(engine):
 
     with LiveServer(create_app(Settings(receipts=False), runtime=Runtime(engine))) as server:
         yield server
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Why tests were skipped: one line per reason, with how many (``-rs`` lists every test)."""
+    from collections import Counter
+
+    reasons: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if reasons:
+        terminalreporter.write_sep("-", "skipped, by reason")
+        for reason, n in reasons.most_common():
+            terminalreporter.write_line(f"{n:4d}  {reason}")

@@ -53,7 +53,7 @@ def test_one_batch_columns_equal_the_item_path(scheme_id, kw, encoding):
     assert len(batch) == 7 and batch.msgs.size == sum(len(i.message) for i in items)
 
 
-@pytest.mark.parametrize("change", ["mixed", "0x", "space", "short_sig", "der", "ctx_differs"])
+@pytest.mark.parametrize("change", ["mixed", "0x", "short_sig", "der", "ctx_differs"])
 def test_other_requests_take_the_item_path_with_the_same_items(change):
     items = kat.sign_items("ed25519", 4, seed=3)
     body = _request(items).model_dump()
@@ -62,8 +62,6 @@ def test_other_requests_take_the_item_path_with_the_same_items(change):
         body["items"].append(_request([k1]).model_dump()["items"][0])
     elif change == "0x":
         body["items"][1]["public_key"] = "0x" + body["items"][1]["public_key"]
-    elif change == "space":
-        body["items"][2]["message"] = " ".join(body["items"][2]["message"][i:i + 2] for i in range(0, 8, 2))
     elif change == "short_sig":
         body["items"][0]["signature"] = body["items"][0]["signature"][:-2]
     elif change == "der":
@@ -86,6 +84,47 @@ def test_decode_errors_still_name_the_field(encoding, field, bad):
     with pytest.raises(RequestError) as err:
         to_work(VerifyRequest.model_validate(body), **LIMITS)
     assert err.value.field == f"items[2].{field}" and err.value.code == "BAD_ENCODING"
+
+
+@pytest.mark.parametrize("where", [0, 2])
+@pytest.mark.parametrize("field", ["public_key", "message", "signature"])
+@pytest.mark.parametrize("mangle,why", [
+    (lambda t: t[:2] + " " + t[2:], "whitespace at character 2"),
+    (lambda t: " ".join(t[i:i + 2] for i in range(0, len(t), 2)), "whitespace at character 2"),
+    (lambda t: t + "\n", "whitespace at character"),
+    (lambda t: "0x" + t[:4] + "\t" + t[4:], "whitespace at character 6"),
+    (lambda t: t[:2] + ":" + t[2:], "':' at character 2 is not a hex digit"),
+    (lambda t: t + "a", "an odd number of digits"),
+], ids=["one-space", "spaced-pairs", "newline", "tab-after-0x", "colon", "odd"])
+def test_hex_with_embedded_whitespace_or_separators_is_refused_naming_the_field(where, field, mangle, why):
+    # bytes.fromhex skips whitespace between pairs: such text was verified as if it had none.
+    items = kat.sign_items("ed25519", 3, seed=8, msg_len=8)
+    body = _request(items).model_dump()
+    body["items"][where][field] = mangle(body["items"][where][field])
+    with pytest.raises(RequestError) as err:
+        to_work(VerifyRequest.model_validate(body), **LIMITS)
+    assert (err.value.field, err.value.code) == (f"items[{where}].{field}", "BAD_ENCODING")
+    assert err.value.message.startswith("not valid hex: ") and why in err.value.message, err.value.message
+
+
+@pytest.mark.parametrize("text,why", [
+    (base64.urlsafe_b64encode(b"\xfb\xff\xbf\xfb").decode(), "'-' at character 0 is URL-safe base64 (RFC 4648 §5)"),
+    (base64.urlsafe_b64encode(b"\xff\xff\xff").decode(), "'_' at character 0 is URL-safe base64"),
+    (base64.b64encode(b"ab").decode().rstrip("="), "3 characters, not a multiple of 4: unpadded base64 is refused"),
+    ("YW I=", "whitespace at character 2"),
+    ("YW*=", "'*' at character 2 is not in the base64 alphabet"),
+    ("Y=WI", "misplaced '=' padding"),
+], ids=["url-safe-dash", "url-safe-underscore", "unpadded", "space", "star", "padding-inside"])
+def test_base64_refusals_say_which_alphabet(text, why):
+    items = kat.sign_items("ed25519", 2, seed=9)
+    body = _request(items, "base64").model_dump()
+    body["items"][1]["message"] = text
+    with pytest.raises(RequestError) as err:
+        to_work(VerifyRequest.model_validate(body), **LIMITS)
+    assert (err.value.field, err.value.code) == ("items[1].message", "BAD_ENCODING")
+    msg = err.value.message
+    assert msg.startswith("not valid base64: ") and why in msg, msg
+    assert "standard base64 (RFC 4648 §4: A-Z a-z 0-9 + /, '=' padding)" in msg
 
 
 def test_limits_name_the_field():

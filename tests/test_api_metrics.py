@@ -1,5 +1,7 @@
-"""Prometheus metrics: names and labels, the HTTP middleware, the exposition (checked by
-prometheus_client's parser, and promtool where installed) and multiprocess mode."""
+"""Prometheus metrics: names and labels, the HTTP middleware, error answers by code, the
+exposition (checked by prometheus_client's parser, and promtool where installed),
+multiprocess mode with each worker's process series, and a live ``zapverify serve
+--workers 2``."""
 
 from __future__ import annotations
 
@@ -8,19 +10,30 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import httpx
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from app import __version__
 from app.api import metrics
 from app.config import Settings
+from app.core.errors import StoreUnavailable
+from app.engine.commit import merkle
+from app.engine.receipts.open import open_store
+from app.engine.receipts.store import Receipt
 from app.engine.reference import kat
 from app.engine.runtime import Runtime
 from app.main import create_app
+from app.wire import zap
+from tests import promtool
+from tests.server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,7 +98,12 @@ def test_metrics_endpoint_exposes_every_family_in_valid_text_format(client):
             "zapverify_batch_size": "histogram", "zapverify_backend_available": "gauge",
             "zapverify_http_requests": "counter", "zapverify_http_request_duration_seconds": "histogram",
             "zapverify_http_requests_in_progress": "gauge", "zapverify_ingest_frames": "counter",
-            "zapverify_pool_bytes": "gauge"}
+            "zapverify_pool_bytes": "gauge", "zapverify_http_errors": "counter", "zapverify_build_info": "gauge",
+            "zapverify_ready": "gauge", "zapverify_receipt_store_write_duration_seconds": "histogram",
+            "zapverify_websocket_connections": "gauge", "zapverify_websocket_requests_in_flight": "gauge",
+            "zapverify_websocket_messages": "counter", "zapverify_websocket_errors": "counter",
+            "zapverify_worker_processes": "gauge", "process_resident_memory_bytes": "gauge",
+            "process_cpu_seconds": "counter"}
     for name, kind in want.items():
         assert families[name].type == kind, name
     avail = {s.labels["scheme"]: s.value for s in families["zapverify_backend_available"].samples
@@ -145,6 +163,12 @@ def test_multiprocess_mode_adds_up_workers_and_forgets_dead_ones(tmp_path):
         assert both[("zapverify_signatures_total", valid)] == 14  # 7 from each worker
         assert both[("zapverify_pool_bytes", (("state", "in_use"),))] == 350  # livesum
         assert both[("zapverify_backend_available", (("backend", "cuda"), ("scheme", "ed25519")))] == 0  # livemin
+        # each worker's own process series, under the standard names (the collecting process is a worker too)
+        assert both[("zapverify_worker_processes", ())] == 3
+        assert both[("process_resident_memory_bytes", ())] > 0 and both[("process_cpu_seconds_total", ())] > 0
+        assert both[("process_open_fds", ())] >= 3 * 3 and both[("process_max_fds", ())] > 0
+        assert any(name == "python_info" for name, _ in both)
+        assert both[("python_gc_collections_total", (("generation", "0"),))] > 0
         workers[1].kill()
         workers[1].wait()
         one = collect()
@@ -152,6 +176,9 @@ def test_multiprocess_mode_adds_up_workers_and_forgets_dead_ones(tmp_path):
         assert one[("zapverify_pool_bytes", (("state", "in_use"),))] == 100
         assert one[("zapverify_backend_available", (("backend", "cuda"), ("scheme", "ed25519")))] == 1
         assert not list(tmp_path.glob(f"gauge_live*_{workers[1].pid}.db"))
+        assert one[("zapverify_worker_processes", ())] == 2  # the dead worker's memory is no longer added
+        assert one[("process_resident_memory_bytes", ())] < both[("process_resident_memory_bytes", ())]
+        assert one[("process_cpu_seconds_total", ())] >= both[("process_cpu_seconds_total", ())]  # counters stay
     finally:
         for w in workers:
             w.kill()
@@ -163,3 +190,180 @@ def test_clear_multiprocess_dir_removes_values_of_an_earlier_run(tmp_path):
     (tmp_path / "keep.txt").write_text("not ours")
     metrics.clear_multiprocess_dir(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+# ------------------------------------------------------------------ errors by code, build info, WebSocket, store
+def test_error_answers_are_counted_by_route_and_code(client):
+    def errors(route: str, code: str) -> float:
+        return value("zapverify_http_errors_total", route=route, code=code)
+
+    tpl = "/v1/receipts/{receipt_id}"
+    r = client.get("/v1/receipts/01900000-0000-7000-8000-000000000000")
+    code = r.json()["error"]["code"]
+    before = errors(tpl, code)
+    client.get("/v1/receipts/01900000-0000-7000-8000-000000000000")
+    assert errors(tpl, code) == before + 1
+    # a ZAP error frame: its code is read from the frame
+    r = client.post("/v1/verify/zap", content=b"NOPE" * 8, headers={"content-type": zap.CONTENT_TYPE})
+    assert r.status_code >= 400 and errors("/v1/verify/zap", zap.decode_error(r.content).name) >= 1
+    # an answer of no route, and a refusal before routing (BodyLimit's 413)
+    client.get("/no/such/path")
+    assert errors("<unmatched>", "NOT_FOUND") >= 1
+    r = client.post("/v1/verify", content=b"x" * 5000)
+    assert errors("/v1/verify", r.json()["error"]["code"]) >= 1
+    ok = value("zapverify_http_errors_total", route="/healthz", code="HTTP_200")
+    assert client.get("/healthz").status_code == 200 and ok == 0  # successes are not errors
+
+
+def test_error_code_reads_json_and_zap_bodies_and_bounds_the_label():
+    assert metrics.error_code(429, "application/json", b'{"error": {"code": "RATE_LIMITED"}}') == "RATE_LIMITED"
+    frame = bytes(zap.error_frame(zap_error := StoreUnavailable("down")))
+    assert metrics.error_code(503, zap.CONTENT_TYPE, frame) == zap_error.code
+    assert metrics.error_code(400, "text/plain; charset=utf-8", b"Invalid host header") == "HTTP_400"
+    assert metrics.error_code(500, "application/json", b"{") == "HTTP_500"
+    assert metrics.error_code(422, "application/json", b'{"error": {"code": "not a code"}}') == "HTTP_422"
+    assert metrics.error_code(422, "application/json", b'{"error": {"code": "' + b"A" * 100 + b'"}}') == "HTTP_422"
+
+
+def test_exposition_has_build_info_readiness_and_no_created_series(client):
+    text = client.get("/metrics").text
+    assert "_created" not in text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    (info,) = [s for s in families["zapverify_build_info"].samples if s.labels["version"] == __version__]
+    assert info.value == 1 and info.labels["backends"] == "cpu" and info.labels["commit"] == metrics.COMMIT
+    assert families["zapverify_ready"].samples[0].value == 1
+    assert families["zapverify_worker_processes"].samples[0].value == 1
+    assert families["process_resident_memory_bytes"].samples[0].value > 0  # the default collector
+
+
+def test_websocket_connections_and_messages_are_exported(client):
+    before = value("zapverify_websocket_messages_total")
+    body = {**ed25519_body()[0], "request_id": 7}
+    with client.websocket_connect("/v1/ws/verify") as ws:
+        ws.send_json(body)
+        assert ws.receive_json()["request_id"] == 7
+        client.get("/metrics")
+        assert value("zapverify_websocket_connections") >= 1
+    assert value("zapverify_websocket_messages_total") == before + 1
+    for _ in range(100):  # the connection's count drops once the server has seen the close
+        client.get("/metrics")
+        if value("zapverify_websocket_connections") == 0:
+            break
+        time.sleep(0.02)
+    assert value("zapverify_websocket_connections") == 0
+
+
+def _receipt() -> Receipt:
+    leaves = np.arange(64, dtype=np.uint8).reshape(2, 32)
+    return Receipt.build(verdicts=[True, False], leaves=leaves, merkle_root=merkle.root(leaves),
+                         schemes=["ed25519"])
+
+
+def test_receipt_store_writes_are_timed_by_outcome(client):
+    before = value("zapverify_receipt_store_write_duration_seconds_count", outcome="ok")
+    assert client.post("/v1/verify", json=ed25519_body()[0]).status_code == 200
+    assert value("zapverify_receipt_store_write_duration_seconds_count", outcome="ok") == before + 1
+    # a write that fails (a repeated id) is timed as an error; the listener is added once
+    with open_store("sqlite:///:memory:") as store:
+        store.add_listener(metrics.LISTENER)
+        store.add_listener(metrics.LISTENER)
+        receipt = _receipt()
+        store.put(receipt)
+        failed = value("zapverify_receipt_store_write_duration_seconds_count", outcome="error")
+        with pytest.raises(StoreUnavailable):
+            store.put(receipt)
+        assert value("zapverify_receipt_store_write_duration_seconds_count", outcome="error") == failed + 1
+
+
+def test_source_commit_is_read_from_the_checkout_without_git(tmp_path):
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    assert metrics.source_commit(tmp_path) == "unknown"  # no .git: an image or an installed wheel
+    git = tmp_path / ".git"
+    (git / "refs" / "heads").mkdir(parents=True)
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    (git / "refs" / "heads" / "main").write_text(sha + "\n")
+    assert metrics.source_commit(tmp_path) == sha
+    (git / "refs" / "heads" / "main").unlink()
+    (git / "packed-refs").write_text(f"# pack-refs with: peeled\n{sha} refs/heads/main\n")
+    assert metrics.source_commit(tmp_path) == sha
+    (git / "HEAD").write_text(sha[::-1] + "\n")  # detached
+    assert metrics.source_commit(tmp_path) == sha[::-1]
+    (git / "HEAD").write_text("garbage\n")
+    assert metrics.source_commit(tmp_path) == "unknown"
+
+
+# ------------------------------------------------------------------ a live server with two workers
+def _samples(text: str) -> dict[tuple[str, tuple], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory):
+    """``zapverify serve --workers 2`` (multiprocess mode), after a few verify requests, once
+    both workers have published their series; yields (url, exposition text)."""
+    tmp = tmp_path_factory.mktemp("workers2")
+    port = free_port()
+    env = {**os.environ, "ZAPVERIFY_DATA_DIR": str(tmp / "data"), "ZAPVERIFY_BACKEND": "cpu",
+           "ZAPVERIFY_UMA_POOL_BYTES": str(64 << 20), "ZAPVERIFY_LOG_LEVEL": "warning",
+           "PROMETHEUS_MULTIPROC_DIR": str(tmp / "metrics"), "ZAPVERIFY_INGEST_TCP_PORT": "0",
+           "ZAPVERIFY_INGEST_UDP_PORT": "0", "ZAPVERIFY_INGEST_QUIC_PORT": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--workers", "2", "--port", str(port),
+                             "--log-level", "warning"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, "zapverify serve --workers 2 exited at start"
+            assert time.monotonic() < deadline, "zapverify serve --workers 2 not ready in 120 s"
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        # /readyz answered by one worker; every worker refreshes its series each second, and
+        # zapverify_ready is the minimum over them.
+        while True:
+            got = _samples(httpx.get(url + "/metrics", timeout=10).text)
+            if got.get(("zapverify_worker_processes", ())) == 2 and got.get(("zapverify_ready", ())) == 1:
+                break
+            assert time.monotonic() < deadline, "the two workers never both reported ready"
+            time.sleep(0.2)
+        body, kas = ed25519_body()
+        for _ in range(6):  # new connections each: the kernel spreads them over the workers
+            assert httpx.post(url + "/v1/verify", json=body, timeout=30).status_code == 200
+        yield url, httpx.get(url + "/metrics", timeout=10).text, 6 * len(kas)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_two_workers_export_process_series_build_info_and_every_workers_counters(two_workers):
+    _, text, items = two_workers
+    got = _samples(text)
+    assert got[("zapverify_worker_processes", ())] == 2
+    for name in ("process_resident_memory_bytes", "process_virtual_memory_bytes", "process_open_fds",
+                 "process_max_fds", "process_start_time_seconds", "process_cpu_seconds_total"):
+        assert got[(name, ())] > 0, name
+    assert any(name == "python_info" for name, _ in got)
+    (info,) = [v for (name, labels), v in got.items() if name == "zapverify_build_info"]
+    assert info == 1
+    labels = dict(next(labels for name, labels in got if name == "zapverify_build_info"))
+    assert labels["version"] == __version__ and labels["backends"] == "cpu"
+    assert got[("zapverify_ready", ())] == 1 and got[("zapverify_receipt_store_up", ())] == 1
+    verified = sum(v for (name, _), v in got.items() if name == "zapverify_signatures_total")
+    assert verified == items  # whichever worker verified them
+    writes = sum(v for (name, labels), v in got.items()
+                 if name == "zapverify_receipt_store_write_duration_seconds_count")
+    assert writes == 6
+    assert "_created" not in text
+
+
+def test_two_workers_exposition_passes_promtool_check_metrics(two_workers):
+    promtool.run("check", "metrics", stdin=two_workers[1])

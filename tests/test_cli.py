@@ -149,8 +149,11 @@ def test_forced_transport_that_cannot_run(fresh_settings, tmp_path, monkeypatch,
 def captured_serve(monkeypatch):
     import uvicorn
 
+    import app.cli
+
     calls = []
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: calls.append(kw))
+    monkeypatch.setattr(app.cli, "_port_in_use", lambda host, port: None)  # nothing listens: uvicorn is mocked
     for name in ("ZAPVERIFY_HOST", "ZAPVERIFY_PORT", "ZAPVERIFY_WORKERS"):
         monkeypatch.setenv(name, "")  # serve writes these; monkeypatch puts them back
     monkeypatch.delenv("ZAPVERIFY_WORKERS")

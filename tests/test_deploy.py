@@ -424,6 +424,29 @@ def test_images_prebuild_the_native_loops_in_the_build_stage(name):
     assert "ZAPVERIFY_NATIVE_DIR=/opt/zapverify/native" in final and "COPY --from=build /opt/zapverify" in final
 
 
+def test_image_tags_carry_the_version_and_the_moving_tags_stay():
+    """compose.yaml tags what it builds with the version and the variant (the Kubernetes
+    overlays name the same tags: tests/test_kubernetes.py); ZAPVERIFY_VERSION picks another
+    build.  scripts/container_test tags both images with those and with the moving tags
+    zapverify:cpu and zapverify:cuda, and so do the `docker build` lines atop the Dockerfiles."""
+    from app import __version__
+
+    images = {name: svc["image"] for name, svc in compose_config(SECRETS_ENV)["services"].items()
+              if name.startswith("verifier")}
+    assert images == {"verifier": f"zapverify:{__version__}-cpu", "verifier-gpu": f"zapverify:{__version__}-cuda"}
+    other = compose_config({**SECRETS_ENV, "ZAPVERIFY_VERSION": "9.8.7"})["services"]
+    assert (other["verifier"]["image"], other["verifier-gpu"]["image"]) == ("zapverify:9.8.7-cpu",
+                                                                            "zapverify:9.8.7-cuda")
+    script = (ROOT / "scripts" / "container_test").read_text()
+    for variant, dockerfile in (("cpu", "Dockerfile"), ("cuda", "Dockerfile.cuda")):
+        build = re.search(rf"^timed_build {variant} (.*)$", script, re.M).group(1)
+        assert build.startswith(f'zapverify:{variant} -t "zapverify:$VERSION-{variant}" ')
+        assert build.endswith(f"-f {dockerfile} .")
+        assert f"-t zapverify:{variant} -t zapverify:{__version__}-{variant} " in (ROOT / dockerfile).read_text()
+    assert "VERSION=$(\"$PY\" -c 'from app import __version__; print(__version__)')" in script
+    assert "\nunset ZAPVERIFY_VERSION\n" in script  # compose up runs with the default tags, the ones built
+
+
 OVERRIDE = ROOT / "tests" / "containers" / "compose.standins.yaml"
 
 

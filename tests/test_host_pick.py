@@ -206,13 +206,17 @@ def test_unknown_transport(tmp_path):
     assert err.value.field == "transport"
 
 
-def test_decision_is_logged_in_one_line(tmp_path, caplog):
+def test_decision_is_logged_in_one_short_line_and_the_reasons_at_debug(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="zapverify.pick"):
         pick(gb10_host(tmp_path))
     lines = [r.getMessage() for r in caplog.records if r.name == "zapverify.pick"]
-    assert len(lines) == 1 and "\n" not in lines[0]
+    assert len(lines) == 1 and "\n" not in lines[0] and len(lines[0]) < 160
     assert lines[0].startswith("host GB10 (Grace-Blackwell), no HCA visible; transport uma, allocator cuda-managed")
-    assert "gpudirect: no RDMA HCA" in lines[0]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="zapverify.pick"):
+        pick(gb10_host(tmp_path))
+    detail = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG and r.name == "zapverify.pick"]
+    assert len(detail) == 1 and "gpudirect: no RDMA HCA" in detail[0]
 
 
 def test_host_class_of_other_systems(tmp_path):

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from prometheus_client import Gauge
 
+from app import __version__
 from app.api import metrics
 from app.api.routes.ops import router as ops_router
 from app.config import Settings
@@ -179,8 +180,10 @@ def test_each_overlay_renders_the_base_kinds_and_no_secret(name):
 
 @pytest.mark.parametrize("name", OVERLAYS)
 def test_image_is_the_compose_tag(name):
-    # kustomize's `images` sets the tag; users set newName to their registry.
-    assert container(overlay(name))["image"] == COMPOSE["services"][COMPOSE_SERVICE[name]]["image"]
+    # kustomize's `images` sets the tag; users set newName to their registry.  The tag is the
+    # version and the variant, as compose.yaml builds it with ZAPVERIFY_VERSION unset.
+    compose = re.sub(r"\$\{ZAPVERIFY_VERSION:-([^}]*)\}", r"\1", COMPOSE["services"][COMPOSE_SERVICE[name]]["image"])
+    assert container(overlay(name))["image"] == compose == f"zapverify:{__version__}-{name}"
 
 
 # ------------------------------------------------------------------ the container

@@ -60,3 +60,53 @@ def test_load_shedding_answers_are_documented(schema):
         responses = schema["paths"][path]["post"]["responses"]
         assert {"408", "503"} <= set(responses), path
         assert "OVERLOADED" in responses["503"]["description"]
+
+
+ERROR_REF = {"$ref": "#/components/schemas/ErrorResponse"}
+
+
+def _operations(schema):
+    for path, ops in schema["paths"].items():
+        for method, op in ops.items():
+            yield path, method, op
+
+
+def test_access_control_is_described_where_the_server_applies_it(schema):
+    from app.api.security import required_scope
+
+    schemes = schema["components"]["securitySchemes"]
+    assert schemes["bearerAuth"]["type"] == "http" and schemes["bearerAuth"]["scheme"] == "bearer"
+    assert (schemes["apiKeyHeader"]["type"], schemes["apiKeyHeader"]["in"], schemes["apiKeyHeader"]["name"]) == \
+        ("apiKey", "header", "X-API-Key")
+    scoped = set()
+    for path, _method, op in _operations(schema):
+        scope = required_scope(path)
+        if scope is None:
+            assert "security" not in op, path
+            continue
+        scoped.add(scope)
+        # This server has no keys: a key is accepted, not needed ({} is the anonymous alternative).
+        assert op["security"] == [{}, {"bearerAuth": []}, {"apiKeyHeader": []}], path
+        assert f"`{scope}` scope" in op["description"], path
+        for status in ("401", "403", "429"):
+            assert op["responses"][status]["content"]["application/json"]["schema"] == ERROR_REF, (path, status)
+        assert "Retry-After" in op["responses"]["429"]["headers"]
+    assert scoped == {"verify", "receipts", "admin"}
+    # 503 with the error schema wherever the server answers one in JSON (the ZAP route answers a frame).
+    for path, method in [("/v1/verify", "post"), ("/v1/verify/bls-aggregate", "post"), ("/v1/receipts", "get"),
+                         ("/v1/receipts/{receipt_id}", "get"), ("/v1/receipts/{receipt_id}/proof/{index}", "get")]:
+        assert schema["paths"][path][method]["responses"]["503"]["content"]["application/json"]["schema"] == \
+            ERROR_REF, path
+
+
+def test_a_server_with_keys_requires_one_in_its_schema_and_docs_can_authorize(engine):
+    from app.api import security
+
+    settings = Settings(receipts=False, api_keys=[f"{security.key_digest('zv-openapi-key-0123456789')}:verify"])
+    with TestClient(create_app(settings, runtime=Runtime(engine))) as c:
+        schema = c.get("/openapi.json").json()
+        assert c.get("/docs").status_code == 200  # Swagger UI shows Authorize when securitySchemes exist
+    assert set(schema["components"]["securitySchemes"]) == {"bearerAuth", "apiKeyHeader"}
+    assert schema["paths"]["/v1/verify"]["post"]["security"] == [{"bearerAuth": []}, {"apiKeyHeader": []}]
+    assert schema["paths"]["/metrics"]["get"]["security"] == [{"bearerAuth": []}, {"apiKeyHeader": []}]
+    assert "security" not in schema["paths"]["/healthz"]["get"]

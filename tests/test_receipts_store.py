@@ -37,14 +37,14 @@ def store(store_url):
 
 
 def make_receipt(rng: random.Random, n: int | None = None, *, created_at: datetime | None = None,
-                 source: str = "http") -> Receipt:
+                 source: str = "http", request_id: str | None = None) -> Receipt:
     n = n or rng.randrange(1, 70)
     verdicts = np.array([rng.random() < 0.8 for _ in range(n)])
     leaves = np.frombuffer(rng.randbytes(32 * n), np.uint8).reshape(n, 32)
     return Receipt.build(verdicts=verdicts, leaves=leaves, merkle_root=merkle.root(leaves),
                          schemes=rng.sample(["ed25519", "secp256k1", "ml-dsa-44"], rng.randrange(1, 4)),
                          backends={"ed25519": "cpu"}, duration_seconds=rng.random(), source=source,
-                         created_at=created_at)
+                         created_at=created_at, request_id=request_id)
 
 
 # ------------------------------------------------------------------ basics
@@ -216,6 +216,33 @@ def test_keyset_paging_walks_every_receipt_once_in_id_order(store):
     assert store.page(ids[-1], 5) == []
 
 
+def test_keyset_paging_newest_first_walks_every_receipt_once_in_reverse(store):
+    rng = random.Random(16)
+    ids = []
+    for _ in range(25):
+        r = make_receipt(rng, 12)
+        store.put(r)
+        ids.append(r.id)
+    store.add_shadow_mismatches(ids[3], [5, 1])
+    assert [r.id for r in store.page(None, 1, order="desc")] == [ids[-1]]  # the newest, in one call
+    seen, after = [], None
+    while True:
+        page = store.page(after, 10, order="desc")
+        seen += [r.id for r in page]
+        assert all(r.leaves is None for r in page)
+        if len(page) < 10:
+            break
+        after = page[-1].id
+    assert seen == ids[::-1]
+    assert [r.id for r in store.page(ids[5], 100, order="desc")] == ids[4::-1]
+    assert {r.id: r.shadow_mismatches for r in store.page(ids[5], 100, order="desc")}[ids[3]] == (1, 5)
+    assert store.page(ids[0], 5, order="desc") == []
+    assert [r.id for r in store.page(ids[5], 3, order="asc")] == ids[6:9]  # asc is the default's order
+    with pytest.raises(RequestError) as e:
+        store.page(None, 5, order="newest")
+    assert e.value.field == "order"
+
+
 @pytest.mark.parametrize("limit", [0, -1, MAX_PAGE + 1])
 def test_page_limit_out_of_range_names_the_field(store, limit):
     with pytest.raises(RequestError) as e:
@@ -280,7 +307,7 @@ def _latest(store_url: str) -> int:
 
 def test_schema_is_created_and_reopening_is_idempotent(store_url):
     latest = _latest(store_url)
-    assert latest == 2  # 1: receipts; 2: shadow_mismatches
+    assert latest == 3  # 1: receipts; 2: shadow_mismatches; 3: request_id
     with open_store(store_url) as s:
         assert s.schema_version() == latest
         r = make_receipt(random.Random(10))
@@ -315,16 +342,32 @@ def test_migration_to_a_later_version_runs_once(store_url):
     assert e.value.code == "STORE_SCHEMA_TOO_NEW" and e.value.status == 503
 
 
-def test_a_version_1_database_is_migrated_to_shadow_mismatches(tmp_path):
+def test_a_version_1_database_is_migrated_to_the_latest(tmp_path):
+    import sqlite3
+
     from app.engine.receipts import sqlite
+    from app.engine.receipts.store import COLUMNS, receipt_row
 
     path = tmp_path / "v1.db"
-    with sqlite.SqliteStore(path, migrations=sqlite.MIGRATIONS[:1]) as s:
-        r = make_receipt(random.Random(12), 5)
-        s.put(r)
+    with sqlite.SqliteStore(path, migrations=sqlite.MIGRATIONS[:1]):
+        pass
+    r = make_receipt(random.Random(12), 5)
+    old = COLUMNS[:COLUMNS.index("request_id")]  # a row as version 1 wrote it
+    with sqlite3.connect(path) as db:
+        db.execute(f"INSERT INTO receipts ({', '.join(old)}) VALUES ({', '.join('?' * len(old))})",
+                   receipt_row(r)[:len(old)])
     with open_store(f"sqlite:///{path}") as s:
-        assert s.schema_version() == 2 and s.get(r.id) == r and s.get(r.id).shadow_mismatches == ()
+        assert s.schema_version() == 3 and s.get(r.id) == r and s.get(r.id).shadow_mismatches == ()
+        assert s.get(r.id).request_id is None
         assert s.add_shadow_mismatches(r.id, [4]) == 1 and s.get(r.id).shadow_mismatches == (4,)
+
+
+def test_the_request_id_round_trips(store: ReceiptStore):
+    rng = random.Random(14)
+    a, b = make_receipt(rng, 3, request_id="client-req-1"), make_receipt(rng, 2)
+    store.put_many([a, b])
+    assert store.get(a.id).request_id == "client-req-1" and store.get(b.id).request_id is None
+    assert {r.id: r.request_id for r in store.page(limit=10)} == {a.id: "client-req-1", b.id: None}
 
 
 # ------------------------------------------------------------------ shadow mismatches

@@ -95,6 +95,30 @@ def test_list_pages_with_keyset_cursor(make_client):
     assert [r["id"] for r in second["receipts"]] == ids[3:] and second["next_after"] is None
 
 
+def test_newest_first_with_order_desc_and_its_cursor(make_client):
+    client = make_client()
+    rng = random.Random(12)
+    ids = [client.post("/v1/verify", json=_request(_items(rng, 2))).json()["batch_id"] for _ in range(5)]
+    newest = client.get("/v1/receipts", params={"order": "desc", "limit": 1}).json()
+    assert [r["id"] for r in newest["receipts"]] == [ids[-1]] and newest["next_after"] == ids[-1]
+    assert client.get("/v1/receipts", params={"limit": 1}).json()["receipts"][0]["id"] == ids[0]  # default: asc
+    first = client.get("/v1/receipts", params={"order": "desc", "limit": 3}).json()
+    assert [r["id"] for r in first["receipts"]] == ids[:1:-1] and first["next_after"] == ids[2]
+    second = client.get("/v1/receipts", params={"order": "desc", "limit": 3, "after": first["next_after"]}).json()
+    assert [r["id"] for r in second["receipts"]] == ids[1::-1] and second["next_after"] is None
+    r = client.get("/v1/receipts", params={"order": "newest"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "order"
+
+
+def test_a_bad_uuid_is_refused_in_words_not_with_a_regex(make_client):
+    client = make_client()
+    for path, field in [("/v1/receipts/not-a-uuid", "receipt_id"), ("/v1/receipts?after=zzz", "after"),
+                        ("/v1/receipts/not-a-uuid/proof/0", "receipt_id")]:
+        err = client.get(path).json()["error"]
+        assert err["field"] == field and err["code"] == "BAD_REQUEST"
+        assert err["message"].startswith(f"{field} is not a UUID") and "[0-9" not in err["message"], err
+
+
 def test_unknown_id_and_index_are_named_404s(make_client):
     client = make_client()
     rid = client.post("/v1/verify", json=_request(_items(random.Random(3), 4))).json()["batch_id"]

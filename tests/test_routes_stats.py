@@ -53,3 +53,21 @@ def test_batches_without_receipts_have_no_link(engine, tmp_path):
     assert snap["receipts"] is False
     mine = [r for r in snap["stats"]["recent"] if r["batch_id"] == batch_id]
     assert mine and mine[0]["receipt"] is None
+
+
+def test_status_has_request_latency_and_http_errors_for_the_dashboard(client):
+    """The dashboard's latency and errors panel reads ``stats.latency`` and ``http_errors``."""
+    def errors() -> int:
+        return sum(e["count"] for e in client.get("/v1/status").json()["http_errors"]
+                   if (e["route"], e["code"]) == ("/v1/verify", "BAD_REQUEST"))
+
+    before = errors()
+    assert client.post("/v1/verify", json={"items": [{"scheme": "ed25519"}]}).status_code == 422
+    ka = kat.known_answers()["ed25519"][0]
+    assert client.post("/v1/verify", json={"items": [{"scheme": "ed25519", "public_key": ka.item.public_key.hex(),
+                                                      "message": ka.item.message.hex(),
+                                                      "signature": ka.item.signature.hex()}]}).status_code == 200
+    status = client.get("/v1/status").json()
+    assert errors() == before + 1
+    http = status["stats"]["latency"]["http"]
+    assert http["count"] >= 1 and 0 < http["p50_ms"] <= http["p99_ms"] <= http["max_ms"]

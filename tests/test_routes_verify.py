@@ -196,12 +196,26 @@ def test_json_with_a_charset_parameter_is_accepted(client):
     assert r.status_code == 200 and r.json()["verdicts"] == [True]
 
 
-@pytest.mark.parametrize("body", [b'{"items": "\xff\xfe"}', b"[" * 100_000 + b"]" * 100_000],
+@pytest.mark.parametrize("body,why", [(b'{"items": "\xff\xfe"}', "not UTF-8"),
+                                      (b"[" * 100_000 + b"]" * 100_000, "nested too deeply")],
                          ids=["not-utf8", "nested-past-the-parser"])
-def test_unreadable_json_names_the_body(client, body):
+def test_unreadable_json_names_the_body(client, body, why):
     r = client.post("/v1/verify", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 422
     assert r.json()["error"]["code"] == "BAD_JSON" and r.json()["error"]["field"] == "body"
+    message = r.json()["error"]["message"]
+    assert why in message and "Error" not in message, message  # in words, not an exception's name
+
+
+def test_hex_with_spaces_is_refused_naming_the_field(client):
+    item = as_json(kat.known_answers()["ed25519"][0].item)
+    spaced = dict(item, signature=" ".join(item["signature"][i:i + 2] for i in range(0, len(item["signature"]), 2)))
+    for items in ([spaced], [item, spaced]):  # one item, and the second of two
+        r = client.post("/v1/verify", json={"items": items})
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["code"] == "BAD_ENCODING" and err["field"] == f"items[{len(items) - 1}].signature"
+        assert "whitespace" in err["message"]
 
 
 @pytest.mark.parametrize("field", ["prehashed", "allow_high_s"])

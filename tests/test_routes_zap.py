@@ -184,6 +184,15 @@ def test_wrong_content_type_is_415(client):
     assert r.status_code == 415 and by_wire_code(parse_error(r.content)[1]).code == "BAD_CONTENT_TYPE"
 
 
+@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8",
+                                          "application/problem+json"])
+def test_json_posted_to_the_zap_route_is_refused_in_json(client, content_type):
+    r = client.post("/v1/verify/zap", content=b'{"items": []}', headers={"content-type": content_type})
+    assert r.status_code == 415 and r.headers["content-type"] == "application/json", r.headers
+    err = r.json()["error"]
+    assert err["code"] == "BAD_CONTENT_TYPE" and err["field"] == "content-type" and "/v1/verify" in err["message"]
+
+
 def test_limits_are_413_error_frames(engine):
     s = Settings(zap_max_frame_bytes=256, zap_max_items=2, max_message_bytes=4)
     with TestClient(create_app(s, runtime=Runtime(engine))) as c:

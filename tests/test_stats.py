@@ -3,6 +3,8 @@ the merge of several workers' exports."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from app.engine.stats import RecentRequest, Stats
 
 
@@ -108,3 +110,22 @@ def test_snapshot_adds_up_the_exports_of_other_workers():
     assert snap["workers"] == 2 and snap["uptime_seconds"] == 10.0  # since the older worker started
     me.set_peers(lambda: (_ for _ in ()).throw(OSError("unreadable")))
     assert me.snapshot()["workers"] == 1  # a peer that cannot be read is left out
+
+
+def test_latency_percentiles_of_the_last_requests_per_source_and_merged():
+    clock = Clock()
+    me, other = Stats(window=60, clock=clock, latency=100), Stats(window=60, clock=clock)
+    for ms in range(1, 101):  # 1..100 ms over http
+        me.record_request(replace(request(f"h{ms}", 100.0), elapsed_ms=float(ms)))
+    other.record_request(replace(request("w", 100.0), elapsed_ms=7.0, source="ws"))
+    me.set_peers(lambda: [other.export()])
+    lat = me.snapshot()["latency"]
+    assert lat["http"] == {"count": 100, "p50_ms": 50.0, "p99_ms": 99.0, "max_ms": 100.0}  # nearest rank
+    assert lat["ws"] == {"count": 1, "p50_ms": 7.0, "p99_ms": 7.0, "max_ms": 7.0}
+    assert lat["all"]["count"] == 101 and lat["all"]["max_ms"] == 100.0
+    me.record_request(replace(request("slow", 100.0), elapsed_ms=5000.0))
+    assert me.snapshot()["latency"]["http"]["count"] == 100  # the last 100 of this process only
+    assert me.snapshot()["latency"]["http"]["max_ms"] == 5000.0
+    clock.t += 61  # older than the window: gone
+    me.set_peers(lambda: [{k: v for k, v in other.export().items() if k != "latency"}])  # an older peer: none
+    assert me.snapshot()["latency"] == {}

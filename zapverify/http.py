@@ -23,14 +23,19 @@ Example::
         r = zv.verify_batch("ed25519", pks, msgs, sigs)
         print(r.valid, r.verdicts, r.merkle_root.hex())
 
+A server with API keys (docs/operations.md, "Access control") needs one: ``Client(url,
+api_key="...")``, or the environment variable ``ZAPVERIFY_API_KEY`` (read when ``api_key`` is
+not given; ``api_key=""`` sends none).  It is sent as ``Authorization: Bearer <key>`` on every
+request and on the WebSocket handshake.
+
 :func:`verify_inclusion` checks an inclusion proof from ``GET /v1/receipts/{id}/proof/{index}``
 offline: it needs only the proof's numbers and hashes, never the server.
 :func:`leaf_hash` recomputes an item's leaf from what the user sent (scheme wire code,
-verdict, public key, message, signature), so a user can show that *their* item got that
-verdict::
+verdict, public key, message, signature; the scheme as its id or its wire code), so a user
+can show that *their* item got that verdict::
 
     from zapverify import leaf_hash, verify_inclusion
-    leaf = leaf_hash(0x01, True, pk, msg, sig)          # must equal the proof's leaf_hash
+    leaf = leaf_hash("ed25519", True, pk, msg, sig)     # must equal the proof's leaf_hash
     verify_inclusion(bytes.fromhex(p["merkle_root"]), leaf, p["index"], p["count"],
                      [bytes.fromhex(h) for h in p["audit_path"]])   # -> True
 
@@ -43,6 +48,7 @@ import asyncio
 import base64
 import itertools
 import json
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -53,9 +59,10 @@ import httpx
 import numpy as np
 
 from app.core import schemes
-from app.core.batch import AggregateItem, Item
+from app.core.batch import AGGREGATE_MODES, AGGREGATE_VARIANTS, AggregateItem, Item
 from app.core.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
-from app.engine.commit.merkle import aggregate_leaf, aggregate_leaf_hash, leaf_hash, verify_inclusion
+from app.engine.commit import merkle
+from app.engine.commit.merkle import aggregate_leaf, aggregate_leaf_hash, verify_inclusion
 from app.wire import zap
 
 __all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream",
@@ -63,6 +70,8 @@ __all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Cli
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 WS_PATH = "/v1/ws/verify"
+#: The environment variable a client reads its API key from when none is passed (the CLI too).
+API_KEY_ENV = "ZAPVERIFY_API_KEY"
 _ZAP_HEADERS = {"content-type": zap.CONTENT_TYPE, "accept": zap.CONTENT_TYPE}
 
 
@@ -164,6 +173,26 @@ def _ws_url(base_url: str) -> str:
     return str(url.copy_with(scheme=scheme, path=url.path.rstrip("/") + WS_PATH))
 
 
+def auth_headers(headers: Mapping[str, str] | None = None, api_key: str | None = None) -> dict[str, str]:
+    """``headers`` plus ``Authorization: Bearer <key>``: the key is ``api_key``, or when that is
+    None the environment's :data:`API_KEY_ENV`; none with an empty key, or when ``headers``
+    already carry ``Authorization`` or ``X-API-Key``."""
+    out = dict(headers or {})
+    key = os.environ.get(API_KEY_ENV) if api_key is None else api_key
+    if key and not any(name.lower() in ("authorization", "x-api-key") for name in out):
+        out["Authorization"] = f"Bearer {key}"
+    return out
+
+
+def leaf_hash(scheme: int | str, verdict: bool, pk: bytes, msg: bytes, sig: bytes) -> bytes:
+    """The 32-byte Merkle leaf hash of one item (docs/wire-format.md): ``scheme`` is the
+    scheme's id (``"ed25519"``, as ``GET /v1/schemes`` lists them) or its wire code (``0x01``),
+    ``sig`` the signature as verified (secp256k1 DER converted to compact r ‖ s).  Raises
+    :class:`app.core.errors.UnknownScheme` for an id no scheme has."""
+    code = schemes.get(scheme).code if isinstance(scheme, str) else scheme
+    return merkle.leaf_hash(code, verdict, pk, msg, sig)
+
+
 def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | None = None,
               allow_high_s: bool | None = None, signature_format: str = "raw") -> dict:
     """The JSON body of a verify request for ``items`` (base64 fields).
@@ -206,21 +235,71 @@ def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | No
     return body
 
 
+def _byte_strings(value: Any, where: str) -> list[bytes]:
+    """``value``, a sequence of byte strings, as a list; :class:`RequestError` naming ``where``
+    for anything else (a bare ``bytes`` is a sequence of ints, the usual slip)."""
+    if isinstance(value, (bytes, bytearray, memoryview, str)):
+        raise RequestError(f"{where} must be a sequence of byte strings, got a bare {type(value).__name__} "
+                           "(one message is a tuple of one: (msg,))", field=where)
+    try:
+        out = list(value)
+    except TypeError:
+        raise RequestError(f"{where} must be a sequence of byte strings, got {type(value).__name__}",
+                           field=where) from None
+    for j, part in enumerate(out):
+        if not isinstance(part, (bytes, bytearray, memoryview)):
+            raise RequestError(f"{where}[{j}] must be bytes, got {type(part).__name__}", field=f"{where}[{j}]")
+    return [bytes(p) for p in out]
+
+
 def aggregate_body(items: Sequence[AggregateItem]) -> dict:
-    """The JSON body of ``POST /v1/verify/bls-aggregate`` for ``items`` (base64 fields)."""
+    """The JSON body of ``POST /v1/verify/bls-aggregate`` for ``items`` (base64 fields).
+
+    Raises :class:`RequestError` naming ``items[i].<field>`` for an item that is not an
+    :class:`AggregateItem` of bytes: ``public_keys`` and ``messages`` are sequences of byte
+    strings (``fast_aggregate``: ``messages`` holds its one message, ``(msg,)``), ``signature``
+    is bytes, ``variant`` ``"ietf"`` or (``fast_aggregate`` only) ``"eth"``
+    (``eth_fast_aggregate_verify``, docs/bls-aggregate.md)."""
     def b64(b: bytes) -> str:
         return base64.b64encode(b).decode()
 
     rows = []
-    for it in items:
+    for i, it in enumerate(items):
+        where = f"items[{i}]"
+        if not isinstance(it, AggregateItem):
+            raise RequestError(f"{where} must be an AggregateItem, got {type(it).__name__}", field=where)
+        if it.mode not in AGGREGATE_MODES:
+            raise RequestError(f"{where}.mode must be one of {', '.join(AGGREGATE_MODES)}, got {it.mode!r}",
+                               field=f"{where}.mode")
+        if not isinstance(it.signature, (bytes, bytearray, memoryview)):
+            raise RequestError(f"{where}.signature must be bytes, got {type(it.signature).__name__}",
+                               field=f"{where}.signature")
+        _byte_strings(it.public_keys, f"{where}.public_keys")
+        _byte_strings(it.messages, f"{where}.messages")
         row: dict[str, Any] = {"mode": it.mode, "public_keys": [b64(pk) for pk in it.public_keys],
                                "signature": b64(it.signature)}
+        if it.variant not in AGGREGATE_VARIANTS or (it.variant != "ietf" and it.mode != "fast_aggregate"):
+            raise RequestError(f"{where}.variant must be one of {', '.join(AGGREGATE_VARIANTS)} "
+                               f"('eth' on fast_aggregate only), got {it.variant!r}", field=f"{where}.variant")
+        if it.variant != "ietf":
+            row["variant"] = it.variant  # sent only when not the default, so older servers see the same body
         if it.mode == "fast_aggregate":
             row["message"] = b64(it.messages[0]) if it.messages else ""
         else:
             row["messages"] = [b64(m) for m in it.messages]
         rows.append(row)
     return {"encoding": "base64", "items": rows}
+
+
+def _handshake_failed(base_url: str, exc: Exception) -> ConnectionFailed:
+    """The error of a WebSocket that could not be opened; a refusal by the server's access
+    control is an HTTP 403 at the handshake, whatever its reason, so the message lists them."""
+    response = getattr(exc, "response", None)  # websockets' InvalidStatus
+    if getattr(response, "status_code", None) == 403:
+        return ConnectionFailed(f"{_ws_url(base_url)}: the server refused the WebSocket (HTTP 403): it needs an API "
+                                f"key with the verify scope (api_key= or ${API_KEY_ENV}), or the key given is unknown "
+                                "or lacks that scope, or the rate limit or the Origin refused it")
+    return ConnectionFailed(f"{_ws_url(base_url)}: {exc}")
 
 
 def _remote_from_error_frame(frame: zap.ErrorFrame) -> RemoteError:
@@ -303,12 +382,18 @@ class Client:
         timeout: seconds per HTTP request.
         headers: extra headers for every request.
         transport: an httpx transport (tests pass one that serves an app in process).
+        api_key: the API key for a server with keys (docs/operations.md, "Access control"),
+            sent as ``Authorization: Bearer``; None reads ``$ZAPVERIFY_API_KEY``, ``""`` sends
+            none.  A refusal is a :class:`RemoteError` ``UNAUTHORIZED`` (401) or ``FORBIDDEN``
+            (403: the key lacks the scope); a refused WebSocket handshake is an HTTP 403,
+            :class:`ConnectionFailed`.
     """
 
     def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0,
-                 headers: Mapping[str, str] | None = None, transport: httpx.BaseTransport | None = None):
+                 headers: Mapping[str, str] | None = None, transport: httpx.BaseTransport | None = None,
+                 api_key: str | None = None):
         self.base_url = base_url
-        self.headers = dict(headers or {})
+        self.headers = auth_headers(headers, api_key)
         self._http = httpx.Client(base_url=base_url, timeout=timeout, headers=self.headers, transport=transport)
 
     def __enter__(self) -> Client:
@@ -372,7 +457,7 @@ class Client:
             ws = connect(_ws_url(self.base_url), compression=None, max_size=None,
                          additional_headers=self.headers or None)
         except (OSError, WebSocketException) as exc:
-            raise ConnectionFailed(f"{_ws_url(self.base_url)}: {exc}") from exc
+            raise _handshake_failed(self.base_url, exc) from exc
         ids = _Ids()
         pending: dict[int, int] = {}  # request_id -> position in `requests`
         done: dict[int, BatchVerdicts | RemoteError] = {}
@@ -415,15 +500,12 @@ class Client:
             return False
 
     def status(self) -> dict:
-        """``GET /v1/status`` as a dict."""
-        try:
-            return self._http.get("/v1/status").json()
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(f"{self.base_url}/v1/status: {exc}") from exc
+        """``GET /v1/status`` as a dict (needs the ``admin`` scope on a server with keys)."""
+        return self._get_json("/v1/status")
 
-    def _get_json(self, path: str) -> dict:
+    def _get_json(self, path: str, params: Mapping[str, Any] | None = None) -> dict:
         try:
-            r = self._http.get(path)
+            r = self._http.get(path, params=params)
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"{self.base_url}{path}: {exc}") from exc
         if r.status_code != 200:
@@ -436,6 +518,12 @@ class Client:
         :class:`VerifyResult` or :class:`BatchVerdicts`).  Raises :class:`RemoteError`
         (``NOT_FOUND`` for an unknown id, or receipts off on the server)."""
         return self._get_json(f"/v1/receipts/{batch_id}")
+
+    def receipts(self, *, after: str | None = None, limit: int = 100, order: str = "asc") -> dict:
+        """``GET /v1/receipts``: one page, ``{"receipts": [...], "next_after": id or None}``;
+        ``order="desc"`` is newest first; pass ``next_after`` back as ``after`` (with the same
+        ``order``) for the next page."""
+        return self._get_json("/v1/receipts", {"limit": limit, "order": order, **({"after": after} if after else {})})
 
     def proof(self, batch_id: str, index: int) -> dict:
         """``GET /v1/receipts/{batch_id}/proof/{index}``: the inclusion proof of item ``index``,
@@ -455,12 +543,14 @@ def _with_id(req: BatchRequest | bytes | bytearray | memoryview, request_id: int
 
 # ------------------------------------------------------------------ asyncio client
 class AsyncClient:
-    """The asyncio twin of :class:`Client` (``httpx.AsyncClient``, websockets' asyncio client)."""
+    """The asyncio twin of :class:`Client` (``httpx.AsyncClient``, websockets' asyncio client);
+    ``api_key`` as there."""
 
     def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0,
-                 headers: Mapping[str, str] | None = None, transport: httpx.AsyncBaseTransport | None = None):
+                 headers: Mapping[str, str] | None = None, transport: httpx.AsyncBaseTransport | None = None,
+                 api_key: str | None = None):
         self.base_url = base_url
-        self.headers = dict(headers or {})
+        self.headers = auth_headers(headers, api_key)
         self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=self.headers,
                                        transport=transport)
 
@@ -521,7 +611,7 @@ class AsyncClient:
             ws = await connect(_ws_url(self.base_url), compression=None, max_size=None,
                                additional_headers=self.headers or None)
         except (OSError, WebSocketException) as exc:
-            raise ConnectionFailed(f"{_ws_url(self.base_url)}: {exc}") from exc
+            raise _handshake_failed(self.base_url, exc) from exc
         s = VerifyStream(ws, max_in_flight)
         try:
             yield s

@@ -14,22 +14,55 @@ counters and histograms are summed over every worker that ever ran since the dir
 was emptied, ``zapverify_pool_bytes`` is summed over live workers (each has its own pool)
 and ``zapverify_backend_available`` is the minimum over live workers (1 only if every
 worker can use the backend).  Files of workers that died are reaped at each scrape.
+
+prometheus_client's multiprocess collector has no ``process_*`` or ``python_*`` series (its
+own collectors read the process that answers the scrape).  So in that mode each worker
+copies its own into multiprocess metrics of the standard names every second
+(:func:`refresh_process`): ``process_resident_memory_bytes``,
+``process_virtual_memory_bytes`` and ``process_open_fds`` are summed over the live workers
+(what the server holds; the supervisor process that only restarts workers is not
+counted), ``process_max_fds`` and ``process_start_time_seconds`` are the minimum,
+``process_cpu_seconds_total`` and ``python_gc_*_total`` are counters summed over every
+worker that ran (they survive a worker's restart, so ``rate()`` stays right) and
+``python_info`` is one series; ``zapverify_worker_processes`` counts the live workers.  In
+single-process mode prometheus_client's default collectors export the same names.
+
+The ``_created`` series of counters and histograms are off (``disable_created_metrics``):
+nothing reads them and they double the series of every counter.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import glob
+import json
 import logging
 import os
+import platform
 import re
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+    multiprocess,
+)
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app import __version__
+from app.api import workers
 from app.api.workers import pid_alive
+from app.wire import zap
 
 log = logging.getLogger("zapverify.metrics")
 
@@ -42,6 +75,13 @@ def multiprocess_dir() -> str | None:
     """The multiprocess directory named by the environment, or None (single-process mode)."""
     return os.environ.get(ENV_DIR) or os.environ.get(ENV_DIR.lower())
 
+
+# A metric without labels opens its value file when it is defined, below: the directory must
+# exist by then (compose names one under a fresh tmpfs).
+if multiprocess_dir():
+    os.makedirs(multiprocess_dir() or ".", exist_ok=True)
+# Before any metric is defined: no ``_created`` sample on counters and histograms.
+disable_created_metrics()
 
 #: Seconds; spans a tiny Ed25519 batch on a GPU to a large SLH-DSA-s batch on one CPU core.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -92,6 +132,57 @@ HTTP_DURATION = Histogram("zapverify_http_request_duration_seconds",
                           ["method", "route"], buckets=DURATION_BUCKETS)
 HTTP_IN_PROGRESS = Gauge("zapverify_http_requests_in_progress", "HTTP requests being served.", ["method"],
                          multiprocess_mode="livesum")
+HTTP_ERRORS = Counter("zapverify_http_errors",
+                      "HTTP requests answered with an error (status >= 400), by route template and error code: "
+                      "the code of the JSON error or ZAP error frame (OVERLOADED, UNAUTHORIZED, ...), HTTP_<status> "
+                      "for an answer that carries none.", ["route", "code"])
+STORE_WRITE = Histogram("zapverify_receipt_store_write_duration_seconds",
+                        "Time to write a request's receipts durably, as the request waits for it (group commit "
+                        "included), by outcome (ok|error; a write refused at once while the store is down is not "
+                        "timed).", ["outcome"], buckets=DURATION_BUCKETS)
+READY = Gauge("zapverify_ready",
+              "1 while /readyz would answer 200 (the engine's self-test passed and the receipt store, when "
+              "receipts are on, is up), else 0; the minimum over live workers.", multiprocess_mode="livemin")
+BUILD_INFO = Gauge("zapverify_build_info",
+                   "Always 1: the version, the source commit (unknown outside a git checkout) and the backends "
+                   "of this server, in order of preference.", ["version", "commit", "backends"],
+                   multiprocess_mode="livemax")
+WORKER_PROCESSES = Gauge("zapverify_worker_processes", "Live worker processes of this server.",
+                         multiprocess_mode="livesum")
+WS_CONNECTIONS = Gauge("zapverify_websocket_connections", "Open WebSocket connections (/v1/ws/verify).",
+                       multiprocess_mode="livesum")
+WS_IN_FLIGHT = Gauge("zapverify_websocket_requests_in_flight",
+                     "WebSocket requests read and not yet answered, over every connection.",
+                     multiprocess_mode="livesum")
+WS_MESSAGES = Counter("zapverify_websocket_messages", "WebSocket messages (verify requests) received.")
+WS_ERRORS = Counter("zapverify_websocket_errors", "WebSocket requests answered with an error (or closing the "
+                    "connection when the error could not name its request).")
+
+# Multiprocess mode only (module doc): each worker's process and Python series under the
+# standard names.  registry=None: the default registry already has collectors of these names,
+# which single-process mode exports.
+_PROCESS_GAUGES = {
+    "process_resident_memory_bytes": Gauge("process_resident_memory_bytes", "Resident memory size in bytes, "
+                                           "summed over the live workers.", registry=None,
+                                           multiprocess_mode="livesum"),
+    "process_virtual_memory_bytes": Gauge("process_virtual_memory_bytes", "Virtual memory size in bytes, summed "
+                                          "over the live workers.", registry=None, multiprocess_mode="livesum"),
+    "process_open_fds": Gauge("process_open_fds", "Open file descriptors, summed over the live workers.",
+                              registry=None, multiprocess_mode="livesum"),
+    "process_max_fds": Gauge("process_max_fds", "Maximum open file descriptors of one worker (the lowest).",
+                             registry=None, multiprocess_mode="livemin"),
+    "process_start_time_seconds": Gauge("process_start_time_seconds", "Start time of the oldest live worker, "
+                                        "seconds since the Unix epoch.", registry=None, multiprocess_mode="livemin"),
+}
+_PROCESS_CPU = Counter("process_cpu_seconds", "Total user and system CPU time spent in seconds, summed over every "
+                       "worker that ran.", registry=None)
+_GC = {key: Counter(f"python_gc_{name}", text, ["generation"], registry=None) for key, name, text in (
+    ("collected", "objects_collected", "Objects collected during gc, summed over every worker that ran."),
+    ("uncollectable", "objects_uncollectable", "Uncollectable objects found during GC, summed over every worker."),
+    ("collections", "collections", "Number of times this generation was collected, summed over every worker."))}
+_PYTHON_INFO = Gauge("python_info", "Python platform information.",
+                     ["implementation", "major", "minor", "patchlevel", "version"], registry=None,
+                     multiprocess_mode="livemax")
 
 
 class _Listener:
@@ -116,18 +207,109 @@ class _Listener:
         if dropped:
             SHADOW_DROPPED.inc(dropped)
 
+    def store_write(self, receipts: int, seconds: float, ok: bool) -> None:
+        """A receipt store write (:meth:`app.engine.receipts.store.ReceiptStore.add_listener`)."""
+        STORE_WRITE.labels("ok" if ok else "error").observe(seconds)
+
 
 #: The one listener; :meth:`Stats.add_listener` ignores a second subscription of it.
 LISTENER = _Listener()
 
 
-def refresh_gauges(runtime: Any, admission: Any = None) -> None:
+def source_commit(root: Path = Path(__file__).resolve().parents[2]) -> str:
+    """The commit checked out at ``root`` (the source tree of this package), read from its
+    ``.git`` without running git; ``"unknown"`` outside a git checkout (an image, a wheel)."""
+    git = root / ".git"
+    try:
+        if git.is_file():  # a linked worktree: "gitdir: <path>"
+            git = (root / git.read_text().split(":", 1)[1].strip()).resolve()
+        common = git
+        if (git / "commondir").is_file():
+            common = (git / (git / "commondir").read_text().strip()).resolve()
+        head = (git / "HEAD").read_text().strip()
+        if head.startswith("ref: "):
+            ref = head[5:].strip()
+            for d in (git, common):
+                if (d / ref).is_file():
+                    head = (d / ref).read_text().strip()
+                    break
+            else:
+                packed = (common / "packed-refs").read_text().splitlines()
+                head = next(line.split()[0] for line in packed if line.endswith(" " + ref))
+    except (OSError, IndexError, StopIteration, ValueError):
+        return "unknown"
+    return head if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", head) else "unknown"
+
+
+#: Read once: the commit a running server was started from.
+COMMIT = source_commit()
+
+
+class _ProcessMirror:
+    """Copies this worker's process and Python series into the multiprocess metrics of the
+    same names (module doc); the counters get what was added since the last copy."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._collector = ProcessCollector(registry=None)
+        self._cpu = 0.0
+        self._gc: dict[tuple[str, int], float] = {}
+        self._info = False
+
+    def update(self) -> None:
+        with self._lock:  # the refresh task and a scrape's thread may both call
+            for family in self._collector.collect():
+                for s in family.samples:
+                    if s.name == "process_cpu_seconds_total":
+                        if s.value > self._cpu:
+                            _PROCESS_CPU.inc(s.value - self._cpu)
+                            self._cpu = s.value
+                    elif s.name in _PROCESS_GAUGES:
+                        _PROCESS_GAUGES[s.name].set(s.value)
+            for gen, stat in enumerate(gc.get_stats()):
+                for key, counter in _GC.items():
+                    n, seen = stat[key], self._gc.get((key, gen), 0)
+                    if n > seen or (key, gen) not in self._gc:
+                        counter.labels(str(gen)).inc(n - seen)
+                        self._gc[(key, gen)] = n
+            if not self._info:
+                major, minor, patch = platform.python_version_tuple()
+                _PYTHON_INFO.labels(platform.python_implementation(), major, minor, patch,
+                                    platform.python_version()).set(1)
+                self._info = True
+
+
+_PROCESS = _ProcessMirror()
+
+
+def refresh_process() -> None:
+    """In multiprocess mode, copy this worker's ``process_*`` and ``python_*`` series and count
+    it in ``zapverify_worker_processes`` (module doc); in single-process mode only the latter."""
+    WORKER_PROCESSES.set(1)
+    if multiprocess_dir():
+        _PROCESS.update()
+
+
+def refresh_gauges(runtime: Any, admission: Any = None, ws: Any = None) -> None:
     """Set the pool and backend-availability gauges from ``runtime`` (an
     :class:`app.engine.runtime.Runtime`: its engine's routes and its pool), and the admission
-    gauges and refusal counts from ``admission`` (an :class:`app.engine.admission.Admission`).
+    gauges and refusal counts from ``admission`` (an :class:`app.engine.admission.Admission`),
+    the WebSocket ones from ``ws`` (:class:`app.api.routes.ws.WsStats`), readiness, build
+    info and this worker's process series (:func:`refresh_process`).
 
     The pool gauges are only set when the runtime has a UMA pool (``runtime.pool``).
     """
+    refresh_process()
+    _refresh_build_info(runtime)
+    if ws is not None:
+        WS_CONNECTIONS.set(ws.connections)
+        WS_IN_FLIGHT.set(ws.in_flight)
+        seen = _ws_seen.setdefault(id(ws), {})
+        for name, counter in (("messages_total", WS_MESSAGES), ("errors_total", WS_ERRORS)):
+            n = getattr(ws, name)
+            if n > seen.get(name, 0):
+                counter.inc(n - seen.get(name, 0))
+                seen[name] = n
     if admission is not None:
         snap = admission.snapshot()
         for unit in ("requests", "items", "bytes"):
@@ -148,6 +330,9 @@ def refresh_gauges(runtime: Any, admission: Any = None) -> None:
         POOL_BYTES.labels("in_use").set(stats["in_use_bytes"])
         POOL_BYTES.labels("free").set(stats["capacity_bytes"] - stats["in_use_bytes"])
     store = getattr(runtime, "store", None)
+    ready = getattr(runtime.engine, "ready", None)
+    if ready is not None:
+        READY.set(1 if ready and (store is None or store.health.up) else 0)
     if store is not None:
         health = store.health
         RECEIPT_STORE_UP.set(1 if health.up else 0)
@@ -165,9 +350,22 @@ def refresh_gauges(runtime: Any, admission: Any = None) -> None:
 _store_failures_seen: dict[int, dict[str, int]] = {}
 #: ``id(Admission)`` → reason → refusals already added to :data:`ADMISSION_REFUSALS`.
 _refusals_seen: dict[int, dict[str, int]] = {}
+#: ``id(WsStats)`` → counter → value already added to :data:`WS_MESSAGES` / :data:`WS_ERRORS`.
+_ws_seen: dict[int, dict[str, int]] = {}
+#: The label values :data:`BUILD_INFO` was last set with.
+_build_info: list[tuple[str, str, str]] = []
 
 
-async def refresh_forever(runtime: Any, admission: Any = None, interval: float = 1.0) -> None:
+def _refresh_build_info(runtime: Any) -> None:
+    labels = (__version__, COMMIT, ",".join(b.name for b in getattr(runtime.engine, "backends", ())))
+    if _build_info != [labels]:
+        for old in _build_info:
+            BUILD_INFO.remove(*old)
+        BUILD_INFO.labels(*labels).set(1)
+        _build_info[:] = [labels]
+
+
+async def refresh_forever(runtime: Any, admission: Any = None, interval: float = 1.0, ws: Any = None) -> None:
     """Keep this worker's gauges current (every worker must: a scrape reads all of them), and
     probe the receipt store (rate-limited by the store, in a thread: a probe of an unreachable
     database waits up to its probe timeout), so a stopped database turns /readyz and
@@ -177,7 +375,7 @@ async def refresh_forever(runtime: Any, admission: Any = None, interval: float =
             store = getattr(runtime, "store", None)
             if store is not None:
                 await asyncio.to_thread(store.health.check)
-            refresh_gauges(runtime, admission)
+            refresh_gauges(runtime, admission, ws)
         except Exception:  # a gauge must never take the server down
             log.exception("refreshing metrics gauges failed")
         await asyncio.sleep(interval)
@@ -203,19 +401,22 @@ def reap_dead_workers(path: str) -> list[int]:
 
 def clear_multiprocess_dir(path: str) -> None:
     """Create ``path`` and delete the value files a previous server left there (call before
-    the workers start: counters of an earlier run must not be added to this one's)."""
-    os.makedirs(path, exist_ok=True)
-    for f in glob.glob(os.path.join(path, "*.db")):
-        os.remove(f)
+    the workers start: counters of an earlier run must not be added to this one's).
+
+    ``zapverify serve`` calls :func:`app.api.workers.clear` instead, which does the same
+    without importing this module: a process that imports it opens value files of its own
+    (every metric without labels), and the supervisor's would count as a live worker's
+    (``zapverify_ready``, a minimum, would read 0)."""
+    workers.clear_values(path)
 
 
-def exposition(runtime: Any, admission: Any = None) -> tuple[bytes, str]:
+def exposition(runtime: Any, admission: Any = None, ws: Any = None) -> tuple[bytes, str]:
     """The text exposition format of every zapverify metric, and its content type
-    (``admission``: see :func:`refresh_gauges`).
+    (``admission``, ``ws``: see :func:`refresh_gauges`).
 
     In multiprocess mode the values of every worker are merged (see the module doc).
     """
-    refresh_gauges(runtime, admission)
+    refresh_gauges(runtime, admission, ws)
     path = multiprocess_dir()
     if path:
         reap_dead_workers(path)
@@ -227,10 +428,29 @@ def exposition(runtime: Any, admission: Any = None) -> tuple[bytes, str]:
 
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+#: Bytes of an error answer's body read for its code (an error body is a few hundred).
+_ERROR_BODY_LIMIT = 64 * 1024
+_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+
+
+def error_code(status: int, content_type: str, body: bytes) -> str:
+    """The error code of an error answer: the ``error.code`` of its JSON body or the code of
+    its ZAP error frame, else ``HTTP_<status>`` (never an unbounded label value)."""
+    code = None
+    try:
+        if content_type.startswith("application/json"):
+            code = json.loads(body)["error"]["code"]
+        elif content_type.startswith(zap.CONTENT_TYPE):
+            code = zap.decode_error(body).name
+    except Exception:  # noqa: BLE001 - not an error body of ours: counted by status
+        code = None
+    return code if isinstance(code, str) and _CODE.fullmatch(code) else f"HTTP_{status}"
 
 
 class HttpMetrics:
-    """ASGI middleware counting HTTP requests and their duration per route template.
+    """ASGI middleware counting HTTP requests and their duration per route template, and
+    error answers by code (:data:`HTTP_ERRORS`: whoever answered the error, a route, an
+    exception handler or a middleware, the code is read back from the answer's body).
 
     The route label is the template (``/v1/receipts/{batch_id}``), so ids never become
     label values; a path no route matches is labelled ``<unmatched>``.
@@ -261,12 +481,20 @@ class HttpMetrics:
         if method not in _METHODS:  # clients may send any token; labels must stay bounded
             method = "other"
         status = 500
+        content_type = ""
+        error_body: bytearray | None = None
         t0 = time.perf_counter()
 
         async def observed(msg: Message) -> None:
-            nonlocal status
+            nonlocal status, content_type, error_body
             if msg["type"] == "http.response.start":
                 status = msg["status"]
+                if status >= 400:
+                    error_body = bytearray()
+                    content_type = next((v.decode("latin-1").lower() for k, v in msg.get("headers", ())
+                                         if k.lower() == b"content-type"), "")
+            elif msg["type"] == "http.response.body" and error_body is not None:
+                error_body += msg.get("body", b"")[:_ERROR_BODY_LIMIT - len(error_body)]
             await send(msg)
 
         HTTP_IN_PROGRESS.labels(method).inc()
@@ -277,3 +505,5 @@ class HttpMetrics:
             route = self._route(scope)
             HTTP_REQUESTS.labels(method, route, str(status)).inc()
             HTTP_DURATION.labels(method, route).observe(time.perf_counter() - t0)
+            if status >= 400:
+                HTTP_ERRORS.labels(route, error_code(status, content_type, bytes(error_body or b""))).inc()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -35,6 +36,15 @@ VERIFY_EXAMPLES: dict[str, Any] = {
             "signature": ("3044022039850e824c6405f4f0a46eb6bf3f0694d0e0e190c456e087fdbaae9591d454b3"
                           "02206a72ccd15509109d6d09ab5e786c92317b8859fcb3a0d1e2bb41b8d827b8e3f1")}]}},
 }
+
+
+#: What the ``encoding`` of a JSON request means (the schema's description of the field).
+ENCODING_DESCRIPTION = (
+    "how the bytes fields are written: 'hex', digits only (either case, an even count, an optional 0x "
+    "prefix; no spaces or other separators), or 'base64', the standard alphabet with '=' padding "
+    "(RFC 4648 §4: A-Z a-z 0-9 + /; URL-safe '-' '_' and unpadded text are refused, the message says why)")
+_B64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
 class VerifyItem(BaseModel):
@@ -76,7 +86,7 @@ class VerifyRequest(BaseModel):
 
     # minItems in the schema only: an empty list stays the engine's EMPTY_BATCH (422, field items).
     items: list[VerifyItem] = Field(json_schema_extra={"minItems": 1})
-    encoding: Literal["hex", "base64"] = "hex"
+    encoding: Literal["hex", "base64"] = Field("hex", description=ENCODING_DESCRIPTION)
     # One field per option of schemes.OPTIONS (tests/test_schemes_layers.py checks the set);
     # each applies to the items of the schemes that accept it (Scheme.options).
     prehashed: StrictBool = _option("prehashed")
@@ -110,7 +120,8 @@ class ErrorBody(BaseModel):
 
 class ErrorResponse(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{"error": {
-        "code": "BAD_ENCODING", "message": "not valid hex", "field": "items[3].signature"}}]})
+        "code": "BAD_ENCODING", "message": "not valid hex: 'z' at character 6 is not a hex digit (0-9, a-f)",
+        "field": "items[3].signature"}}]})
 
     error: ErrorBody
 
@@ -125,6 +136,23 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+#: What a UUID looks like (RFC 9562 §4, any version, either case): ids are typed in the schema
+#: with it, so a client (or a schema-driven tester) knows what the server accepts.
+UUID_PATTERN = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
+#: Patterns of request parameters, said in words (pydantic's message quotes the regex).
+_PATTERN_WORDS = {UUID_PATTERN: "is not a UUID (32 hex digits as 8-4-4-4-12, such as "
+                                "01890a5d-ac96-774b-bcce-b302099a8057)"}
+
+
+def validation_message(error: Mapping[str, Any], field: str) -> str:
+    """The message of a request validation error (one of pydantic's ``errors()``) in words:
+    pydantic's own, except where it would quote a regular expression this API uses."""
+    words = _PATTERN_WORDS.get(str((error.get("ctx") or {}).get("pattern")))
+    if error.get("type") == "string_pattern_mismatch" and words:
+        return f"{field} {words}"
+    return str(error.get("msg"))
+
+
 def loc_to_field(loc: tuple) -> str:
     """A pydantic error location as a field path: ("body", "items", 3, "public_key") ->
     "items[3].public_key"; ("query", "limit") -> "limit"."""
@@ -134,15 +162,42 @@ def loc_to_field(loc: tuple) -> str:
     return out or "body"
 
 
+def _why_not(text: str, encoding: str) -> str:
+    """In words, why ``text`` is not valid text of ``encoding`` (the first thing wrong)."""
+    if encoding == "hex":
+        start = 2 if text[:2] in ("0x", "0X") else 0
+        for i in range(start, len(text)):
+            c = text[i]
+            if c.isspace():
+                return f"whitespace at character {i}: hex is digits only, without spaces or separators"
+            if c not in _HEX_DIGITS:
+                return f"{c!r} at character {i} is not a hex digit (0-9, a-f)"
+        return f"an odd number of digits ({len(text) - start}): each byte is two"
+    standard = "this API takes standard base64 (RFC 4648 §4: A-Z a-z 0-9 + /, '=' padding)"
+    for i, c in enumerate(text):
+        if c in "-_":
+            return f"{c!r} at character {i} is URL-safe base64 (RFC 4648 §5); {standard}"
+        if c.isspace():
+            return f"whitespace at character {i}; {standard}"
+        if c not in _B64_ALPHABET and c != "=":
+            return f"{c!r} at character {i} is not in the base64 alphabet; {standard}"
+    if len(text) % 4:
+        return f"{len(text)} characters, not a multiple of 4: unpadded base64 is refused; {standard}"
+    return f"misplaced '=' padding; {standard}"
+
+
 def decode_text(text: str, encoding: str, field: str) -> bytes:
-    """``text`` in ``encoding`` (hex, optionally 0x-prefixed, or base64) as bytes; raises
-    :class:`RequestError` (422 ``BAD_ENCODING``) naming ``field``."""
+    """``text`` in ``encoding`` (:data:`ENCODING_DESCRIPTION`: hex, optionally 0x-prefixed,
+    or standard padded base64) as bytes; raises :class:`RequestError` (422 ``BAD_ENCODING``)
+    naming ``field`` and saying in words what is wrong.  Hex with embedded whitespace is
+    refused (``bytes.fromhex`` would skip it), as the one-pass column decoder refuses it."""
     try:
         if encoding == "hex":
-            return bytes.fromhex(text[2:] if text[:2] in ("0x", "0X") else text)
+            return binascii.unhexlify(text[2:] if text[:2] in ("0x", "0X") else text)
         return base64.b64decode(text, validate=True)
     except (ValueError, binascii.Error):
-        raise RequestError(f"not valid {encoding}", field=field, code="BAD_ENCODING") from None
+        raise RequestError(f"not valid {encoding}: {_why_not(text, encoding)}", field=field,
+                           code="BAD_ENCODING") from None
 
 
 def to_items(req: VerifyRequest, *, max_items: int, max_message_bytes: int) -> list[Item]:

@@ -37,12 +37,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.config import Settings
 from app.core.errors import Forbidden, RateLimited, Unauthorized, ZapVerifyError
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 log = logging.getLogger("zapverify.security")
 
@@ -295,6 +299,84 @@ HTML_SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
+
+
+# ------------------------------------------------------------------ the OpenAPI description
+#: The security schemes of the OpenAPI schema: the two headers :func:`presented_key` reads
+#: for clients that can set headers (the subprotocol and ``?access_token=`` are for browsers
+#: and old clients, and are not described).
+SECURITY_SCHEMES = {
+    "bearerAuth": {"type": "http", "scheme": "bearer",
+                   "description": "an API key as `Authorization: Bearer <key>` (docs/operations.md, "
+                                  "\"Access control\"); WebSockets take it in the handshake too"},
+    "apiKeyHeader": {"type": "apiKey", "in": "header", "name": "X-API-Key",
+                     "description": "the same API key as `X-API-Key: <key>`"},
+}
+_ERROR_REF = {"$ref": "#/components/schemas/ErrorResponse"}
+
+
+def _refusals(scope: str) -> dict[str, dict]:
+    """The 401, 403 and 429 answers of :class:`AccessControl` to a request for ``scope``."""
+    def answer(description: str, code: str, message: str, headers: dict | None = None) -> dict:
+        error = {"code": code, "message": message, **({"field": "authorization"} if code != "RATE_LIMITED" else {})}
+        out: dict = {"description": description,
+                     "content": {"application/json": {"schema": _ERROR_REF, "example": {"error": error}}}}
+        if headers:
+            out["headers"] = headers
+        return out
+    return {
+        "401": answer("UNAUTHORIZED: no API key, or one the server does not know (keys are on)", "UNAUTHORIZED",
+                      "an API key is required: Authorization: Bearer <key>",
+                      {"WWW-Authenticate": {"schema": {"type": "string"}, "description": 'Bearer realm="zapverify"'}}),
+        "403": answer(f"FORBIDDEN: the key lacks the `{scope}` scope", "FORBIDDEN",
+                      f"this key lacks the {scope!r} scope"),
+        "429": answer("RATE_LIMITED: past the key's rate limit (ZAPVERIFY_RATE_LIMIT_PER_SECOND); retry after "
+                      "Retry-After seconds", "RATE_LIMITED", "rate limit of key 'ops'; retry in 0.40 s",
+                      {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds, at least 1"}}),
+    }
+
+
+def document_access(schema: dict, *, keys_on: bool) -> dict:
+    """Add access control to an OpenAPI ``schema`` (in place; returned): the security schemes,
+    and on each operation whose path needs a scope (:func:`required_scope`) its ``security``
+    (required when the server has keys, ``keys_on``, else optional: a key is accepted and not
+    needed), the scope in its description, and the 401/403/429 answers with the error schema.
+    Open paths are left as they are."""
+    schema.setdefault("components", {}).setdefault("securitySchemes", {}).update(SECURITY_SCHEMES)
+    if "ErrorResponse" not in schema["components"].setdefault("schemas", {}):
+        from app.api.schemas import ErrorResponse
+
+        body = ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}")
+        schema["components"]["schemas"].update(body.pop("$defs", {}))
+        schema["components"]["schemas"]["ErrorResponse"] = body
+    for path, operations in schema.get("paths", {}).items():
+        scope = required_scope(path)
+        if scope is None:
+            continue
+        for op in operations.values():
+            if not isinstance(op, dict) or "responses" not in op:
+                continue
+            op["security"] = ([] if keys_on else [{}]) + [{name: []} for name in SECURITY_SCHEMES]
+            note = (f"Needs an API key with the `{scope}` scope" + ("." if keys_on else
+                    " on a server with keys (this one has none: open).") +
+                    " `Authorization: Bearer <key>` or `X-API-Key: <key>`.")
+            op["description"] = f"{op['description']}\n\n{note}" if op.get("description") else note
+            for status, answer in _refusals(scope).items():
+                op["responses"].setdefault(status, answer)
+    return schema
+
+
+def install_openapi(app: FastAPI, *, keys_on: bool) -> None:
+    """Make ``app`` (a FastAPI app) serve its schema with :func:`document_access` applied,
+    built once like FastAPI's own; ``/docs`` then has an Authorize button."""
+    build = app.openapi
+
+    def openapi() -> dict:
+        fresh = app.openapi_schema is None
+        schema = build()
+        return document_access(schema, keys_on=keys_on) if fresh else schema
+
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend its schema
 
 
 def warn_if_open(settings: Settings, keys: list[ApiKey]) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 from starlette.datastructures import State
 
 from app import __version__
+from app.api.metrics import HTTP_ERRORS
 from app.config import Settings
 from app.engine.runtime import Runtime
 from app.engine.verify.status import engine_status
@@ -17,8 +18,9 @@ from app.engine.verify.status import engine_status
 
 def status_body(state: State) -> dict[str, Any]:
     """Host (class and probe), transport pick, UMA pool use, backends and self-test per
-    scheme, counters and throughput per scheme, limits, WebSocket and NIC ingest counters,
-    admission control (items and bytes in flight, refusals),
+    scheme, counters and throughput per scheme (and request latency: ``stats.latency``), limits,
+    WebSocket and NIC ingest counters, admission control (items and bytes in flight, refusals),
+    HTTP error answers of this process by route and code (``http_errors``),
     from an app's ``state`` (its ``runtime``, ``settings``, ``ws_stats`` and ``ingest``).
     ``pick`` and ``pool`` are null for a runtime built without a pool."""
     runtime: Runtime = state.runtime
@@ -44,4 +46,14 @@ def status_body(state: State) -> dict[str, Any]:
         "websocket": state.ws_stats.snapshot(),
         "ingest": ingest.status() if ingest is not None else {"enabled": False, "transports": {}},
         "admission": state.admission.snapshot() if hasattr(state, "admission") else None,
+        "http_errors": http_errors(),
     }
+
+
+def http_errors() -> list[dict[str, Any]]:
+    """The error answers (status >= 400) this process has sent since it started, as
+    ``[{"route", "code", "count"}]``, most first: the in-process values of the
+    ``zapverify_http_errors_total`` counter (app/api/metrics.py), one worker's with several."""
+    out = [{"route": s.labels["route"], "code": s.labels["code"], "count": int(s.value)}
+           for metric in HTTP_ERRORS.collect() for s in metric.samples if s.name.endswith("_total") and s.value]
+    return sorted(out, key=lambda e: (-e["count"], e["code"], e["route"]))

@@ -33,8 +33,21 @@ def exchange_dir(multiprocess_dir: str | None) -> Path | None:
 
 
 def clear(multiprocess_dir: str) -> None:
-    """Remove the files of an earlier server (called by ``zapverify serve`` before the workers start)."""
+    """Create ``multiprocess_dir`` and remove the files of an earlier server there: its
+    Prometheus value files (:func:`clear_values`) and the workers' exchange files (called by
+    ``zapverify serve`` before the workers start)."""
+    clear_values(multiprocess_dir)
     shutil.rmtree(Path(multiprocess_dir) / SUBDIR, ignore_errors=True)
+
+
+def clear_values(multiprocess_dir: str) -> None:
+    """Create ``multiprocess_dir`` and delete the Prometheus value files (``*.db``) an earlier
+    server left there: counters of an earlier run must not be added to this one's.  Here,
+    not in :mod:`app.api.metrics`: importing that defines metrics, whose files the calling
+    process would then hold (see :func:`app.api.metrics.clear_multiprocess_dir`)."""
+    os.makedirs(multiprocess_dir, exist_ok=True)
+    for f in Path(multiprocess_dir).glob("*.db"):
+        f.unlink(missing_ok=True)
 
 
 def pid_alive(pid: int) -> bool:

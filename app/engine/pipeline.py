@@ -30,6 +30,7 @@ from typing import TypeGuard, cast
 import numpy as np
 
 from app.core.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
+from app.core.context import REQUEST_ID
 from app.engine.commit import merkle
 from app.engine.receipts.ids import new_batch_id
 from app.engine.receipts.store import Receipt, ReceiptStore
@@ -169,7 +170,7 @@ def record(engine: Engine, store: ReceiptStore | None, verified: Verified) -> li
         now = time.perf_counter()
         store.put_many([Receipt.build(id=r.batch_id, verdicts=r.verdicts, leaves=r.leaves, merkle_root=r.root,
                                       schemes=s, backends=r.backends, duration_seconds=now - part.started,
-                                      source=part.source)
+                                      source=part.source, request_id=REQUEST_ID.get())
                         for part, r, s in done])
     if verified.shadow is not None:
         verified.shadow.bind(_shadow_sink(store, [(p.count, r.batch_id) for p, r, _ in done]))

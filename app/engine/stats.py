@@ -1,5 +1,6 @@
 """Per-scheme counters since start, a rolling per-second throughput window, ingest frame
-counters and the most recent requests, for /v1/status, the live dashboard and metrics.
+counters, the most recent requests and the latency of the last requests answered, for
+/v1/status, the live dashboard and metrics.
 
 Other observers (Prometheus metrics, :mod:`app.api.metrics`) subscribe with
 :meth:`Stats.add_listener`, so the engine itself never imports a metrics library.
@@ -8,6 +9,7 @@ Other observers (Prometheus metrics, :mod:`app.api.metrics`) subscribe with
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -68,10 +70,12 @@ class Stats:
     """Thread-safe counters fed by the engine after every batch.
 
     ``window`` seconds of per-second item counts are kept per scheme for the dashboard's
-    throughput chart; the last ``recent`` requests are kept for its batch list.
+    throughput chart; the last ``recent`` requests are kept for its batch list, and the
+    time to answer of the last ``latency`` requests (at most ``window`` seconds old) for its
+    latency percentiles.
     """
 
-    def __init__(self, window: int = 300, recent: int = 20, clock=time.monotonic):
+    def __init__(self, window: int = 300, recent: int = 20, clock=time.monotonic, latency: int = 1000):
         self._lock = threading.Lock()
         self._clock = clock
         self.started = clock()
@@ -80,6 +84,8 @@ class Stats:
         self._series: dict[str, deque[list[float]]] = {}
         self._frames: dict[str, dict[str, int]] = {}
         self._recent: deque[RecentRequest] = deque(maxlen=recent)
+        #: (clock seconds, source, elapsed ms) of the last answered requests.
+        self._latency: deque[tuple[float, str, float]] = deque(maxlen=latency)
         self._listeners: list[StatsListener] = []
         self._peers: Callable[[], list[dict]] | None = None
 
@@ -143,9 +149,12 @@ class Stats:
         self._notify("shadow", scheme, backend, checked, mismatches, dropped)
 
     def record_request(self, request: RecentRequest) -> None:
-        """Remember an answered request for the dashboard's recent-batches list."""
+        """Remember an answered request for the dashboard's recent-batches list and its
+        latency percentiles."""
+        now = self._clock()
         with self._lock:
             self._recent.append(request)
+            self._latency.append((now, request.source, request.elapsed_ms))
 
     # ------------------------------------------------------------------ reading
     def set_peers(self, peers: Callable[[], list[dict]] | None) -> None:
@@ -165,13 +174,17 @@ class Stats:
                     "schemes": {n: asdict(c) for n, c in self.schemes.items()},
                     "series": {n: [list(p) for p in ser] for n, ser in self._series.items()},
                     "ingest": {t: dict(per) for t, per in self._frames.items()},
-                    "recent": [asdict(r) for r in self._recent]}
+                    "recent": [asdict(r) for r in self._recent],
+                    "latency": [list(x) for x in self._latency]}
 
     def snapshot(self, rate_seconds: int = 10) -> dict:
         """Counters per scheme, with ``rate_per_second`` over the last ``rate_seconds``
         and ``series`` = [[seconds ago, items], ...] over the window; ``ingest`` =
         {transport: {outcome: frames}}; ``recent`` = the last requests, newest first;
-        ``workers`` = how many processes these figures cover (see :meth:`set_peers`)."""
+        ``latency`` = {source: {count, p50_ms, p99_ms, max_ms}} over the last requests
+        answered in the window (each process keeps its last ``latency``), with ``all`` for
+        every source together; ``workers`` = how many processes these figures cover (see
+        :meth:`set_peers`)."""
         parts = [self.export()]
         if self._peers is not None:
             try:
@@ -185,6 +198,7 @@ class Stats:
         per_second: dict[str, dict[int, float]] = {}
         ingest: dict[str, dict[str, int]] = {}
         recent: list[dict] = []
+        elapsed: dict[str, list[float]] = {}
         for part in parts:
             for name, c in part["schemes"].items():
                 m = counters.setdefault(name, SchemeCounters())
@@ -204,6 +218,9 @@ class Stats:
                 for outcome, n in per.items():
                     acc_i[outcome] = acc_i.get(outcome, 0) + n
             recent += part["recent"]
+            for t, source, ms in part.get("latency", ()):  # a peer of an older version has none
+                if t >= now - self.window:
+                    elapsed.setdefault(source, []).append(ms)
         out = {}
         for name, c in counters.items():
             series = sorted(per_second.get(name, {}).items())
@@ -217,4 +234,16 @@ class Stats:
             }
         recent.sort(key=lambda r: r["time"], reverse=True)
         return {"uptime_seconds": round(uptime, 3), "window_seconds": self.window, "workers": len(parts),
-                "schemes": out, "ingest": ingest, "recent": recent[: self._recent.maxlen]}
+                "schemes": out, "ingest": ingest, "recent": recent[: self._recent.maxlen],
+                "latency": {**{source: _percentiles(ms) for source, ms in sorted(elapsed.items())},
+                            **({"all": _percentiles([x for ms in elapsed.values() for x in ms])} if elapsed else {})}}
+
+
+def _percentiles(ms: list[float]) -> dict:
+    """count, p50, p99 and max of ``ms`` (nearest rank: a value that was observed)."""
+    ms = sorted(ms)
+
+    def rank(q: float) -> float:
+        return ms[max(math.ceil(q * len(ms)) - 1, 0)]
+
+    return {"count": len(ms), "p50_ms": rank(0.5), "p99_ms": rank(0.99), "max_ms": ms[-1]}

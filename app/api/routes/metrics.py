@@ -19,8 +19,9 @@ router = APIRouter(tags=["ops"])
 async def prometheus_metrics(request: Request, runtime: Runtime = Depends(get_runtime)) -> Response:
     """Prometheus metrics of every worker of this server (text format 0.0.4)."""
     # In a thread: in multiprocess mode it reads files.
-    body, content_type = await run_in_threadpool(metrics.exposition, runtime,
-                                                 getattr(request.app.state, "admission", None))
+    state = request.app.state
+    body, content_type = await run_in_threadpool(metrics.exposition, runtime, getattr(state, "admission", None),
+                                                 getattr(state, "ws_stats", None))
     return Response(body, media_type=content_type)
 
 

@@ -1,8 +1,10 @@
 """Receipts over HTTP: read a receipt, page through them, fetch an item's inclusion proof.
 
 ``GET /v1/receipts/{id}``                 one receipt (without leaf hashes)
-``GET /v1/receipts?after=&limit=``        keyset paging, oldest first; ``next_after`` is the
-                                          cursor of the next page (``null`` on the last)
+``GET /v1/receipts?order=&after=&limit=`` keyset paging, oldest first (``order=asc``, the
+                                          default) or newest first (``order=desc``);
+                                          ``next_after`` is the cursor of the next page in that
+                                          order (``null`` on the last)
 ``GET /v1/receipts/{id}/proof/{index}``   RFC 6962 §2.1.1 audit path of item ``index``
 
 The store is the runtime's (``request.app.state.runtime.store``, a
@@ -14,19 +16,16 @@ functions, which FastAPI runs in its thread pool.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from app.api.deps import get_store
-from app.api.schemas import ErrorResponse
+from app.api.schemas import UUID_PATTERN, ErrorResponse
 from app.core.errors import ReceiptNotFound, ReceiptsDisabled
 from app.engine.receipts.store import MAX_PAGE, ReceiptStore, canonical_id
 
-#: What a UUID looks like (RFC 9562 §4, any version, either case): the ids are typed in the
-#: schema, so a client (or a schema-driven tester) knows what the server accepts.
-UUID_PATTERN = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
 _UUID_SCHEMA = {"format": "uuid"}
 
 router = APIRouter(prefix="/v1/receipts", tags=["receipts"], responses={
@@ -55,11 +54,15 @@ class ReceiptOut(BaseModel):
         "indices of items whose verdict here a shadow check (the CPU reference re-verifying a sample of an "
         "accelerated backend's verdicts) found wrong after it was answered: the right verdict is the opposite; "
         "empty when none. May grow after the receipt is written (docs/architecture.md, \"Shadow verification\")"))
+    request_id: str | None = Field(None, description=(
+        "the X-Request-ID of the request that carried the batch (the client's, or one the server made and "
+        "answered in that header); null for ingest frames and receipts written before it was recorded"))
 
 
 class ReceiptPage(BaseModel):
     receipts: list[ReceiptOut]
-    next_after: str | None = Field(description="pass as ?after= for the next page; null when this is the last")
+    next_after: str | None = Field(description="pass as ?after= (with the same order) for the next page; null when "
+                                               "this is the last")
 
 
 class ProofOut(BaseModel):
@@ -80,14 +83,23 @@ def store_of(request: Request) -> ReceiptStore:
     return store
 
 
-@router.get("", response_model=ReceiptPage, summary="Page through receipts, oldest first")
+@router.get("", response_model=ReceiptPage, summary="Page through receipts, oldest or newest first")
 def list_receipts(request: Request,
                   after: Annotated[str | None, Query(pattern=UUID_PATTERN, json_schema_extra=_UUID_SCHEMA,
-                                                     description="id of the last receipt of the previous page")] = None,
-                  limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> dict:
+                                                     description="id of the last receipt of the previous page "
+                                                                 "(its next_after): this page continues past it "
+                                                                 "in the same order")] = None,
+                  limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+                  order: Annotated[Literal["asc", "desc"], Query(
+                      description="asc: oldest first; desc: newest first (order=desc&limit=1 is the newest "
+                                  "receipt)")] = "asc") -> dict:
+    """Receipts without their leaf hashes, in creation order (ids are UUIDv7s, so id order).
+    A page of ``limit`` has ``next_after``; pass it as ``after`` with the same ``order`` for the
+    next one.  Receipts written while paging ascending show up on later pages; descending,
+    only on a new walk from the top."""
     store = store_of(request)
     cursor = None if after is None else canonical_id(after, "after")
-    receipts = store.page(cursor, limit)
+    receipts = store.page(cursor, limit, order=order)
     return {"receipts": [r.to_json() for r in receipts],
             "next_after": receipts[-1].id if len(receipts) == limit else None}
 

@@ -11,9 +11,10 @@ from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
 from app.api.admission import ticket_of
-from app.api.deps import get_runtime, zap_limits
+from app.api.deps import get_runtime, media_type, zap_limits
 from app.api.landing import GrowingLanding
-from app.api.service import is_zap, verify_frame, zap_error_of, zap_error_response
+from app.api.schemas import ErrorResponse
+from app.api.service import is_zap, json_error_response, verify_frame, zap_error_of, zap_error_response
 from app.core.errors import BadContentType, ZapVerifyError
 from app.wire import zap
 from app.wire.zap import HEADER_SIZE
@@ -25,11 +26,19 @@ ZAP_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": _FRAME, "description": "a verify response frame (type 0x02)"},
     400: {"content": _FRAME, "description": "an error frame (type 0x7F): the frame breaks ZAP v1"},
     413: {"content": _FRAME, "description": "an error frame: frame, item or message limit exceeded"},
-    415: {"content": _FRAME, "description": "an error frame: Content-Type is not application/x-zap"},
+    415: {"model": ErrorResponse, "content": _FRAME,
+          "description": "Content-Type is not application/x-zap: an error frame, or the JSON error when the "
+                         "request was JSON (Content-Type application/json; JSON requests go to POST /v1/verify)"},
     408: {"content": _FRAME, "description": "an error frame (BODY_TIMEOUT): the body stalled or came too slowly"},
     503: {"content": _FRAME, "description": "an error frame: over the admission bound (OVERLOADED), engine not ready, "
                                             "pool exhausted or receipt store down; Retry-After where a retry can help"},
 }
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type names JSON (``application/json`` or ``application/*+json``)."""
+    kind = media_type(content_type)
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
 
 
 @router.post("/verify/zap", response_class=Response, responses=ZAP_RESPONSES, openapi_extra={
@@ -52,6 +61,11 @@ async def verify_zap(request: Request) -> Response:
     runtime = get_runtime(request)
     engine = runtime.engine
     reader: zap.FrameReader | None = None
+    if not is_zap(request.headers.get("content-type")) and _is_json(request.headers.get("content-type")):
+        # A JSON client cannot read an error frame: it gets its refusal in JSON.
+        runtime.stats.record_frame("http", BadContentType.code.lower())
+        return json_error_response(BadContentType(f"Content-Type must be {zap.CONTENT_TYPE}; JSON requests go to "
+                                                  "POST /v1/verify", field="content-type"))
     try:
         if not is_zap(request.headers.get("content-type")):
             raise BadContentType(f"Content-Type must be {zap.CONTENT_TYPE}", field="content-type")

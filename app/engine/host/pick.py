@@ -179,8 +179,11 @@ def pick(probe: HostProbe, transport: str = "auto") -> Pick:
     notes = tuple(_NOTES[k] for k in (chosen.name, allocator) if k in _NOTES)
     result = Pick(cls, label, transport, chosen.name, allocator, ALLOCATOR_SOURCE[allocator],
                   "cuda" if probe.cuda.available else "cpu", tuple(checks), notes)
+    # The reasons each other transport was passed over run to ~1,000 characters: debug only
+    # (`zapverify probe` and /v1/status show them too).
     log.info("host %s; transport %s, allocator %s, verify on %s (%s)", label, result.transport,
-             allocator, result.verify, result.why())
+             allocator, result.verify, "auto" if transport == "auto" else "forced by ZAP_TRANSPORT")
+    log.debug("transport pick: %s", result.why())
     return result
 
 

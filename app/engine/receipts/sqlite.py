@@ -29,6 +29,7 @@ from app.engine.receipts.store import (
     Receipt,
     ReceiptStore,
     check_limit,
+    check_order,
     check_schema_version,
     receipt_from_row,
     to_micros,
@@ -62,6 +63,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
                PRIMARY KEY (receipt_id, item_index)
            ) WITHOUT ROWID""",
     ),
+    # Version 3: the id of the request that carried the batch (X-Request-ID; app/logs.py).
+    ("ALTER TABLE receipts ADD COLUMN request_id TEXT",),
 )
 
 #: Most bytes the write-ahead log file keeps after a checkpoint (``PRAGMA journal_size_limit``).
@@ -234,16 +237,20 @@ class SqliteStore(ReceiptStore):
             raise self._failure(exc, "read") from exc
         return None if row is None else receipt_from_row(row, [i for (i,) in shadow])
 
-    def page(self, after: str | None = None, limit: int = 100) -> list[Receipt]:
+    def page(self, after: str | None = None, limit: int = 100, *, order: str = "asc") -> list[Receipt]:
         check_limit(limit)
+        asc = check_order(order)
+        where, args = ("", ()) if after is None else (f"WHERE id {'>' if asc else '<'} ?", (after,))
         try:
             with self._lock:
                 rows = self._db.execute(
-                    f"SELECT {_COLS_NO_LEAVES} FROM receipts WHERE id > ? ORDER BY id LIMIT ?",
-                    ("" if after is None else after, min(limit, MAX_PAGE))).fetchall()
-                shadow = [] if not rows else self._db.execute(
+                    f"SELECT {_COLS_NO_LEAVES} FROM receipts {where} ORDER BY id {'ASC' if asc else 'DESC'} "
+                    "LIMIT ?",
+                    (*args, min(limit, MAX_PAGE))).fetchall()
+                ends = sorted((rows[0][0], rows[-1][0])) if rows else None  # first and last id
+                shadow = [] if ends is None else self._db.execute(
                     f"SELECT receipt_id, item_index FROM {SHADOW_TABLE} WHERE receipt_id BETWEEN ? AND ?",
-                    (rows[0][0], rows[-1][0])).fetchall()
+                    ends).fetchall()
         except sqlite3.Error as exc:
             raise self._failure(exc, "read") from exc
         by_id: dict[str, list[int]] = {}
