@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas import decode_text
+from app.api.schemas import ENCODING_DESCRIPTION, decode_text
 from app.config import Settings
 from app.core.batch import AggregateItem
 from app.core.errors import LimitExceeded, RequestError
@@ -37,13 +37,17 @@ class AggregateItemModel(BaseModel):
     messages: list[str] | None = Field(None, description="aggregate: message i signed by key i; "
                                                          "another count than public_keys gives a false verdict")
     signature: str = Field(description="96-byte compressed G2 aggregate signature")
+    variant: Literal["ietf", "eth"] = Field(
+        "ietf", description="fast_aggregate only: 'ietf' is FastAggregateVerify of draft-irtf-cfrg-bls-signature "
+                            "(no keys: false); 'eth' is the consensus specs' eth_fast_aggregate_verify (no keys "
+                            "and the G2 infinity signature 0xc0 00..00: true, else the same rule)")
 
 
 class BlsAggregateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     items: list[AggregateItemModel]
-    encoding: Literal["hex", "base64"] = "hex"
+    encoding: Literal["hex", "base64"] = Field("hex", description=ENCODING_DESCRIPTION)
 
 
 def to_aggregate_items(req: BlsAggregateRequest, settings: Settings) -> list[AggregateItem]:
@@ -52,7 +56,7 @@ def to_aggregate_items(req: BlsAggregateRequest, settings: Settings) -> list[Agg
     Raises :class:`LimitExceeded` (413) over ``max_items``, ``bls_aggregate_max_keys`` (field
     ``items[i].public_keys``), ``max_message_bytes`` or ``bls_aggregate_max_pairings`` (field
     ``items``), and :class:`RequestError` (422) for undecodable text or the message field of
-    the other mode, naming ``items[i].<field>``.
+    the other mode or the ``eth`` variant on an ``aggregate`` item, naming ``items[i].<field>``.
     """
     if len(req.items) > settings.max_items:
         raise LimitExceeded(f"{len(req.items)} items, the limit is {settings.max_items}", field="items")
@@ -75,6 +79,8 @@ def to_aggregate_items(req: BlsAggregateRequest, settings: Settings) -> list[Agg
         else:
             if it.messages is None or it.message is not None:
                 raise RequestError("aggregate takes 'messages' and no 'message'", field=f"{where}.messages")
+            if it.variant != "ietf":
+                raise RequestError("the 'eth' variant applies to fast_aggregate items only", field=f"{where}.variant")
             texts, field = it.messages, f"{where}.messages"
         msgs = []
         for j, text in enumerate(texts):
@@ -86,5 +92,5 @@ def to_aggregate_items(req: BlsAggregateRequest, settings: Settings) -> list[Agg
             msgs.append(msg)
         pks = tuple(decode_text(pk, req.encoding, f"{where}.public_keys[{j}]") for j, pk in enumerate(it.public_keys))
         out.append(AggregateItem(it.mode, pks, tuple(msgs), decode_text(it.signature, req.encoding,
-                                                                          f"{where}.signature")))
+                                                                          f"{where}.signature"), it.variant))
     return out

@@ -48,18 +48,45 @@ class Item:
 AGGREGATE_MODES: dict[str, int] = {"fast_aggregate": 1, "aggregate": 2}
 #: The name each mode is counted under on the dashboard, in metrics and in receipts.
 AGGREGATE_LABELS: dict[str, str] = {"fast_aggregate": "bls12-381-fast-aggregate", "aggregate": "bls12-381-aggregate"}
+#: Rules a ``fast_aggregate`` item may be verified under (docs/bls-aggregate.md, section 1):
+#: ``ietf``, FastAggregateVerify of draft-irtf-cfrg-bls-signature §3.3.4 (no keys: false), and
+#: ``eth``, the consensus specs' ``eth_fast_aggregate_verify`` (altair, beacon-chain.md §"BLS
+#: signatures": no keys and the G2 infinity encoding as signature: true, else the same rule).
+AGGREGATE_VARIANTS: tuple[str, ...] = ("ietf", "eth")
+#: The leaf's mode byte of a ``fast_aggregate`` item under the ``eth`` variant: the variant
+#: can change the verdict, so the leaf commits to it (modes 1 and 2 keep their bytes, so
+#: IETF leaves are unchanged).
+AGGREGATE_ETH_LEAF_MODE = 3
+#: G2_POINT_AT_INFINITY of the consensus specs: the compressed identity of G2, 96 bytes.
+G2_INFINITY = b"\xc0" + bytes(95)
 
 
 @dataclass(frozen=True)
 class AggregateItem:
     """One BLS12-381 aggregate item: FastAggregateVerify (``mode`` ``fast_aggregate``,
     ``messages`` holds its one message) or AggregateVerify (``aggregate``, message i signed
-    by key i).  Bytes as sent: 48-byte keys, 96-byte signature (wrong ones verify false)."""
+    by key i).  Bytes as sent: 48-byte keys, 96-byte signature (wrong ones verify false).
+
+    ``variant`` (:data:`AGGREGATE_VARIANTS`) applies to ``fast_aggregate`` only: ``"ietf"``
+    (default) or ``"eth"``; an ``aggregate`` item with ``"eth"`` is refused by the API and
+    verifies false here."""
 
     mode: str
     public_keys: tuple[bytes, ...]
     messages: tuple[bytes, ...]
     signature: bytes
+    variant: str = "ietf"
+
+    @property
+    def leaf_mode(self) -> int:
+        """The mode byte of this item's Merkle leaf: :data:`AGGREGATE_MODES`, or
+        :data:`AGGREGATE_ETH_LEAF_MODE` for ``fast_aggregate`` under ``eth``; 0 for an unknown
+        mode or variant."""
+        if self.variant == "eth" and self.mode == "fast_aggregate":
+            return AGGREGATE_ETH_LEAF_MODE
+        if self.variant != "ietf":
+            return 0
+        return AGGREGATE_MODES.get(self.mode, 0)
 
 
 @dataclass(frozen=True)

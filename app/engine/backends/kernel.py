@@ -4,7 +4,10 @@ Schemes are discovered from :data:`app.engine.device.registry.VERIFY_KERNELS`: a
 is offered when its family's .cu file exists *and* its entry point builds on this device;
 :meth:`KernelBackend.availability` says which, and why not.  A kernel backend also builds
 Merkle trees on its device (``run(batch, commit=True)``), so a batch verified there is
-committed there too (docs/architecture.md, "Merkle leaf and receipts").
+committed there too (docs/architecture.md, "Merkle leaf and receipts").  Where the BLS12-381
+aggregate kernels build (bls12_381_aggregate.cu), it also verifies BLS aggregate items
+(``aggregates`` in its capabilities) and verifies ``bls12-381`` batches by random linear
+combination (:func:`app.engine.device.ops.verify_bls_rlc`; docs/bls-aggregate.md).
 """
 
 from __future__ import annotations
@@ -21,7 +24,15 @@ from app.core.result import Result
 from app.core.schemes import SCHEMES, Scheme
 from app.engine.backends.base import READY, Backend, Capabilities
 from app.engine.device import ops
-from app.engine.device.registry import MERKLE, KernelSource, VerifyKernel, verify_kernel
+from app.engine.device.registry import (
+    BLS_AGGREGATE,
+    BLS_AGGREGATE_ENTRIES,
+    MERKLE,
+    VERIFY_KERNELS,
+    KernelSource,
+    VerifyKernel,
+    verify_kernel,
+)
 
 NO_KERNEL = "no kernel"
 
@@ -42,6 +53,8 @@ class KernelBackend(Backend):
 
     Args:
         kernels: the verify-kernel table (default: the registry's); tests pass their own.
+        bls_batch: verify ``bls12-381`` batches by random linear combination on the device
+            (where the aggregate kernels build); off, one single-verify thread per item.
 
     Subclasses set ``name`` and implement :meth:`_make_device`.  Every device call runs
     under one lock: a device and its stream serve one batch at a time.
@@ -51,8 +64,12 @@ class KernelBackend(Backend):
     #: Whether the engine measures crossover sizes and rates for this backend at start.
     calibrate_at_start = False
 
-    def __init__(self, kernels: Mapping[str, VerifyKernel] | None = None):
+    def __init__(self, kernels: Mapping[str, VerifyKernel] | None = None, *, bls_batch: bool = True):
         self._kernels = dict(kernels) if kernels is not None else None
+        self.bls_batch = bls_batch
+        self._aggregates: str | None = None
+        #: What the last random-linear-combination batch did (tests, benchmarks).
+        self.last_rlc: ops.RlcReport | None = None
         self._lock = threading.RLock()
         self._device: KernelDevice | None = None
         self._device_error: str | None = None
@@ -133,6 +150,20 @@ class KernelBackend(Backend):
                                      f"({self.availability().get(scheme.id, NO_KERNEL)})", field="scheme")
         return k
 
+    def aggregates_state(self) -> str:
+        """``"ready"`` when every entry point of bls12_381_aggregate.cu builds here, else why not."""
+        with self._lock:
+            if self._aggregates is None:
+                try:
+                    if not BLS_AGGREGATE.exists():
+                        raise KernelError(f"no {BLS_AGGREGATE.path.name}", field="backend")
+                    for entry in BLS_AGGREGATE_ENTRIES:
+                        self.device.function(BLS_AGGREGATE, entry)
+                    self._aggregates = READY
+                except (BackendUnavailable, KernelError) as exc:
+                    self._aggregates = f"build failed: {exc.message}"
+            return self._aggregates
+
     def batch_items(self) -> dict[str, int]:
         """Per ready scheme, the items per batch that keep this device busy; none by default
         (the GPU sizes them by waves, :class:`app.engine.backends.cuda.CudaBackend`)."""
@@ -145,18 +176,37 @@ class KernelBackend(Backend):
             if self._capabilities is None:
                 self._capabilities = Capabilities(
                     schemes=self.availability(), commits=self.merkle_state(),
-                    calibrate_at_start=self.calibrate_at_start, batch_items=self.batch_items(), device=self.info())
+                    calibrate_at_start=self.calibrate_at_start, batch_items=self.batch_items(),
+                    aggregates=self.aggregates_state() == READY, device=self.info())
             return self._capabilities
 
     # ------------------------------------------------------------------ work
     def run(self, batch: Batch | AggregateBatch, *, commit: bool = False) -> Result:
         """Verdicts of ``batch`` (``bool[N]``), with its Merkle leaves and root where
         ``commit`` (the verdicts never leave the device first, :func:`ops.verify_and_commit`).
-        Raises :class:`BackendUnavailable` for a scheme without a ready kernel (and for
-        aggregate items), :class:`KernelError` when the device fails."""
+        BLS aggregate items (an :class:`AggregateBatch`) are verified by
+        :func:`ops.verify_aggregates` (no leaves: the engine's commit step hashes them), and a
+        ``bls12-381`` batch by :func:`ops.verify_bls_rlc` where ``bls_batch`` is on and the
+        aggregate kernels are ready.  Raises :class:`BackendUnavailable` for a scheme without
+        a ready kernel (and for aggregate items without the aggregate kernels),
+        :class:`KernelError` when the device fails."""
         if not isinstance(batch, Batch):
-            raise BackendUnavailable(f"{self.name} does not verify BLS aggregate items", field="backend")
+            if self.aggregates_state() != READY:
+                raise BackendUnavailable(f"{self.name} does not verify BLS aggregate items "
+                                         f"({self.aggregates_state()})", field="backend")
+            with self._lock:
+                return Result.of(self.name, ops.verify_aggregates(self.device, batch.items))
         k = self._ready_kernel(batch.scheme)
+        # The batch kernels implement the registry's BLS12-381 verify: a table of other kernels
+        # (tests' toy ones) keeps its own single verify.
+        if batch.scheme.id == "bls12-381" and self.bls_batch and len(batch) > 1 \
+                and k == VERIFY_KERNELS.get("bls12-381") and self.aggregates_state() == READY:
+            with self._lock:
+                verdicts, self.last_rlc = ops.verify_bls_rlc(self.device, k, batch)
+                if not commit:
+                    return Result.of(self.name, verdicts)
+                leaves, root = ops.commit(self.device, batch, verdicts)
+                return Result.of(self.name, verdicts, leaves, root)
         if commit:
             return Result.of(self.name, *self._verify_and_commit(k, batch))
         with self._lock:
@@ -174,4 +224,4 @@ class KernelBackend(Backend):
         except BackendUnavailable as exc:
             return {"available": False, "reason": exc.message}
         return {"available": True, "device": device, "schemes": self.availability(),
-                "merkle": self.merkle_state()}
+                "merkle": self.merkle_state(), "bls_aggregates": self.aggregates_state()}

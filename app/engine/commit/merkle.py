@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from app.core.batch import AGGREGATE_MODES, AggregateItem
+from app.core.batch import AggregateItem
 
 _sha256 = hashlib.sha256
 #: What a leaf hashes: bytes, or a zero-copy view of a batch's columns.
@@ -69,8 +69,9 @@ def aggregate_leaf_hash(mode: int, verdict: bool, pks: Sequence[bytes], msgs: Se
     """The 32-byte leaf hash of one BLS aggregate item (docs/bls-aggregate.md).
 
     Leaf data is ``0xA9 ‖ mode ‖ verdict ‖ L(pks) ‖ L(msgs) ‖ SHA-256(sig)`` (99 bytes),
-    with ``mode`` 1 for ``fast_aggregate`` (``msgs`` is its one message) and 2 for
-    ``aggregate``, and L(list) = SHA-256(u32(len(list)) ‖ u32(len(e)) ‖ e ‖ …) with u32
+    with ``mode`` 1 for ``fast_aggregate`` (``msgs`` is its one message), 2 for
+    ``aggregate`` and 3 for ``fast_aggregate`` under the ``eth`` variant, and
+    L(list) = SHA-256(u32(len(list)) ‖ u32(len(e)) ‖ e ‖ …) with u32
     big-endian; the leaf hash is RFC 6962's ``SHA-256(0x00 ‖ data)``.  A single item's data
     is 98 bytes starting with a scheme code, so no aggregate leaf equals a single one.
     """
@@ -80,10 +81,11 @@ def aggregate_leaf_hash(mode: int, verdict: bool, pks: Sequence[bytes], msgs: Se
 
 
 def aggregate_leaf(item: AggregateItem, verdict: bool) -> bytes:
-    """The leaf hash of one :class:`app.core.batch.AggregateItem` with ``verdict``; an unknown
-    mode hashes as mode 0 (the API refuses those before they get here)."""
-    return aggregate_leaf_hash(AGGREGATE_MODES.get(item.mode, 0), verdict, item.public_keys, item.messages,
-                               item.signature)
+    """The leaf hash of one :class:`app.core.batch.AggregateItem` with ``verdict``; the mode
+    byte is :attr:`~app.core.batch.AggregateItem.leaf_mode` (3 for ``fast_aggregate`` under
+    the ``eth`` variant, whose verdict can differ); an unknown mode or variant hashes as
+    mode 0 (the API refuses those before they get here)."""
+    return aggregate_leaf_hash(item.leaf_mode, verdict, item.public_keys, item.messages, item.signature)
 
 
 def batch_leaves(batch, verdicts: np.ndarray, hasher: LeafHasher | None = None) -> np.ndarray:

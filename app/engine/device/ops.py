@@ -261,3 +261,189 @@ def commit(dev: Device, batch: Batch, verdicts: np.ndarray, *, tail_max: int = T
     leaves = merkle_leaves(dev, db, v)
     root_buf = merkle_root_buffer(dev, leaves, n, tail_max=tail_max)
     return dev.get(leaves, 32 * n).reshape(n, 32), dev.get(root_buf, 32).tobytes()
+
+
+# ------------------------------------------------------------------ BLS12-381 aggregates and RLC batches
+#: Item modes of zv_bls_agg_items (bls12_381_aggregate.cu ZV_BLS_AGG_*), by (mode, variant);
+#: any other pair, or a length or count the kernels cannot take, is mode 0 (false).
+AGG_MODES = {("fast_aggregate", "ietf"): 1, ("aggregate", "ietf"): 2, ("fast_aggregate", "eth"): 3}
+#: Index meaning "no point": −G1 as a pair's P, or a pair that belongs to no item.
+_NONE = np.uint64(2**64 - 1)
+#: Bit of a point index naming the second buffer of its kind (zv_bls_agg_miller).
+_SECOND = 1 << 63
+_G1_ROW, _G2_ROW, _FP12_ROW = 96, 192, 576
+#: Threads per block of the BLS launches: the pairing code wants 255 registers per thread
+#: (bls12_381.cuh), so blocks stay small, as the single verify's (registry, block 64).
+BLS_BLOCK = 64
+
+
+def _u64(values) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(values, dtype=np.uint64).reshape(-1))
+
+
+def _launch(dev: Device, entry: str, threads: int, args: tuple) -> None:
+    from app.engine.device.registry import BLS_AGGREGATE
+    dev.launch(BLS_AGGREGATE, entry, threads, args, block=BLS_BLOCK)
+
+
+def _pairings(dev: Device, g1a: Any, g1b: Any, g2a: Any, g2b: Any, p_idx: list, q_idx: list, pair_item: list,
+              status: Any, pair_off: np.ndarray, final_status: Any, n_final: int) -> np.ndarray:
+    """Miller values of every pair (one thread each), then per item or group the product over
+    its pairs ``pair_off[i] .. pair_off[i+1]`` and one final exponentiation; ``uint8[n_final]``."""
+    n_pairs = len(p_idx)
+    f = dev.alloc(_FP12_ROW * max(1, n_pairs))
+    if n_pairs:
+        _launch(dev, "zv_bls_agg_miller", n_pairs,
+                (g1a, g1b, g2a, g2b, dev.put(_u64(p_idx)), dev.put(_u64(q_idx)), dev.put(_u64(pair_item)), status,
+                 np.uint64(n_pairs), f))
+    out = dev.alloc(n_final)
+    _launch(dev, "zv_bls_agg_final", n_final, (f, dev.put(_u64(pair_off)), final_status, np.uint64(n_final), out))
+    return dev.get(out, n_final)
+
+
+def verify_aggregates(dev: Device, items: Sequence[Any]) -> np.ndarray:
+    """Verdicts (``bool[N]``, input order) of BLS12-381 aggregate items
+    (:class:`app.core.batch.AggregateItem`) on ``dev``, by the launches of
+    bls12_381_aggregate.cu: KeyValidate per key, hash_to_G2 per message, the per-item rules,
+    one Miller loop per pair, per item the product and one final exponentiation.
+
+    Semantics are those of :func:`app.engine.reference.bls_aggregate.verify_item`
+    (FastAggregateVerify, draft-irtf-cfrg-bls-signature-04 §3.3.4, or the consensus specs'
+    eth_fast_aggregate_verify under ``variant`` ``eth``; AggregateVerify §2.9): what the
+    kernels cannot take — a key not 48 bytes, a signature not 96, a message count that does
+    not fit the mode, an unknown mode or variant — is ``False`` here, as the reference
+    answers.  Raises :class:`app.core.errors.KernelLaunchError` when the device fails.
+    """
+    n = len(items)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    modes = np.zeros(n, dtype=np.uint8)
+    sigs = np.zeros((n, 96), dtype=np.uint8)
+    key_off = [0]
+    keys: list[bytes] = []
+    msgs: list[bytes] = []
+    p_idx: list = []
+    q_idx: list = []
+    pair_item: list = []
+    pair_off = [0]
+    for i, it in enumerate(items):
+        mode = AGG_MODES.get((it.mode, it.variant), 0)
+        pks, ms = list(it.public_keys), list(it.messages)
+        fits = (len(it.signature) == 96 and all(len(pk) == 48 for pk in pks)
+                and (len(ms) == 1 if mode in (1, 3) else len(ms) == len(pks)))
+        if mode and fits:
+            modes[i] = mode
+            sigs[i] = np.frombuffer(bytes(it.signature), dtype=np.uint8)
+            k0, m0 = len(keys), len(msgs)
+            keys += [bytes(pk) for pk in pks]
+            if pks:  # no keys: no pairs (decided by zv_bls_agg_items alone)
+                if mode == 2:
+                    msgs += [bytes(m) for m in ms]
+                    p_idx += [k0 + j for j in range(len(pks))]
+                    q_idx += [m0 + j for j in range(len(pks))]
+                else:
+                    msgs.append(bytes(ms[0]))
+                    p_idx.append(_SECOND | i)  # the key sum, row i of the second G1 buffer
+                    q_idx.append(m0)
+                pair_item += [i] * (len(p_idx) - len(pair_item))
+                p_idx.append(_NONE)  # (−G1, σ): σ is row i of the second G2 buffer
+                q_idx.append(_SECOND | i)
+                pair_item.append(i)
+        key_off.append(len(keys))
+        pair_off.append(len(p_idx))
+    n_keys = len(keys)
+    key_pts, key_ok = dev.alloc(_G1_ROW * max(1, n_keys)), dev.alloc(max(1, n_keys))
+    if n_keys:
+        _launch(dev, "zv_bls_agg_key_validate", n_keys,
+                (dev.put(np.frombuffer(b"".join(keys), dtype=np.uint8)), np.uint64(n_keys), key_pts, key_ok))
+    hashes = dev.alloc(_G2_ROW * max(1, len(msgs)))
+    if msgs:
+        data, offsets = pack_messages(msgs)
+        _launch(dev, "zv_bls_agg_hash", len(msgs), (dev.put(data), dev.put(offsets), np.uint64(len(msgs)), hashes))
+    status, agg_pts, sig_pts = dev.alloc(n), dev.alloc(_G1_ROW * n), dev.alloc(_G2_ROW * n)
+    _launch(dev, "zv_bls_agg_items", n, (dev.put(modes), dev.put(_u64(key_off)), key_ok, key_pts, dev.put(sigs),
+                                         np.uint64(n), status, agg_pts, sig_pts))
+    return _pairings(dev, key_pts, agg_pts, hashes, sig_pts, p_idx, q_idx, pair_item, status,
+                     np.asarray(pair_off), status, n).astype(bool)
+
+
+def rlc_scalars(n: int) -> np.ndarray:
+    """``uint64[n]`` non-zero scalars from the OS CSPRNG (``secrets``), drawn per batch after its
+    inputs are fixed and never derived from them (docs/bls-aggregate.md, section 4)."""
+    import secrets
+
+    r = np.frombuffer(secrets.token_bytes(8 * n), dtype=np.uint64).copy()
+    for i in np.flatnonzero(r == 0):
+        while not r[i]:
+            r[i] = np.uint64(secrets.randbits(64))
+    return r
+
+
+@dataclass
+class RlcReport:
+    """What one :func:`verify_bls_rlc` did: groups checked, groups that failed, items whose
+    verdict came from a single CoreVerify (the failed groups' decodable items)."""
+
+    groups: int = 0
+    failed_groups: int = 0
+    singles: int = 0
+
+
+def verify_bls_rlc(dev: Device, kernel: VerifyKernel, batch: Batch, *, group: int = 64,
+                   scalars: np.ndarray | None = None) -> tuple[np.ndarray, RlcReport]:
+    """Verdicts (``bool[N]``) of a ``bls12-381`` batch by random linear combination on ``dev``,
+    each equal to the item's single CoreVerify (draft-irtf-cfrg-bls-signature-05 §2.7, POP
+    suite) except with probability ≤ 2^-64 per group check.
+
+    Items are cut into consecutive groups of ``group``; per group, with r_i = ``scalars[i]``
+    (``uint64[N]``, non-zero; default :func:`rlc_scalars`):
+    ∏ e(r_i·PK_i, H(m_i)) · e(−G1, Σ r_i·σ_i) == 1 — s + 1 Miller loops and one final
+    exponentiation for s items.  Items that do not decode are ``False`` and leave their group.
+    A group that fails has each of its decodable items verified alone by ``kernel`` (the
+    single-verify entry point, exact), the CPU path's exact fallback for a failed set
+    (app/engine/reference/bls_batch.py).  Batches of fewer than two items, or with keys that
+    are not 48 bytes, go to ``kernel`` directly.  Raises
+    :class:`app.core.errors.KernelLaunchError` when the device fails.
+    """
+    n = len(batch)
+    report = RlcReport()
+    if n < 2 or batch.pks.shape[1] != 48:
+        return verify_batch(dev, kernel, batch), report
+    r = rlc_scalars(n) if scalars is None else _u64(scalars)
+    if r.shape != (n,) or not r.all():
+        raise RequestError(f"scalars must be {n} non-zero uint64", field="scalars")
+    db = put_batch(dev, batch)
+    status, spk, ssig = dev.alloc(n), dev.alloc(_G1_ROW * n), dev.alloc(_G2_ROW * n)
+    _launch(dev, "zv_bls_rlc_prepare", n, (db.pks, db.sigs, dev.put(r), np.uint64(n), status, spk, ssig))
+    hashes = dev.alloc(_G2_ROW * n)
+    _launch(dev, "zv_bls_agg_hash", n, (db.msgs, db.offsets, np.uint64(n), hashes))
+    size = max(1, int(group))
+    bounds = list(range(0, n, size)) + [n]
+    g = len(bounds) - 1
+    gsig = dev.alloc(_G2_ROW * g)
+    members = dev.put(np.arange(n, dtype=np.uint64))
+    _launch(dev, "zv_bls_rlc_group_sig", g, (ssig, status, dev.put(_u64(bounds)), members, np.uint64(g), gsig))
+    p_idx: list = []
+    q_idx: list = []
+    pair_item: list = []
+    pair_off = [0]
+    for k in range(g):
+        lo, hi = bounds[k], bounds[k + 1]
+        p_idx += range(lo, hi)
+        q_idx += range(lo, hi)
+        pair_item += range(lo, hi)
+        p_idx.append(_NONE)  # (−G1, Σ r_i·σ_i): row k of the group sums, the second G2 buffer
+        q_idx.append(_SECOND | k)
+        pair_item.append(_NONE)
+        pair_off.append(len(p_idx))
+    passed = _pairings(dev, spk, spk, hashes, gsig, p_idx, q_idx, pair_item, status, np.asarray(pair_off),
+                       dev.put(np.ones(g, dtype=np.uint8)), g).astype(bool)
+    live = dev.get(status, n) == 1
+    out = live.copy()
+    report.groups = g
+    for failed in np.flatnonzero(~passed):
+        lo, hi = bounds[int(failed)], bounds[int(failed) + 1]
+        report.failed_groups += 1
+        report.singles += int(live[lo:hi].sum())
+        out[lo:hi] = live[lo:hi] & verify_batch(dev, kernel, batch.slice(lo, hi))
+    return out, report

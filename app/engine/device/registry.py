@@ -120,6 +120,12 @@ def cap_variants(source: KernelSource) -> list[KernelSource]:
 
 HASH = KernelSource("hash", HASHES_DIR)
 MERKLE = KernelSource("merkle", HASHES_DIR)
+#: BLS12-381 aggregate shapes and batch CoreVerify by random linear combination (issue 40):
+#: not a verify kernel of the contract's shape, chained by app/engine/device/ops.py instead.
+BLS_AGGREGATE = KernelSource("bls12_381_aggregate", SCHEMES_DIR)
+#: Its entry points, all of which must build for a backend to declare ``aggregates``.
+BLS_AGGREGATE_ENTRIES = ("zv_bls_agg_key_validate", "zv_bls_agg_hash", "zv_bls_agg_items", "zv_bls_agg_miller",
+                         "zv_bls_agg_final", "zv_bls_rlc_prepare", "zv_bls_rlc_group_sig")
 
 #: Batch hash kernels of hash.cu: name -> (entry point, digest bytes; None = XOF, caller's length).
 HASH_KERNELS: dict[str, tuple[str, int | None]] = {
@@ -142,7 +148,8 @@ def verify_kernel(scheme: Scheme, table: dict[str, VerifyKernel] | None = None) 
 def service_sources() -> list[KernelSource]:
     """The compilation units the service loads (every verify kernel's, the hash and Merkle
     kernels'), not test harnesses such as bls12_381_parts.cu; what build-kernels ships."""
-    return [s for s in dict.fromkeys([*(row.source for row in VERIFY_KERNELS.values()), HASH, MERKLE]) if s.exists()]
+    return [s for s in dict.fromkeys([*(row.source for row in VERIFY_KERNELS.values()), HASH, MERKLE, BLS_AGGREGATE])
+            if s.exists()]
 
 
 def sources(directory: Path = KERNEL_DIR) -> list[Path]:

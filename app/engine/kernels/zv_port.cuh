@@ -124,6 +124,10 @@ enum {
     ZV_OP_K1_FE_MUL, ZV_OP_K1_FE_SQR, ZV_OP_K1_FE_ADD, ZV_OP_K1_FE_SUB, ZV_OP_K1_FE_MUL_INT,
     ZV_OP_K1_SC_MONT_MUL,
     ZV_OP_SHA256_BLOCK, ZV_OP_SHA512_BLOCK, ZV_OP_KECCAK_F1600,
+    /* BLS12-381 (issue 40's work measure): every Fp product or square; Miller loops, the
+     * pairs they carry, final exponentiations; and the Fp products spent inside Miller
+     * loops and final exponentiations (bls12_381_pairing.cuh). */
+    ZV_OP_BLS_FP_MUL, ZV_OP_BLS_MILLER_LOOP, ZV_OP_BLS_MILLER_PAIR, ZV_OP_BLS_FINAL_EXP, ZV_OP_BLS_PAIRING_FP_MUL,
     ZV_OP_COUNT
 };
 /* ZV_SERIAL(stmt): stmt is run by one lane of a warp while the others wait (the middle of

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.core.batch import AggregateItem
+from app.core.batch import G2_INFINITY, AggregateItem
 from app.engine.commit import merkle
 from app.engine.reference.reference import bls_constants, bls_hash, bls_public_key, bls_signature
 
@@ -56,6 +56,16 @@ def fast_aggregate_verify(pks: Sequence[bytes], msg: bytes, sig: bytes) -> bool:
     return bool(ark.GT.pairing_check([total, neg_g1], [bls_hash(msg), signature]))
 
 
+def eth_fast_aggregate_verify(pks: Sequence[bytes], msg: bytes, sig: bytes) -> bool:
+    """``eth_fast_aggregate_verify`` of Ethereum's consensus specs (altair/bls.md): ``True`` for
+    no keys together with the signature G2_POINT_AT_INFINITY (the 96 bytes ``0xc0 00 … 00``,
+    compared as bytes: the sync-committee rule for an empty participation), else
+    :func:`fast_aggregate_verify`.  Never raises for bad input."""
+    if len(pks) == 0 and bytes(sig) == G2_INFINITY:
+        return True
+    return fast_aggregate_verify(pks, msg, sig)
+
+
 def aggregate_verify(pks: Sequence[bytes], msgs: Sequence[bytes], sig: bytes) -> bool:
     """AggregateVerify((PK_1, m_1)..(PK_n, m_n), signature) (draft-04 §2.9), no distinct-message rule.
 
@@ -79,12 +89,13 @@ def aggregate_verify(pks: Sequence[bytes], msgs: Sequence[bytes], sig: bytes) ->
 
 
 def verify_item(item: AggregateItem) -> bool:
-    """The verdict of one :class:`AggregateItem` (an unknown mode is ``False``)."""
+    """The verdict of one :class:`AggregateItem` (an unknown mode or variant, or ``eth`` on an
+    ``aggregate`` item, is ``False``)."""
     try:
-        if item.mode == "fast_aggregate":
-            return len(item.messages) == 1 and fast_aggregate_verify(item.public_keys, item.messages[0],
-                                                                      item.signature)
-        if item.mode == "aggregate":
+        if item.mode == "fast_aggregate" and item.variant in ("ietf", "eth"):
+            rule = eth_fast_aggregate_verify if item.variant == "eth" else fast_aggregate_verify
+            return len(item.messages) == 1 and rule(item.public_keys, item.messages[0], item.signature)
+        if item.mode == "aggregate" and item.variant == "ietf":
             return aggregate_verify(item.public_keys, item.messages, item.signature)
     except Exception:  # a library surprise on one item must not fail the request
         return False

@@ -58,6 +58,17 @@
 #include "zv_port.cuh"
 #include "fields/bls12_381_fp12.cuh"
 
+/* Operation counts (zv_port.cuh, host builds with ZV_COUNT_OPS only): the Fp products a
+ * Miller loop or final exponentiation spends are added to ZV_OP_BLS_PAIRING_FP_MUL, so a
+ * test can compare the pairing work of two ways of verifying the same items. */
+#if !ZV_CUDA_COMPILER && defined(ZV_COUNT_OPS)
+#define ZV_BLS_SPAN_BEGIN zv_u64 zv_bls_span0 = zv_op_counts[ZV_OP_BLS_FP_MUL]
+#define ZV_BLS_SPAN_END (zv_op_counts[ZV_OP_BLS_PAIRING_FP_MUL] += zv_op_counts[ZV_OP_BLS_FP_MUL] - zv_bls_span0)
+#else
+#define ZV_BLS_SPAN_BEGIN ((void)0)
+#define ZV_BLS_SPAN_END ((void)0)
+#endif
+
 /* One (P, Q) pair of a multi-Miller loop: Q affine, P's coordinates in the forms the line
  * coefficients use, and the running point T = [k]Q (homogeneous projective). */
 typedef struct {
@@ -154,6 +165,9 @@ ZV_BLS_NOINLINE void zv_bls_miller_add(zv_bls_miller_pair *s, zv_bls_line *l) {
  * each T to [|x|]Q).  For n = 0 the product is 1. */
 ZV_BLS_NOINLINE void zv_bls_miller_loop(zv_fp12 *f, zv_bls_miller_pair *pairs, int n) {
     zv_bls_line l;
+    ZV_BLS_SPAN_BEGIN;
+    ZV_COUNT(ZV_OP_BLS_MILLER_LOOP);
+    for (int i = 0; i < n; i++) ZV_COUNT(ZV_OP_BLS_MILLER_PAIR);
     zv_fp12_one(f);
     for (int bit = 62; bit >= 0; bit--) {
         if (bit != 62) zv_fp12_sqr(f, f); /* f = 1 before the first step */
@@ -169,6 +183,7 @@ ZV_BLS_NOINLINE void zv_bls_miller_loop(zv_fp12 *f, zv_bls_miller_pair *pairs, i
         }
     }
     zv_fp12_conj(f, f); /* x < 0 */
+    ZV_BLS_SPAN_END;
 }
 
 /* r = a^x for a in the cyclotomic subgroup: a^|x| by cyclotomic squarings, then conj (= the
@@ -185,6 +200,8 @@ ZV_BLS_NOINLINE void zv_bls_cyclotomic_exp_by_x(zv_fp12 *r, const zv_fp12 *a) {
 /* r = f^(3(p^12 − 1)/r) (easy part, then the hard part of the header comment). */
 ZV_BLS_NOINLINE void zv_bls_final_exp(zv_fp12 *r, const zv_fp12 *f) {
     zv_fp12 m, a, b, t;
+    ZV_BLS_SPAN_BEGIN;
+    ZV_COUNT(ZV_OP_BLS_FINAL_EXP);
     /* easy part: m = f^((p^6 − 1)(p^2 + 1)) */
     zv_fp12_inv(&t, f);
     zv_fp12_conj(&m, f);
@@ -211,6 +228,7 @@ ZV_BLS_NOINLINE void zv_bls_final_exp(zv_fp12 *r, const zv_fp12 *f) {
     zv_fp12_cyclotomic_sqr(&t, &m);              /* · m^3 */
     zv_fp12_mul(&t, &t, &m);
     zv_fp12_mul(r, &b, &t);
+    ZV_BLS_SPAN_END;
 }
 
 #endif /* ZV_BLS12_381_PAIRING_CUH */

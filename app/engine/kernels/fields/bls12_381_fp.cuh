@@ -86,13 +86,17 @@ ZV_HD void zv_fp_mont_mul(zv_fp *r, const zv_u32 a[12], const zv_u32 b[12]) {
 
 ZV_HD void zv_fp_mul(zv_fp *r, const zv_fp *a, const zv_fp *b) {
     ZV_CHECK(zv_fp_limbs_lt_p(a->v));
+    ZV_COUNT(ZV_OP_BLS_FP_MUL);
     zv_fp_mont_mul(r, a->v, b->v);
 }
 
 /* a^2 for a < p by separated operand scanning (mont.cuh's zv_mont_sqr: the 66 cross
  * products once, doubled, plus the 12 squares — 78 limb products instead of 144 — then
  * twelve Montgomery reduction rows). */
-ZV_HD void zv_fp_sqr(zv_fp *r, const zv_fp *a) { zv_mont_sqr<zv_fp_modulus>(r->v, a->v); }
+ZV_HD void zv_fp_sqr(zv_fp *r, const zv_fp *a) {
+    ZV_COUNT(ZV_OP_BLS_FP_MUL);
+    zv_mont_sqr<zv_fp_modulus>(r->v, a->v);
+}
 
 ZV_HD int zv_fp_is_zero(const zv_fp *a) { return zv_mp_is_zero<12>(a->v); }
 
