@@ -365,8 +365,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Exception as exc:  # one clear line instead of a traceback for expected failures
+        from pydantic import ValidationError
+        from pydantic_settings import SettingsError
+
         from app.core.errors import ZapVerifyError
 
+        if isinstance(exc, ValidationError) and exc.title == "Settings":  # a setting out of range
+            for e in exc.errors():
+                name = "ZAPVERIFY_" + "_".join(str(p) for p in e["loc"][:1]).upper()
+                print(f"zapverify: invalid setting {name}={e.get('input')!r}: {e['msg']}", file=sys.stderr)
+            return 2
+        if isinstance(exc, SettingsError):  # a setting that does not parse (JSON of a list or dict)
+            print(f"zapverify: invalid setting: {exc}", file=sys.stderr)
+            return 2
         if isinstance(exc, ZapVerifyError):
             hint = ""
             if exc.code in ("UNAUTHORIZED", "FORBIDDEN") and "api_key" in args:

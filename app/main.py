@@ -57,6 +57,25 @@ def pool_config(settings: Settings) -> PoolConfig:
                       wait_seconds=settings.pool_wait_seconds, debug=settings.pool_debug)
 
 
+class InstanceHeader:
+    """ASGI middleware: ``X-Zapverify-Instance`` (``settings.instance``) on every HTTP response,
+    so a client behind the load balancer can tell which replica answered, refusals included."""
+
+    def __init__(self, app: ASGIApp, instance: str):
+        self.app, self.value = app, instance.encode("latin-1", errors="replace")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def stamped(msg: Message) -> None:
+            if msg["type"] == "http.response.start":
+                msg = {**msg, "headers": [*(msg.get("headers") or []), (b"x-zapverify-instance", self.value)]}
+            await send(msg)
+
+        await self.app(scope, receive, stamped)
+
+
 def ingest_config(settings: Settings, *, reuse_port: bool = False, admission: Admission | None = None,
                   keys: Sequence[security.ApiKey] = (), rate: Callable[[str], float] | None = None) -> IngestConfig:
     """The ingest listeners of ``settings`` (a port of 0 leaves its transport off).
@@ -285,12 +304,6 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         field = loc_to_field(tuple(first.get("loc", ())))
         return _error(422, "BAD_REQUEST", validation_message(first, field), field)
 
-    @app.middleware("http")
-    async def _instance_header(request: Request, call_next):
-        response = await call_next(request)
-        response.headers["X-Zapverify-Instance"] = settings.instance
-        return response
-
     app.add_middleware(BodyDeadline, timeout=settings.body_read_timeout_seconds,
                        min_rate=settings.body_min_bytes_per_second)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
@@ -309,7 +322,9 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
                        allowed_origins=settings.allowed_origins)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts)
     app.add_middleware(metrics.HttpMetrics)  # counts the 413s of BodyLimit too
-    app.add_middleware(logs.RequestId)  # outermost: every line logged for a request carries its id
+    app.add_middleware(logs.RequestId)  # every line logged for a request carries its id
+    # Outermost: the refusals of every middleware above (401, 413, 503, 400) say who answered too.
+    app.add_middleware(InstanceHeader, instance=settings.instance)
     for module in (verify, bls_aggregate, zap, ws, receipts, ops, metrics_routes, stats, dashboard):
         app.include_router(module.router)
     return app

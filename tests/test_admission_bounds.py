@@ -29,16 +29,18 @@ def test_rates_take_the_marginal_time_not_the_time_spent_queued():
     clock = Clock()
     rates = ServiceRates(alpha=1.0, clock=clock)
     assert rates.per_item("ed25519") is None and rates.seconds({"ed25519": 100}) == 0.0
+    rates.observe("ed25519", 2, 0.08, end=9.0)  # the cold first batch: not taken
+    assert rates.per_item("ed25519") is None
     rates.observe("ed25519", 1000, 0.5, end=10.0)  # alone: 0.5 ms per item
     assert rates.per_item("ed25519") == pytest.approx(0.0005)
     # Queued 3 s behind the first, then ran 0.5 s: its own cost is the 0.5 s after the first ended.
     rates.observe("ed25519", 1000, 3.5, end=10.5)
     assert rates.per_item("ed25519") == pytest.approx(0.0005)
     # Two batches served side by side, ending together: 1 s for both, half each.
-    rates.observe("ml-dsa-44", 100, 1.0, end=11.5)
-    rates.observe("ml-dsa-44", 100, 1.0, end=11.5)
-    r = ServiceRates(alpha=0.5)
+    r = ServiceRates(alpha=0.5, min_items=200)
+    r.observe("ml-dsa-44", 1, 0.2, end=10.0)  # cold
     r.observe("ml-dsa-44", 100, 1.0, end=11.5)
+    assert r.per_item("ml-dsa-44") is None  # 100 of the 200 items it wants
     r.observe("ml-dsa-44", 100, 1.0, end=11.5)
     assert r.per_item("ml-dsa-44") == pytest.approx(0.005)  # 200 items in 1 s
     assert rates.seconds({"ed25519": 2000, "unmeasured": 10**6}) == pytest.approx(1.0)
@@ -46,7 +48,8 @@ def test_rates_take_the_marginal_time_not_the_time_spent_queued():
 
 def _measured(max_wait: float, **kw) -> Admission:
     adm = Admission(max_items=10**6, max_bytes=1 << 30, retry_after=1.0, max_wait=max_wait, **kw)
-    adm.rates.observe("ed25519", 1000, 1.0, end=1.0)  # 1 ms per item
+    adm.rates.observe("ed25519", 2, 0.08, end=0.5)  # cold: not taken
+    adm.rates.observe("ed25519", 1000, 1.0, end=1.5)  # 1 ms per item
     return adm
 
 
@@ -209,21 +212,30 @@ def test_refusals_and_in_flight_work_reach_the_metrics():
     a.release()
 
 
-def test_requests_whose_items_are_not_known_yet_count_as_the_average_request():
-    """Requests arriving together see each other before their bodies are read: each counts as
-    the average request of late until its items are known (at 4x the sustainable rate, bodies
-    parsed only to be refused cut the served rate to a third)."""
+def test_http_requests_whose_items_are_not_known_yet_count_as_the_average_request():
+    """HTTP requests arriving together see each other before their bodies are read: each
+    counts as the average request of late, at most max_wait / 8, until its items are known (at
+    4x the sustainable rate, bodies parsed only to be refused cut the served rate to a third)."""
     adm = _measured(max_wait=2.0)
-    first = adm.admit()
+    first = adm.admit(provisional=True)
     assert first.work == 0.0  # nothing learned yet
-    first.add_items({"ed25519": 1000})  # 1 s: the average request now
+    first.add_items({"ed25519": 200})  # 0.2 s: the average request now
     first.release()
-    tickets = [adm.admit(), adm.admit(), adm.admit()]  # 0, 1, 2 s ahead of each: admitted
-    assert adm.estimated_wait() == pytest.approx(3.0)
+    tickets = [adm.admit(provisional=True) for _ in range(11)]  # 0 .. 2.0 s ahead: admitted
+    assert adm.estimated_wait() == pytest.approx(2.2)
     with pytest.raises(Overloaded):
-        adm.admit()  # 3 s ahead: refused before anything of it is read
+        adm.admit(provisional=True)  # 2.2 s ahead: refused before anything of it is read
     tickets[0].add_items({"ed25519": 100})  # its own work replaces the average
     assert adm.estimated_wait() == pytest.approx(2.1)
     for t in tickets:
         t.release()
     assert adm.estimated_wait() == 0.0
+    # One huge request does not make the next few look long: the estimate is capped.
+    big = adm.admit(provisional=True)
+    big.add_items({"ed25519": 20_000})  # 20 s
+    big.release()
+    assert adm.admit(provisional=True).work == pytest.approx(0.25)
+    # Whole messages (WebSocket, ingest) get no estimate: pipelined small frames on an idle
+    # server are never refused for the requests before them.
+    frames = [adm.admit() for _ in range(50)]
+    assert all(t.work == 0.0 for t in frames)

@@ -184,3 +184,19 @@ def test_serve_with_one_worker_stays_single_process(captured_serve, monkeypatch)
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")
     assert main(["serve", "--port", "8124"]) == 0
     assert captured_serve[-1]["workers"] == 1 and os.environ["PROMETHEUS_MULTIPROC_DIR"] == ""
+
+
+@pytest.mark.parametrize(("env", "said"), [
+    ({"ZAPVERIFY_ADMISSION_MAX_BYTES": "100"}, "invalid setting ZAPVERIFY_ADMISSION_MAX_BYTES='100': Input should be"),
+    ({"ZAPVERIFY_FAULTS": "nonsense"}, 'invalid setting: error parsing value for field "faults"'),
+])
+def test_a_bad_setting_is_one_line_naming_it_not_a_traceback(monkeypatch, capsys, env, said):
+    from app.config import get_settings
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    assert main(["serve", "--port", "8125"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("zapverify: ") and said in err and "Traceback" not in err
+    get_settings.cache_clear()

@@ -379,7 +379,8 @@ def test_an_ingest_frame_that_would_wait_past_the_time_bound_is_refused_once_its
     """Ingest frames are charged their items and work like HTTP requests (app/engine/admission.py):
     behind 10 s of work in flight, a frame is answered OVERLOADED, not verified; alone it is."""
     admission = Admission(max_items=10**6, max_bytes=1 << 30, max_wait=2.0)
-    admission.rates.observe("ed25519", 1000, 1.0, end=1.0)  # 1 ms per item
+    admission.rates.observe("ed25519", 2, 0.08, end=0.5)  # the cold first batch (not taken)
+    admission.rates.observe("ed25519", 1000, 1.0, end=1.5)  # 1 ms per item
     with running(rt, admission=admission) as ing:
         port = ing.ports["tcp"]
         held = admission.admit()

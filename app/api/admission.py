@@ -51,7 +51,7 @@ class AdmissionControl:
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
         try:
-            ticket = self.admission.admit()
+            ticket = self.admission.admit(provisional=True)  # its items are known only once parsed
         except Overloaded as exc:
             zap_body = is_zap(headers.get(b"content-type", b"").decode("latin-1"))
             return await error_response(exc, zap_body=zap_body)(scope, receive, send)

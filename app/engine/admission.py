@@ -10,12 +10,15 @@ What a request is charged:
 - **items** once their number is known (a ZAP header's ``count``, a JSON body once parsed);
 - **work**: its items times each scheme's measured seconds per item (:class:`ServiceRates`),
   so the time a new request would wait behind what is in flight can be estimated without
-  knowing how fast this host is.  Until its items are known a request counts as the
+  knowing how fast this host is.  Until its items are known an HTTP request counts as the
   average request of late (an exponentially weighted mean of the work of the last
-  requests): requests arriving together then see each other at once, and are refused before
-  their bodies are read and parsed, not after (at 4x the sustainable rate, parsing the
-  bodies of requests refused only once their items were known cut the served rate to a
-  third).  The declared size is not used: a client could declare any.
+  requests), at most an eighth of ``max_wait``: requests arriving together then see each
+  other at once, and are refused before their bodies are read and parsed, not after (at 4x
+  the sustainable rate, parsing the bodies of requests refused only once their items were
+  known cut the served rate to a third).  The cap keeps one large request from making the
+  next few small ones look long; the declared size is not used (a client could declare
+  any); WebSocket messages and ingest frames arrive whole, their items known at once, and
+  get no such estimate.
 
 What is refused (:class:`app.core.errors.Overloaded`, 503 with ``Retry-After``):
 
@@ -76,15 +79,18 @@ class ServiceRates:
     spell is its length).  Per scheme, an exponentially weighted sum of those seconds over
     an exponentially weighted sum of items (``alpha`` per batch) gives seconds per item.
 
-    Until a scheme has been measured its items count as no work (the item and byte bounds
-    still apply).
+    A scheme's first batch after start is not taken (a cold process: worker pools starting,
+    caches empty; one took 80 ms for 2 items, 400 times the warm cost, and turned the next
+    requests away on an idle server), and until ``min_items`` items of a scheme have been
+    measured its items count as no work (the item and byte bounds still apply).
     """
 
-    def __init__(self, alpha: float = 0.2, clock: Callable[[], float] = time.monotonic):
-        self.alpha, self._clock = alpha, clock
+    def __init__(self, alpha: float = 0.2, clock: Callable[[], float] = time.monotonic, *, min_items: int = 256):
+        self.alpha, self._clock, self.min_items = alpha, clock, min_items
         self._lock = threading.Lock()
         self._last_end = -math.inf
         self._weighted: dict[str, tuple[float, float]] = {}  # scheme -> (seconds, items)
+        self._seen: dict[str, int] = {}  # scheme -> items measured (the first batch not counted)
 
     def observe(self, scheme: str, items: int, seconds: float, *, end: float | None = None) -> None:
         """One verified batch of ``items`` of ``scheme`` that took ``seconds`` (wall clock),
@@ -95,15 +101,20 @@ class ServiceRates:
         with self._lock:
             marginal = max(0.0, end - max(end - seconds, self._last_end))
             self._last_end = max(self._last_end, end)
+            if scheme not in self._seen:  # the cold first batch
+                self._seen[scheme] = 0
+                return
+            self._seen[scheme] += items
             s, n = self._weighted.get(scheme, (0.0, 0.0))
             a = self.alpha if scheme in self._weighted else 1.0
             self._weighted[scheme] = ((1 - a) * s + a * marginal, (1 - a) * n + a * items)
 
     def per_item(self, scheme: str) -> float | None:
-        """Seconds of work per item of ``scheme``, or None before its first batch."""
+        """Seconds of work per item of ``scheme``, or None until ``min_items`` were measured."""
         with self._lock:
             s, n = self._weighted.get(scheme, (0.0, 0.0))
-        return s / n if n > 0 else None
+            seen = self._seen.get(scheme, 0)
+        return s / n if n > 0 and seen >= self.min_items else None
 
     def seconds(self, counts: Mapping[str, int]) -> float:
         """Estimated seconds of work for ``counts`` (scheme id -> items); unmeasured schemes
@@ -113,7 +124,8 @@ class ServiceRates:
     def snapshot(self) -> dict[str, float]:
         """Scheme id -> items per second (the inverse of :meth:`per_item`), measured schemes only."""
         with self._lock:
-            return {s: (n / sec if sec > 0 else math.inf) for s, (sec, n) in self._weighted.items() if n > 0}
+            return {s: (n / sec if sec > 0 else math.inf) for s, (sec, n) in self._weighted.items()
+                    if n > 0 and self._seen.get(s, 0) >= self.min_items}
 
     # StatsListener: only batches matter here.
     def batch(self, scheme: str, backend: str, items: int, valid: int, seconds: float) -> None:
@@ -148,12 +160,15 @@ class Admission:
         self._average_work = 0.0
         self._lock = threading.Lock()
 
-    def admit(self, nbytes: int = 0, items: int = 0) -> Ticket:
-        """A new ticket charged ``nbytes`` bytes and ``items`` items, and the average request's
-        work until :meth:`Ticket.add_items` says its own; raises :class:`Overloaded`."""
+    def admit(self, nbytes: int = 0, items: int = 0, *, provisional: bool = False) -> Ticket:
+        """A new ticket charged ``nbytes`` bytes and ``items`` items; with ``provisional`` (a
+        request whose body must be read and parsed before its items are known: HTTP), also the
+        average request's work, at most an eighth of ``max_wait``, until
+        :meth:`Ticket.add_items` says its own.  Raises :class:`Overloaded`."""
         ticket = Ticket(self)
         with self._lock:
-            self._charge(ticket, nbytes, items, self._average_work, new=True)
+            work = min(self._average_work, self.max_wait / 8) if provisional else 0.0
+            self._charge(ticket, nbytes, items, work, new=True)
             ticket.provisional = ticket.work
         return ticket
 
