@@ -27,10 +27,10 @@ from app.engine.device.hostlib import HostDevice
 from app.engine.device.registry import BLS_AGGREGATE, VERIFY_KERNELS
 from app.engine.reference import bls_aggregate, kat
 from app.engine.reference.reference import bls_hash, verify_bls12_381
+from scripts.lib.agreement.bls12_381_aggregate import Signers, labelled_aggregates
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
 
-IDENTITY_PK = b"\xc0" + bytes(47)
 BLS = SCHEMES["bls12-381"]
 
 
@@ -42,79 +42,10 @@ def dev():
     assert hostbuild.verify_failures(lib) == (0 if hostbuild.verify_checks() else None)
 
 
-class Signers:
-    """Keys and signatures made with arkworks (sk·G1, sk·H(m)); sums are aggregates."""
-
-    def __init__(self, seed: int):
-        self.rng = random.Random(seed)
-
-    def key(self) -> int:
-        return self.rng.randrange(1, 2**250)
-
-    @staticmethod
-    def pk(sk: int) -> bytes:
-        return bytes((ark.G1Point() * ark.Scalar(sk)).to_compressed_bytes())
-
-    @staticmethod
-    def neg_pk(sk: int) -> bytes:
-        return bytes((-(ark.G1Point() * ark.Scalar(sk))).to_compressed_bytes())
-
-    @staticmethod
-    def sig(pairs: list[tuple[int, bytes]]) -> bytes:
-        """The aggregate of sk_i's signatures on m_i (the identity for no pairs)."""
-        acc = None
-        for sk, m in pairs:
-            s = bls_hash(m) * ark.Scalar(sk)
-            acc = s if acc is None else acc + s
-        return G2_INFINITY if acc is None else bytes(acc.to_compressed_bytes())
-
-
 def generated_aggregates(seed: int, sets: int) -> list[AggregateItem]:
-    """``sets`` rounds of every shape named in the module doc, both variants of fast items."""
-    s = Signers(seed)
-    out: list[AggregateItem] = []
-    for _ in range(sets):
-        n = s.rng.randrange(2, 6)
-        sks = [s.key() for _ in range(n)]
-        pks = tuple(s.pk(k) for k in sks)
-        m = s.rng.randbytes(32)
-        msgs = tuple(s.rng.randbytes(32) for _ in range(n))
-        fsig = s.sig([(k, m) for k in sks])
-        asig = s.sig(list(zip(sks, msgs)))
-        other = s.pk(s.key())
-        fast = [
-            (pks, m, fsig), (pks + (other,), m, fsig), (pks[:-1], m, fsig), (pks, m, s.sig([(sks[0], m)])),
-            (pks, m + b"!", fsig), (pks[:1] + (IDENTITY_PK,) + pks[1:], m, fsig), ((), m, G2_INFINITY),
-            ((), m, fsig), (pks, m, G2_INFINITY), ((IDENTITY_PK,), m, G2_INFINITY),
-            # P, −P and Q sum to Q: Q's signature verifies for all three (docs/bls-aggregate.md).
-            ((pks[0], s.neg_pk(sks[0]), pks[1]), m, s.sig([(sks[1], m)])),
-            ((pks[0], s.neg_pk(sks[0])), m, G2_INFINITY),
-            # Duplicate keys: P twice needs 2·σ.
-            ((pks[0], pks[0]), m, s.sig([(sks[0], m), (sks[0], m)])), ((pks[0], pks[0]), m, s.sig([(sks[0], m)])),
-            (pks, m, b"\xe0" + bytes(95)), (pks, m, fsig[:95]),
-            (pks, m, bytes(kat.off_subgroup_point(ark.G2Point, 96, s.rng))),
-        ]
-        # One bad member at every position: another key in place of key j.
-        fast += [(pks[:j] + (other,) + pks[j + 1:], m, fsig) for j in range(n)]
-        fast += [(pks[:j] + (bytes(kat.off_subgroup_point(ark.G1Point, 48, s.rng)),) + pks[j + 1:], m, fsig)
-                 for j in range(n)]
-        for keys, msg, sig in fast:
-            out += [AggregateItem("fast_aggregate", keys, (msg,), sig),
-                    AggregateItem("fast_aggregate", keys, (msg,), sig, "eth")]
-        agg = [
-            (pks, msgs, asig), (pks, msgs[:-1] + (m,), asig), (pks, msgs, fsig), (pks[:-1], msgs[:-1], asig),
-            (pks, msgs[:-1], asig), ((), (), G2_INFINITY), ((), (), asig), (pks + (IDENTITY_PK,), msgs + (m,), asig),
-            # Shared messages (no distinct-message rule, POP suite) and keys that cancel.
-            ((pks[0], pks[1]), (m, m), s.sig([(sks[0], m), (sks[1], m)])),
-            ((pks[0], s.neg_pk(sks[0])), (m, m), G2_INFINITY),
-            ((pks[0], s.neg_pk(sks[0])), (m, msgs[0]), G2_INFINITY),
-        ]
-        # One bad member at every position: message j replaced, then key j replaced.
-        agg += [(pks, msgs[:j] + (m,) + msgs[j + 1:], asig) for j in range(n)]
-        agg += [(pks[:j] + (other,) + pks[j + 1:], msgs, asig) for j in range(n)]
-        out += [AggregateItem("aggregate", k, ms, sig) for k, ms, sig in agg]
-        out.append(AggregateItem("aggregate", pks, msgs, asig, "eth"))  # eth on aggregate: false
-    return out
+    """``sets`` rounds of every shape named in the module doc, both variants of fast items
+    (the agreement suite's generator: scripts/lib/agreement/bls12_381_aggregate.py)."""
+    return [it for _, it in labelled_aggregates(seed, sets)]
 
 
 def test_aggregates_agree_with_the_reference(dev):
