@@ -371,8 +371,11 @@ def main(argv: list[str] | None = None) -> int:
         from app.core.errors import ZapVerifyError
 
         if isinstance(exc, ValidationError) and exc.title == "Settings":  # a setting out of range
+            from app.config import Settings
+
+            prefix = Settings.model_config.get("env_prefix", "")
             for e in exc.errors():
-                name = "ZAPVERIFY_" + "_".join(str(p) for p in e["loc"][:1]).upper()
+                name = (prefix + str(e["loc"][0])).upper()
                 print(f"zapverify: invalid setting {name}={e.get('input')!r}: {e['msg']}", file=sys.stderr)
             return 2
         if isinstance(exc, SettingsError):  # a setting that does not parse (JSON of a list or dict)

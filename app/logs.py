@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.context import REQUEST_ID
 
-__all__ = ["HEADER", "RequestId", "configure", "current_request_id", "log_config"]
+__all__ = ["HEADER", "RequestId", "configure", "log_config"]
 
 #: The request header a client names its request with, and the response header it is echoed in.
 HEADER = "X-Request-ID"
@@ -46,18 +46,13 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 @dataclass
 class _Served:
-    request_id: str
+    """What an access line needs of the request being served (its id is :data:`REQUEST_ID`)."""
+
+    scope: Scope
     started: float = field(default_factory=time.perf_counter)
-    scope: Scope | None = None
 
 
 _SERVED: ContextVar[_Served | None] = ContextVar("zapverify_request", default=None)
-
-
-def current_request_id() -> str | None:
-    """The id of the request being served in this context (None outside one)."""
-    served = _SERVED.get()
-    return served.request_id if served is not None else None
 
 
 def request_id_of(headers: list[tuple[bytes, bytes]]) -> str:
@@ -80,14 +75,13 @@ class RequestId:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
-        served = _Served(request_id_of(scope.get("headers") or []), scope=scope)
-        scope.setdefault("state", {})["request_id"] = served.request_id
-        token, id_token = _SERVED.set(served), REQUEST_ID.set(served.request_id)
+        request_id = request_id_of(scope.get("headers") or [])
+        token, id_token = _SERVED.set(_Served(scope)), REQUEST_ID.set(request_id)
 
         async def echoed(msg: Message) -> None:
             if msg["type"] in ("http.response.start", "websocket.accept"):
                 headers = list(msg.get("headers") or [])
-                headers.append((HEADER.lower().encode(), served.request_id.encode()))
+                headers.append((HEADER.lower().encode(), request_id.encode()))
                 msg = {**msg, "headers": headers}
             await send(msg)
 
@@ -105,7 +99,7 @@ class RequestContext(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         served = _SERVED.get()
         if not hasattr(record, "request_id"):
-            record.request_id = served.request_id if served is not None else None
+            record.request_id = REQUEST_ID.get()
         # uvicorn's colored copy of its message: the JSON line needs one message, not two.
         record.__dict__.pop("color_message", None)
         args = record.args

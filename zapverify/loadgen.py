@@ -27,7 +27,7 @@ import numpy as np
 from app.core.errors import ConnectionFailed, RequestError, ZapVerifyError
 from app.engine.reference import kat
 from app.wire import zap
-from zapverify.http import AsyncClient, BatchVerdicts, VerifyResult, json_body
+from zapverify.http import AsyncClient, BatchVerdicts, VerifyResult, auth_headers, json_body
 
 HTTP_TRANSPORTS = ("json", "zap", "ws")
 INGEST_TRANSPORTS = ("tcp", "udp", "quic")
@@ -191,10 +191,6 @@ class _Run:
         return r
 
 
-def _auth_headers(cfg: BenchConfig) -> dict[str, str]:
-    return {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
-
-
 async def ingest_address(cfg: BenchConfig) -> tuple[str, int]:
     """(host, port) of the server's ingest listener for ``cfg.transport``: ``cfg.host`` /
     ``cfg.port`` when given, else what ``GET /v1/status`` reports (host: the URL's when the
@@ -207,7 +203,7 @@ async def ingest_address(cfg: BenchConfig) -> tuple[str, int]:
     host = cfg.host or httpx.URL(cfg.url).host
     if cfg.port is not None:
         return host, cfg.port
-    async with httpx.AsyncClient(base_url=cfg.url, timeout=30, headers=_auth_headers(cfg)) as http:
+    async with httpx.AsyncClient(base_url=cfg.url, timeout=30, headers=auth_headers(api_key=cfg.api_key or "")) as http:
         try:
             ingest = (await http.get("/v1/status")).json().get("ingest") or {}
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
@@ -235,7 +231,8 @@ async def run(cfg: BenchConfig, items: list[kat.Item] | None = None,
     state = _Run(cfg, items)
     if cfg.transport in INGEST_TRANSPORTS:
         return await _run_ingest(cfg, state, on_tick)
-    async with AsyncClient(cfg.url, timeout=max(60.0, cfg.duration), headers=_auth_headers(cfg)) as client:
+    headers = auth_headers(api_key=cfg.api_key or "")  # an empty key: none, and not the environment's
+    async with AsyncClient(cfg.url, timeout=max(60.0, cfg.duration), headers=headers) as client:
         state.stop_at = time.perf_counter() + cfg.duration
         if not await state.first(client.verify_frame(state.frame)):
             return state.finish(0.0)

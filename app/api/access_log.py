@@ -88,8 +88,12 @@ class RedactKeys(logging.Filter):
 
 
 def install(loggers: tuple[str, ...] = LOGGERS) -> None:
-    """Add a :class:`RedactKeys` to each of ``loggers`` that has none yet."""
+    """Add a :class:`RedactKeys` to each of ``loggers`` that has none yet, neither on the
+    logger nor on every one of its handlers (app/logs.py's configuration puts one on its
+    handler: a second would scan every line again)."""
     for name in loggers:
         logger = logging.getLogger(name)
-        if not any(isinstance(f, RedactKeys) for f in logger.filters):
+        handled = bool(logger.handlers) and all(any(isinstance(f, RedactKeys) for f in h.filters)
+                                                 for h in logger.handlers)
+        if not handled and not any(isinstance(f, RedactKeys) for f in logger.filters):
             logger.addFilter(RedactKeys())

@@ -123,10 +123,11 @@ class LimitedH11Protocol(H11Protocol):
         counts: one read may also hold the start of the body (or of a pipelined request), so
         what is buffered is over the bound only when no end of head (CRLF CRLF) falls within it."""
         limit = self.limits.max_bytes
-        buffered = self.conn.trailing_data[0]
-        if len(buffered) + len(data) <= limit:
+        # The buffer's length, not ``trailing_data`` (a copy of the whole buffer): this runs on
+        # every read of a head, and a head trickled a byte per read would be copied each time.
+        if len(self.conn._receive_buffer) + len(data) <= limit:
             return False
-        joined = bytes(buffered) + data[: limit + 4]  # at most the bound and a marker's length
+        joined = bytes(self.conn.trailing_data[0]) + data[: limit + 4]  # at most the bound and a marker
         end = joined.find(b"\r\n\r\n")
         return end < 0 or end + 4 > limit
 

@@ -20,6 +20,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.core.deadline import read_deadline
 from app.core.errors import BodyTimeout
 
 
@@ -40,9 +41,7 @@ class BodyDeadline:
             nonlocal last, received, done
             if done:  # after the body: the wait for a disconnect is not a body read
                 return await receive()
-            deadline = last + self.timeout
-            if self.min_rate > 0:
-                deadline = min(deadline, start + self.timeout + received / self.min_rate)
+            deadline = read_deadline(start, last, received, self.timeout, self.min_rate)
             try:
                 msg = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
             except TimeoutError:

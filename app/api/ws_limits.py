@@ -36,6 +36,7 @@ from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from app.core.deadline import read_deadline
 from app.core.errors import Overloaded
 
 __all__ = ["ADMISSION_STATE", "PROTOCOL", "LimitedWebSocketProtocol"]
@@ -48,8 +49,13 @@ ADMISSION_STATE = "zapverify.admission"
 log = logging.getLogger("zapverify.ws")
 
 _TEXT, _BINARY, _CONT = 0x1, 0x2, 0x0
-#: RFC 6455 §7.4.1 close codes.
-POLICY_VIOLATION, TOO_BIG, TRY_AGAIN_LATER = 1008, 1009, 1013
+#: Close codes (RFC 6455 §7.4.1, IANA registry), used here and by the route (app/api/routes/ws.py).
+INVALID_DATA, POLICY_VIOLATION, TOO_BIG, TRY_AGAIN_LATER = 1007, 1008, 1009, 1013
+
+
+def close_reason(text: str) -> str:
+    """``text`` cut to the 123 bytes of UTF-8 a close frame's reason may hold."""
+    return text.encode()[:120].decode(errors="ignore")
 
 
 class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
@@ -172,9 +178,7 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
         self._timer = None
         if self._message is None or self.close_sent or self.transport.is_closing():
             return
-        deadline = self._last + self.timeout
-        if self.min_rate > 0:
-            deadline = min(deadline, self._started + self.timeout + self._received / self.min_rate)
+        deadline = read_deadline(self._started, self._last, self._received, self.timeout, self.min_rate)
         now = self.loop.time()
         if now < deadline:
             self._arm(deadline - now)
@@ -197,7 +201,7 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
         """Close with ``code`` (the reason's length within a control frame's 123 bytes)."""
         log.info("WebSocket message refused with close %d: %s", code, reason)
         self._end_message()
-        self.conn.fail(code, reason.encode()[:120].decode(errors="ignore"))
+        self.conn.fail(code, close_reason(reason))
         self.queue.put_nowait({"type": "websocket.disconnect", "code": code, "reason": reason})
         self.transport.write(b"".join(self.conn.data_to_send()))
         self.close_sent = True

@@ -182,6 +182,13 @@ class Admission:
         with self._lock:
             return self.stats.work_in_flight
 
+    def _where(self) -> str:
+        """What is in flight and the bounds, for a refusal's message (made only when refusing:
+        charges run under the lock on every body chunk)."""
+        s = self.stats
+        return (f"({s.items_in_flight} items, {s.bytes_in_flight} bytes, ~{s.work_in_flight:.2f} s of work in "
+                f"flight; bounds {self.max_items} items, {self.max_bytes} bytes, {self.max_wait:g} s)")
+
     def _refuse(self, reason: str, message: str, retry_after: float | None = None) -> Overloaded:
         s = self.stats
         s.refused_total += 1
@@ -198,17 +205,15 @@ class Admission:
         # Alone in flight (this ticket's own earlier charges aside): always admitted.
         others = s.requests_in_flight - (0 if new else 1)
         if others > 0:
-            where = (f"({s.items_in_flight} items, {s.bytes_in_flight} bytes, ~{s.work_in_flight:.2f} s of work "
-                     f"in flight; bounds {self.max_items} items, {self.max_bytes} bytes, {self.max_wait:g} s)")
             # A new request finds a bound already full, or a charge would take it past one.
             if s.items_in_flight + items > self.max_items or (new and s.items_in_flight >= self.max_items):
-                raise self._refuse("items", f"over the admission bound {where}; retry later")
+                raise self._refuse("items", f"over the admission bound {self._where()}; retry later")
             if s.bytes_in_flight + nbytes > self.max_bytes or (new and s.bytes_in_flight >= self.max_bytes):
-                raise self._refuse("bytes", f"over the admission bound {where}; retry later")
+                raise self._refuse("bytes", f"over the admission bound {self._where()}; retry later")
             # Checked when a request arrives and when its items become known (``known``).
             ahead = s.work_in_flight - ticket.work
             if self.max_wait > 0 and (new or known) and ahead > self.max_wait:
-                raise self._refuse("wait", f"the estimated wait, {ahead:.2f} s, is over the bound {where}; "
+                raise self._refuse("wait", f"the estimated wait, {ahead:.2f} s, is over the bound {self._where()}; "
                                    "retry later", retry_after=max(self.retry_after, ahead - self.max_wait))
         # A request that grows past its share while others are in flight or were just turned away.
         contended = others > 0 or (not new and self._clock() - self._last_refusal < self.retry_after)

@@ -61,6 +61,7 @@ from app.api.landing import landing
 from app.api.schemas import VerifyRequest, loc_to_field
 from app.api.security import message_rate
 from app.api.service import verify_bls_aggregate, verify_frame, verify_json
+from app.api.ws_limits import INVALID_DATA, POLICY_VIOLATION, TOO_BIG, TRY_AGAIN_LATER, close_reason
 from app.core.errors import BadSize, LimitExceeded, Overloaded, RateLimited, RequestError, ZapVerifyError
 from app.wire import zap
 
@@ -116,8 +117,8 @@ PEEK_PARSE_CHARS = 64 * 1024
 _FIRST_KEY = re.compile(r'\s*\{\s*"request_id"\s*:\s*')
 _DECODER = json.JSONDecoder()
 
-#: Close codes (RFC 6455 section 7.4, IANA registry) for a text message whose id cannot be read.
-CLOSE_POLICY, CLOSE_INVALID, CLOSE_TOO_BIG, CLOSE_TRY_LATER = 1008, 1007, 1009, 1013
+#: Close codes for a text message whose id cannot be read (the protocol's: app/api/ws_limits.py).
+CLOSE_POLICY, CLOSE_INVALID, CLOSE_TOO_BIG, CLOSE_TRY_LATER = POLICY_VIOLATION, INVALID_DATA, TOO_BIG, TRY_AGAIN_LATER
 
 
 def _json_request_id(data: object) -> RequestId | None:
@@ -187,12 +188,6 @@ class _Unanswerable(Exception):
     def __init__(self, code: int, reason: str):
         super().__init__(reason)
         self.code, self.reason = code, reason
-
-
-def _close_reason(text: str) -> str:
-    """``text`` cut to the 123 bytes of UTF-8 a close frame's reason may hold."""
-    data = text.encode()[:120]
-    return data.decode(errors="ignore")
 
 
 class Connection:
@@ -285,7 +280,7 @@ class Connection:
         log.info("websocket closed with %d: %s", code, reason)
         try:
             async with self.send_lock:
-                await self.ws.close(code, _close_reason(reason))
+                await self.ws.close(code, close_reason(reason))
         except Exception as exc:  # already gone
             log.debug("websocket close not sent: %s", exc)
 

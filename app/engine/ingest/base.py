@@ -13,6 +13,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
+from app.core.deadline import read_deadline
 from app.core.errors import BufferTooLarge, Forbidden, Unauthorized
 from app.engine.admission import Admission, AdmittedBuffer, Ticket
 from app.engine.ingest.counters import TransportCounters
@@ -230,11 +231,8 @@ class ListenerContext:
     def frame_deadline(self, start: float, last: float, received: int) -> float:
         """When a frame that began at ``start`` and last got bytes at ``last`` (``received``
         bytes so far, seconds on one clock) is cut: ``min(last + timeout, start + timeout +
-        received / min_rate)``, the rule of HTTP bodies (app/api/slowbody.py)."""
-        deadline = last + self.frame_timeout
-        if self.frame_min_rate > 0:
-            deadline = min(deadline, start + self.frame_timeout + received / self.frame_min_rate)
-        return deadline
+        received / min_rate)``, the rule of HTTP bodies (app/core/deadline.py)."""
+        return read_deadline(start, last, received, self.frame_timeout, self.frame_min_rate)
 
     @property
     def sweep_seconds(self) -> float:

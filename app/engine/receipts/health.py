@@ -92,11 +92,6 @@ class StoreHealth:
     def up(self) -> bool:
         return self._fault is None
 
-    @property
-    def fault(self) -> Fault | None:
-        """Why the store is down, or ``None`` while it is up."""
-        return self._fault
-
     def snapshot(self) -> dict:
         """``{"up": bool, "reason": str | None, "message": str | None, "for_seconds": float}``
         (``for_seconds``: how long the store has been in this state)."""
@@ -136,11 +131,11 @@ class StoreHealth:
                 self._since = time.monotonic()
 
     # ------------------------------------------------------------------ probing
-    def check(self, *, force: bool = False) -> bool:
-        """Probe the store if the last probe is ``probe_interval`` old (or ``force``) and no
-        other thread is probing; returns whether it is up.  Blocks for the probe (bounded by
-        the store's probe timeout)."""
-        if not force and time.monotonic() - self._last_probe < self.probe_interval:
+    def check(self) -> bool:
+        """Probe the store if the last probe is ``probe_interval`` old and no other thread is
+        probing; returns whether it is up.  Blocks for the probe (bounded by the store's probe
+        timeout)."""
+        if time.monotonic() - self._last_probe < self.probe_interval:
             return self.up
         if not self._probing.acquire(blocking=False):  # another thread is finding out
             return self.up

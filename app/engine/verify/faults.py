@@ -123,11 +123,6 @@ class FaultyBackend(Backend):
                 return None
         return fault.mode
 
-    def batches(self, scheme_id: str) -> int:
-        """Batches of ``scheme_id`` counted towards a delayed fault so far."""
-        with self._lock:
-            return self._batches.get(scheme_id, 0)
-
     def capabilities(self) -> Capabilities:
         return self._inner.capabilities()
 

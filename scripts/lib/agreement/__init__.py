@@ -127,6 +127,20 @@ def compare(tally: Tally, set_id: str, kind: str, items: list, kernel: Callable[
     return got, want
 
 
+def compare_launched(tally: Tally, set_id: str, kinds: dict[str, list], launch: Callable[[list], list[bool]],
+                     reference: Callable[[list], list[bool]], *, order: list | None = None) -> None:
+    """:func:`compare` for a kernel that runs every kind's items in one launch (one batch, as
+    in service): ``launch`` gets them all (in ``order`` where given, else kind after kind),
+    and each kind is given its items' share of its time."""
+    every = order if order is not None else [it for items in kinds.values() for it in items]
+    t0 = time.perf_counter()
+    got = dict(zip(map(id, every), (bool(v) for v in launch(every)), strict=True))
+    per_item = (time.perf_counter() - t0) / max(1, len(every))
+    for kind, items in kinds.items():
+        compare(tally, set_id, kind, items, lambda its: [got[id(it)] for it in its], reference)
+        tally.count(set_id, kind, kernel_s=per_item * len(items))
+
+
 class CheckFailures:
     """Counts the ZV_CHECK bounds-check failures of ``lib`` inside a ``with`` block into
     ``tally`` (host libraries count per process, so before and after are compared)."""

@@ -99,16 +99,23 @@ def prepare(args) -> None:
     host_library(SCHEME)
 
 
-def run_chunk(chunk: Chunk) -> Tally:
-    rng = random.Random(f"bls-agreement/{chunk.seed}/{chunk.index}")
+def chunk_items(chunk: Chunk, tag: str, seed_step: int) -> tuple[dict[str, list[Item]], random.Random]:
+    """A chunk's valid items and its mutants, by kind (every kind of :data:`MUTANT_KINDS` in
+    turn), seeded by ``tag`` and ``seed_step``; and the chunk's random generator."""
+    rng = random.Random(f"{tag}/{chunk.seed}/{chunk.index}")
     n_valid = chunk.counts["valid"]
-    valid = kat.sign_items(SCHEME, n_valid, seed=20_000 * chunk.seed + chunk.index)
-    others = kat.sign_items(SCHEME, max(1, n_valid), seed=20_000 * chunk.seed + 20_000 + chunk.index)
+    valid = kat.sign_items(SCHEME, n_valid, seed=seed_step * chunk.seed + chunk.index)
+    others = kat.sign_items(SCHEME, max(1, n_valid), seed=seed_step * chunk.seed + seed_step + chunk.index)
     groups: dict[str, list[Item]] = {"valid": valid}
     for j in range(chunk.counts["mutated"]):
         kind = MUTANT_KINDS[(chunk.index * 7 + j) % len(MUTANT_KINDS)]
         k = j % len(valid)
         groups.setdefault(kind, []).append(mutant(valid[k], kind, others[k % len(others)], rng))
+    return groups, rng
+
+
+def run_chunk(chunk: Chunk) -> Tally:
+    groups, _ = chunk_items(chunk, "bls-agreement", 20_000)
     tally = Tally()
     with CheckFailures(tally, chunk.set_id, host_library(SCHEME)):  # the library the ops path runs
         for kind, items in groups.items():

@@ -15,16 +15,14 @@ mutations.  tests/test_kernel_bls12_381_aggregate.py runs the same generator on 
 from __future__ import annotations
 
 import random
-import time
 
-import numpy as np
 import py_arkworks_bls12381 as ark
 
 from app.core.batch import G2_INFINITY, AggregateItem
 from app.engine.device import hostbuild, hostlib, ops, registry
 from app.engine.reference import bls_aggregate, kat
 from app.engine.reference.reference import bls_hash
-from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare
+from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare_launched
 
 SCHEME = "bls12-381-aggregate"
 TITLE = "BLS12-381 aggregate items (host build) vs arkworks"
@@ -132,19 +130,11 @@ def prepare(args) -> None:
 
 def run_chunk(chunk: Chunk) -> Tally:
     labelled = labelled_aggregates(f"bls-aggregate-agreement/{chunk.seed}/{chunk.index}", chunk.counts["valid"])
-    items = [it for _, it in labelled]
+    kinds: dict[str, list[AggregateItem]] = {}
+    for kind, it in labelled:
+        kinds.setdefault(kind, []).append(it)
     tally = Tally()
     with CheckFailures(tally, chunk.set_id, library()):
-        t0 = time.perf_counter()
-        got = np.asarray(ops.verify_aggregates(hostlib.device(), items)).tolist()
-        per_item = (time.perf_counter() - t0) / max(1, len(items))
-        by_id = {id(it): bool(v) for it, v in zip(items, got, strict=True)}
-        kinds: dict[str, list[AggregateItem]] = {}
-        for kind, it in labelled:
-            kinds.setdefault(kind, []).append(it)
-        for kind, its in kinds.items():
-            compare(tally, chunk.set_id, kind, its, lambda xs: [by_id[id(x)] for x in xs],
-                    lambda xs: [bls_aggregate.verify_item(x) for x in xs])
-            # One launch verified the whole chunk: each kind is given its items' share of it.
-            tally.count(chunk.set_id, kind, kernel_s=per_item * len(its))
+        compare_launched(tally, chunk.set_id, kinds, lambda every: ops.verify_aggregates(hostlib.device(), every),
+                         lambda xs: [bls_aggregate.verify_item(x) for x in xs])
     return tally
