@@ -155,6 +155,25 @@ def test_no_sideways_scroll_on_a_phone(browser, server):
     assert errors == []
 
 
+@pytest.mark.parametrize("width", [420, 1440])
+def test_chart_labels_keep_their_size_and_do_not_overlap(browser, server, width):
+    # The chart was a fixed 900-unit viewBox scaled to its box: on a phone its 11 px labels
+    # were drawn at 4 px.  It is drawn at the width it is shown at, so text is its own size.
+    ctx, pg, errors = open_page(browser, server, width=width, height=900)
+    try:
+        boxes = pg.evaluate("""() => [...document.querySelectorAll('#chart svg text')]
+            .filter(t => /min|now/.test(t.textContent)).map(t => { const b = t.getBoundingClientRect();
+              return [t.textContent, b.left, b.right, b.height]; })""")
+        assert len(boxes) >= 3 and boxes[0][0] == "now"
+        for name, _, _, height in boxes:
+            assert height >= 11, (name, height)  # 11 px type with its line box, not scaled down
+        spans = sorted((left, right) for _, left, right, _ in boxes)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), boxes  # no two labels overlap
+    finally:
+        ctx.close()
+    assert errors == []
+
+
 def test_a_pool_class_bar_is_bytes_in_use_over_capacity(page):
     row = page.locator("#pool-classes tbody tr", has=page.locator("td:first-child", has_text=re.compile(r"^1\.0 MiB$")))
     assert re.search(r"\b3 / 3\b", row.inner_text())  # every slot carved is in use...
