@@ -367,3 +367,32 @@ def test_two_workers_export_process_series_build_info_and_every_workers_counters
 
 def test_two_workers_exposition_passes_promtool_check_metrics(two_workers):
     promtool.run("check", "metrics", stdin=two_workers[1])
+
+
+def test_totals_counted_elsewhere_reach_a_counter_once_and_per_owner():
+    from prometheus_client import CollectorRegistry, Counter
+
+    reg = CollectorRegistry()
+    c = Counter("zapverify_test_refusals", "test", ["reason"], registry=reg)
+    totals = metrics._Totals()
+
+    class Owner:  # an Admission or StoreHealth: plain running totals
+        pass
+
+    def value(reason):
+        return reg.get_sample_value("zapverify_test_refusals_total", {"reason": reason})
+
+    a = Owner()
+    totals.add(a, [("items", 3), ("bytes", 0)], c.labels)
+    totals.add(a, [("items", 3), ("bytes", 0)], c.labels)  # nothing new: nothing added
+    assert value("items") == 3 and value("bytes") == 0  # a key's series exists from first sight
+    totals.add(a, [("items", 5)], c.labels)
+    assert value("items") == 5
+    b = Owner()  # a new store/admission starts from zero: its 2 are all new
+    totals.add(b, [("items", 2)], c.labels)
+    assert value("items") == 7
+    del a  # an object that may reuse a dead one's id is not mistaken for it
+    for _ in range(50):
+        o = Owner()
+        totals.add(o, [("bytes", 1)], c.labels)
+    assert value("bytes") == 50

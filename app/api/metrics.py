@@ -43,6 +43,8 @@ import platform
 import re
 import threading
 import time
+import weakref
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +247,39 @@ def source_commit(root: Path = Path(__file__).resolve().parents[2]) -> str:
 COMMIT = source_commit()
 
 
+class _Totals:
+    """What running totals kept elsewhere have already added to Prometheus counters.
+
+    The engine, the stores and the WebSocket endpoint count in plain numbers (they never
+    import prometheus_client); each refresh adds to a counter what its total gained since the
+    last one.  Totals are per owner object: a new ``Admission`` or ``StoreHealth`` (a test's,
+    a restarted store's) starts from zero, and an object that reuses a dead one's ``id`` is
+    not mistaken for it.  Thread-safe: the refresh task and a scrape's thread both call.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owners: dict[int, tuple[weakref.ref[Any], dict[Hashable, float]]] = {}
+
+    def add(self, owner: Any, totals: Iterable[tuple[Hashable, float]],
+            counter: Callable[[Any], Any]) -> None:
+        """Add to ``counter(key)`` what each ``(key, total)`` of ``owner`` gained; a key seen
+        for the first time creates its series (at its total, possibly 0)."""
+        with self._lock:
+            ref, seen = self._owners.get(id(owner), (None, {}))
+            if ref is None or ref() is not owner:
+                self._owners = {k: v for k, v in self._owners.items() if v[0]() is not None}
+                seen = {}
+                self._owners[id(owner)] = (weakref.ref(owner), seen)
+            for key, n in totals:
+                if key not in seen or n > seen[key]:
+                    counter(key).inc(n - seen.get(key, 0))
+                    seen[key] = n
+
+
+_TOTALS = _Totals()
+
+
 class _ProcessMirror:
     """Copies this worker's process and Python series into the multiprocess metrics of the
     same names (module doc); the counters get what was added since the last copy."""
@@ -253,7 +288,6 @@ class _ProcessMirror:
         self._lock = threading.Lock()
         self._collector = ProcessCollector(registry=None)
         self._cpu = 0.0
-        self._gc: dict[tuple[str, int], float] = {}
         self._info = False
 
     def update(self) -> None:
@@ -266,12 +300,8 @@ class _ProcessMirror:
                             self._cpu = s.value
                     elif s.name in _PROCESS_GAUGES:
                         _PROCESS_GAUGES[s.name].set(s.value)
-            for gen, stat in enumerate(gc.get_stats()):
-                for key, counter in _GC.items():
-                    n, seen = stat[key], self._gc.get((key, gen), 0)
-                    if n > seen or (key, gen) not in self._gc:
-                        counter.labels(str(gen)).inc(n - seen)
-                        self._gc[(key, gen)] = n
+            _TOTALS.add(self, (((key, gen), stat[key]) for gen, stat in enumerate(gc.get_stats()) for key in _GC),
+                        lambda k: _GC[k[0]].labels(str(k[1])))
             if not self._info:
                 major, minor, patch = platform.python_version_tuple()
                 _PYTHON_INFO.labels(platform.python_implementation(), major, minor, patch,
@@ -304,23 +334,13 @@ def refresh_gauges(runtime: Any, admission: Any = None, ws: Any = None) -> None:
     if ws is not None:
         WS_CONNECTIONS.set(ws.connections)
         WS_IN_FLIGHT.set(ws.in_flight)
-        seen = _ws_seen.setdefault(id(ws), {})
-        for name, counter in (("messages_total", WS_MESSAGES), ("errors_total", WS_ERRORS)):
-            n = getattr(ws, name)
-            if n > seen.get(name, 0):
-                counter.inc(n - seen.get(name, 0))
-                seen[name] = n
+        _TOTALS.add(ws, ((WS_MESSAGES, ws.messages_total), (WS_ERRORS, ws.errors_total)), lambda c: c)
     if admission is not None:
         snap = admission.snapshot()
         for unit in ("requests", "items", "bytes"):
             ADMISSION_IN_FLIGHT.labels(unit).set(snap[f"{unit}_in_flight"])
         ADMISSION_WAIT.set(snap["estimated_wait_seconds"])
-        # Admission counts refusals itself (the engine never imports prometheus_client).
-        seen = _refusals_seen.setdefault(id(admission), {})
-        for reason, n in snap["refused_by"].items():
-            if n > seen.get(reason, 0) or reason not in seen:
-                ADMISSION_REFUSALS.labels(reason).inc(n - seen.get(reason, 0))
-                seen[reason] = n
+        _TOTALS.add(admission, snap["refused_by"].items(), ADMISSION_REFUSALS.labels)
     for scheme, route in runtime.engine.routes.items():
         for backend, ok in route.selftest.items():
             BACKEND_AVAILABLE.labels(backend, scheme).set(1 if ok else 0)
@@ -336,22 +356,9 @@ def refresh_gauges(runtime: Any, admission: Any = None, ws: Any = None) -> None:
     if store is not None:
         health = store.health
         RECEIPT_STORE_UP.set(1 if health.up else 0)
-        # The store counts failures itself (the engine never imports prometheus_client);
-        # the counter takes what was added since the last refresh.
-        seen = _store_failures_seen.get(id(health), {})
-        for reason, n in list(health.failures.items()):
-            if n > seen.get(reason, 0):
-                RECEIPT_STORE_FAILURES.labels(reason).inc(n - seen.get(reason, 0))
-        _store_failures_seen.clear()  # only the current store's counts are kept
-        _store_failures_seen[id(health)] = dict(health.failures)
+        _TOTALS.add(health, list(health.failures.items()), RECEIPT_STORE_FAILURES.labels)
 
 
-#: ``id(StoreHealth)`` → reason → failures already added to :data:`RECEIPT_STORE_FAILURES`.
-_store_failures_seen: dict[int, dict[str, int]] = {}
-#: ``id(Admission)`` → reason → refusals already added to :data:`ADMISSION_REFUSALS`.
-_refusals_seen: dict[int, dict[str, int]] = {}
-#: ``id(WsStats)`` → counter → value already added to :data:`WS_MESSAGES` / :data:`WS_ERRORS`.
-_ws_seen: dict[int, dict[str, int]] = {}
 #: The label values :data:`BUILD_INFO` was last set with.
 _build_info: list[tuple[str, str, str]] = []
 
