@@ -68,6 +68,12 @@ def _sign_secp256k1(rng: random.Random, msgs: list[bytes], ctx: bytes, compresse
 _SCHNORRSIG_EXTRAPARAMS_MAGIC = b"\xda\x6f\xb3\x8c"
 
 
+def tagged_hash(tag: str, data: bytes) -> bytes:
+    """BIP-340's tagged hash: SHA-256(SHA-256(tag) ‖ SHA-256(tag) ‖ data), 32 bytes."""
+    t = hashlib.sha256(tag.encode()).digest()
+    return hashlib.sha256(t + t + data).digest()
+
+
 def bip340_sign(secret: bytes, msg: bytes, aux: bytes) -> tuple[bytes, bytes]:
     """BIP-340 Sign of a message of any length: ``(32-byte x-only public key, 64-byte
     signature)`` for the 32-byte ``secret`` with 32 bytes of ``aux`` randomness.
