@@ -85,17 +85,16 @@ ZV_HD int zv_bip340_verify_start(zv_k1_gej *R, const zv_u8 *pk, zv_u32 pk_len, c
  * valid iff y(R) is even and x(R) = r, r the first 32 bytes of the signature (already
  * checked < p by the start). */
 ZV_HD int zv_bip340_verify_finish(const zv_k1_fe *X, const zv_k1_fe *Y, const zv_k1_fe *zinv, const zv_u8 *r32) {
-    zv_k1_fe zi2, x, y, r;
+    zv_k1_fe zi2, r;
+    zv_k1_ge A;  /* R in affine coordinates */
     zv_k1_fe_sqr(&zi2, zinv);
-    zv_k1_fe_mul(&x, X, &zi2);
+    zv_k1_fe_mul(&A.x, X, &zi2);
     zv_k1_fe_mul(&zi2, &zi2, zinv);
-    zv_k1_fe_mul(&y, Y, &zi2);
-    zv_k1_ge affine = {x, y};
-    ZV_CHECK(zv_k1_ge_on_curve(&affine));               /* zinv was Z(R)'s inverse */
-    (void)affine;
-    if (zv_k1_fe_is_odd(&y)) return 0;
+    zv_k1_fe_mul(&A.y, Y, &zi2);
+    ZV_CHECK(zv_k1_ge_on_curve(&A));  /* zinv was Z(R)'s inverse */
+    if (zv_k1_fe_is_odd(&A.y)) return 0;
     if (!zv_k1_fe_set_b32_limit(&r, r32)) return 0;
-    return zv_k1_fe_equal(&x, &r);
+    return zv_k1_fe_equal(&A.x, &r);
 }
 
 /* One item on its own (its own inversion): the verdict of the header comment. */
