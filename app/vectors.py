@@ -265,6 +265,23 @@ def _acvp_slh_dsa(root: Path) -> Iterator[dict]:
                           str(t["tcId"]), rule=RULE_SLH_INTERNAL if source_ok else "")
 
 
+def _bip340(root: Path) -> Iterator[dict]:
+    """BIP-340's ``test-vectors.csv``: every row is a verification case (public key, message,
+    signature, TRUE/FALSE), those with a secret key also a signing case; a row whose public
+    key is no valid x-only key (not on the curve, x ≥ p) expects FALSE, as BIP-340 Verify
+    fails on lift_x."""
+    import csv
+
+    path = root / "bip340" / "test-vectors.csv"
+    if not path.is_file():
+        return
+    with path.open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            yield _record("bip340", bytes.fromhex(row["public key"]), bytes.fromhex(row["message"]),
+                          bytes.fromhex(row["signature"]), row["verification result"] == "TRUE",
+                          "bip340/test-vectors.csv", row["index"])
+
+
 def convert_all(root: str | Path = DEFAULT_ROOT) -> Iterator[dict]:
     """Every external vector under ``root`` (default ``../shared/vectors``) as JSONL records.
 
@@ -276,6 +293,7 @@ def convert_all(root: str | Path = DEFAULT_ROOT) -> Iterator[dict]:
     yield from _wycheproof(root)
     yield from _ethereum_bls(root)
     yield from _acvp_slh_dsa(root)
+    yield from _bip340(root)
 
 
 def generated(valid: int, mutated: int, seed: int = 0, schemes: Iterable[str] | None = None) -> Iterator[dict]:

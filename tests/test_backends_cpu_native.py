@@ -54,7 +54,7 @@ def _check(scheme_id: str, items: list[Item], prehashed: bool = False, allow_hig
     return checked
 
 
-@pytest.mark.parametrize("scheme_id", ["ed25519", "secp256k1"])
+@pytest.mark.parametrize("scheme_id", sorted(native.FAMILIES))
 def test_native_matches_reference_on_every_item(scheme_id):
     items = _items(scheme_id)
     assert _check(scheme_id, items) == len([i for i in items if len(i.signature) == SCHEMES[scheme_id].sig_len
@@ -77,6 +77,24 @@ def test_secp256k1_options_match_reference(prehashed, allow_high_s):
     signed_digests = kat.sign_items("secp256k1", 6, seed=10, prehashed=True)
     every = items + high + digests + short + signed_digests
     assert _check("secp256k1", every, prehashed, allow_high_s) == len(every)
+
+
+def test_bip340_messages_of_every_length_and_bad_encodings_match_reference():
+    """BIP-340 verifies messages of any length; r ≥ p, s ≥ n and keys without lift_x are false."""
+    p = 2**256 - 2**32 - 977  # SEC 2 §2.4.1
+    n = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
+    items = [it for size in (0, 1, 17, 31, 32, 33, 64, 100, 1000, 5000)
+             for it in kat.sign_items("bip340", 2, seed=size, msg_len=size)]
+    base = items[5]
+    items += [Item("bip340", base.public_key, base.message, p.to_bytes(32, "big") + base.signature[32:]),
+              Item("bip340", base.public_key, base.message, base.signature[:32] + n.to_bytes(32, "big")),
+              Item("bip340", p.to_bytes(32, "big"), base.message, base.signature),  # x ≥ p
+              Item("bip340", (5).to_bytes(32, "big"), base.message, base.signature),  # 5^3 + 7 = 132: no root mod p
+              Item("bip340", base.public_key, base.message + b"\x00", base.signature)]
+    assert _check("bip340", items) == len(items)
+    ref = reference.verifier(SCHEMES["bip340"])
+    assert [ref(i.public_key, i.message, i.signature) for i in items[-5:]] == [False] * 5
+    assert all(ref(i.public_key, i.message, i.signature) for i in items[:-5])
 
 
 def test_wrong_key_length_is_false_with_leaf():

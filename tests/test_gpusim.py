@@ -156,12 +156,12 @@ def test_the_run_passes_only_when_every_family_agrees_and_the_control_is_caught(
 
 
 def test_the_samples_reach_what_the_issue_asks():
-    """Ed25519 and secp256k1 of the full sample fill more than the two blocks' first chunks
-    (a second chunk) with a partial last warp; every ML-DSA and SLH-DSA set is in it."""
+    """Ed25519, secp256k1 and BIP-340 of the full sample fill more than the two blocks' first
+    chunks (a second chunk) with a partial last warp; every ML-DSA and SLH-DSA set is in it."""
     from app.engine.verify.grouping import group_items
 
     full = check.FULL
-    for scheme in ("ed25519", "secp256k1"):
+    for scheme in ("ed25519", "secp256k1", "bip340"):
         kas = check.scheme_sample(scheme, full)
         largest = max(len(idx) for key, idx in group_items([ka.item for ka in kas]).items() if key is not None)
         # one batch, so it is one launch: past both blocks' first chunks, its last warp partial

@@ -161,7 +161,7 @@ def test_same_root_as_the_json_route(client):
     (lambda f: b"XAP\0" + f[4:], 400, "BAD_MAGIC", False),
     (lambda f: f[:-8], 400, "BAD_SIZE", True),
     (lambda f: f + bytes(8), 400, "BAD_SIZE", True),
-    (lambda f: f[:16] + b"\x05" + f[17:], 400, "UNKNOWN_SCHEME", True),
+    (lambda f: f[:16] + b"\x7e" + f[17:], 400, "UNKNOWN_SCHEME", True),
     (lambda f: f[:6] + b"\x02" + f[7:], 400, "BAD_TYPE", True),
     (lambda f: f[:20] + (0).to_bytes(4, "little") + f[24:], 400, "EMPTY_BATCH", True),
     (lambda f: b"", 400, "BAD_SIZE", False),

@@ -19,6 +19,15 @@ malformed ones included (a malformed item is ``False``, never an exception for t
     ``allow_high_s``, in which case s is normalised to n − s first.  The message is hashed
     with SHA-256 unless the batch is ``prehashed``, in which case it must be exactly 32 bytes.
 
+``bip340`` (0x05) — BIP-340 Schnorr over secp256k1, the BIP's Verify exactly (libsecp256k1's
+    ``secp256k1_xonly_pubkey_parse`` then ``secp256k1_schnorrsig_verify``):
+    pk 32 B x-only: lift_x(x) must exist (x < p and x³ + 7 a square mod p; the point with
+    even y is taken); sig 64 B = r ‖ s, big-endian, with r < p and s < n; messages of any
+    length (BIP-340, "Messages of arbitrary size").  e = int(tagged_hash("BIP0340/challenge",
+    r ‖ pk ‖ m)) mod n with tagged_hash(t, x) = SHA-256(SHA-256(t) ‖ SHA-256(t) ‖ x);
+    R = s·G − e·P, valid iff R is not infinity, has even y and x(R) = r.  No options; the
+    signature format is ``raw`` only.
+
 ``bls12-381`` (0x03) — ciphersuite ``BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_``
     (Ethereum consensus; draft-irtf-cfrg-bls-signature-04 CoreVerify with KeyValidate):
     pk 48 B compressed G1, sig 96 B compressed G2 (ZCash encoding flags), any message.
@@ -40,7 +49,7 @@ from typing import Literal
 
 from app.core.errors import UnknownScheme
 
-Family = Literal["ed25519", "secp256k1", "bls12-381", "ml-dsa", "slh-dsa"]
+Family = Literal["ed25519", "secp256k1", "bip340", "bls12-381", "ml-dsa", "slh-dsa"]
 
 #: Largest FIPS 204/205 context string, bytes.
 MAX_CONTEXT_BYTES = 255
@@ -190,6 +199,7 @@ def _registry() -> list[Scheme]:
                options=("prehashed", "allow_high_s"), signature_formats=(RAW, "der")),
         Scheme("bls12-381", 0x03, "bls12-381", (48,), 96, False,
                "draft-irtf-cfrg-bls-signature-04 CoreVerify, POP ciphersuite"),
+        Scheme("bip340", 0x05, "bip340", (32,), 64, False, "BIP-340 Verify (libsecp256k1 rules)"),
     ]
     for i, (level, pk, sig) in enumerate([(44, 1312, 2420), (65, 1952, 3309), (87, 2592, 4627)]):
         out.append(Scheme(f"ml-dsa-{level}", 0x10 + i, "ml-dsa", (pk,), sig, True, "FIPS 204 Alg. 3"))

@@ -1,7 +1,7 @@
 """The CPU backend's fixed policy: which pool each scheme family runs on, and how a batch is cut.
 
 Pool kind (docs/architecture.md, "CPU backend").  A chunk verified in a native loop
-(:mod:`app.engine.backends.native`: Ed25519, secp256k1) is one ctypes call that releases the
+(:mod:`app.engine.backends.native`: Ed25519, secp256k1, BIP-340) is one ctypes call that releases the
 GIL for the whole chunk, so it runs on threads; every chunk verified in the Python loop over
 :mod:`app.engine.reference.reference` runs on worker processes, whether or not its library
 releases the GIL, because the Python between the library calls (slicing, the loop, BLS
@@ -14,12 +14,13 @@ family            pool       threads vs processes
 ================  =========  ==========================================================
 ed25519           thread     native loop: 35,948 vs 36,034 (equal)
 secp256k1         thread     native loop: 52,224 vs 50,981 (equal)
+bip340            thread     native loop: 24,435 vs 23,974 (equal; one core free when measured)
 bls12-381         process    715 vs 2,214
 ml-dsa            process    11,419 vs 14,392 (44), 7,619 vs 9,742 (65), 5,483 vs 6,586 (87)
 slh-dsa           process    2.15–2.25× faster on processes in all twelve sets
 ================  =========  ==========================================================
 
-Ed25519 and secp256k1 chunks that run in the Python loop (no native loop built, or
+Ed25519, secp256k1 and BIP-340 chunks that run in the Python loop (no native loop built, or
 ``use_native=False``) run on processes like every other Python-loop chunk.
 
 Chunk size.  Every batch the backend runs updates its scheme's single-core seconds per item
@@ -42,6 +43,7 @@ PoolKind = Literal["thread", "process"]
 POOL_KIND: dict[Family, PoolKind] = {
     "ed25519": "thread",
     "secp256k1": "thread",
+    "bip340": "thread",
     "bls12-381": "process",
     "ml-dsa": "process",
     "slh-dsa": "process",

@@ -4,9 +4,12 @@ entry points.
 :func:`loops` builds ``native_loops.cpp`` with the kernels' host build
 (:mod:`app.engine.device.hostbuild`, cached by source hash) and hands it the addresses of
 libsodium's ``crypto_sign_ed25519_verify_detached`` (PyNaCl's bundled copy), of
-libsecp256k1's parse / normalize / verify functions (coincurve's bundled copy, with its
-global context) and of a SHA-256: OpenSSL's low-level one from the libcrypto hashlib runs on
-where there is one (:func:`_libcrypto`), else libsodium's ``crypto_hash_sha256``.  A ctypes
+libsecp256k1's ECDSA parse / normalize / verify and BIP-340 x-only parse / Schnorr verify
+functions (coincurve's bundled copy, with its global context; one Schnorr verify per item,
+as upstream libsecp256k1 has no BIP-340 batch verification: its batch module, PR #1134 of
+bitcoin-core/secp256k1, is unmerged, and coincurve 21 binds none) and of a SHA-256:
+OpenSSL's low-level one from the libcrypto hashlib runs on where there is one
+(:func:`_libcrypto`), else libsodium's ``crypto_hash_sha256``.  A ctypes
 call releases the GIL, so one call verifies and leaf-hashes a whole chunk on one core while
 other threads run theirs; :meth:`NativeLoops.merkle_root` builds a batch's tree the same way.
 
@@ -32,7 +35,7 @@ log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("native_loops.cpp")
 #: Scheme families with a native loop.
-FAMILIES = frozenset({"ed25519", "secp256k1"})
+FAMILIES = frozenset({"ed25519", "secp256k1", "bip340"})
 
 #: OpenSSL's low-level SHA-256 (openssl/sha.h), in the order zv_use_openssl_sha256 takes them.
 _OPENSSL_SHA256 = ("SHA256_Init", "SHA256_Update", "SHA256_Final")
@@ -70,11 +73,15 @@ class NativeLoops:
         self._k1 = tuple(addr(k1, n) for n in ("secp256k1_ec_pubkey_parse", "secp256k1_ecdsa_signature_parse_compact",
                                                 "secp256k1_ecdsa_signature_normalize", "secp256k1_ecdsa_verify"))
         self._k1_ctx = int(k1_ffi.cast("uintptr_t", ctx))
+        # BIP-340: one verify per item; upstream libsecp256k1 has no batch verification.
+        self._bip340 = tuple(addr(k1, n) for n in ("secp256k1_xonly_pubkey_parse", "secp256k1_schnorrsig_verify"))
         lib.zv_cpu_ed25519.argtypes = [_P, _P, _U8, _P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P, _P]
         lib.zv_cpu_ed25519.restype = None
         lib.zv_cpu_secp256k1.argtypes = [_P, _P, _P, _P, _P, _P, _U8, ctypes.c_int, ctypes.c_int,
                                          _P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P, _P]
         lib.zv_cpu_secp256k1.restype = None
+        lib.zv_cpu_bip340.argtypes = [_P, _P, _P, _P, _U8, _P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P, _P]
+        lib.zv_cpu_bip340.restype = None
         lib.zv_leaves.argtypes = [_P, _U8, _P, _P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P]
         lib.zv_leaves.restype = None
         lib.zv_merkle_root.argtypes = [_P, _P, _SZ, _P]
@@ -86,7 +93,7 @@ class NativeLoops:
         """Verify and leaf-hash one chunk.
 
         Args:
-            family: ``"ed25519"`` or ``"secp256k1"``.
+            family: ``"ed25519"``, ``"secp256k1"`` or ``"bip340"`` (:data:`FAMILIES`).
             code: the scheme's one-byte code (the leaf's first data byte).
             pks: ``uint8[n, pk_len]``; sigs: ``uint8[n, sig_len]``; msgs: ``uint8[M]``.
             offsets: ``[n + 1]`` message offsets relative to ``msgs`` (any integer dtype).
@@ -101,6 +108,9 @@ class NativeLoops:
         elif family == "secp256k1":
             self._lib.zv_cpu_secp256k1(*self._k1, self._k1_ctx, self._sha, code, int(prehashed),
                                        int(allow_high_s), *cols, verdicts.ctypes.data, leaves.ctypes.data)
+        elif family == "bip340":
+            self._lib.zv_cpu_bip340(*self._bip340, self._k1_ctx, self._sha, code, *cols, verdicts.ctypes.data,
+                                    leaves.ctypes.data)
         else:
             raise ValueError(f"no native loop for {family!r}")
         return verdicts.tobytes(), leaves.tobytes()

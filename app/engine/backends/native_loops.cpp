@@ -39,6 +39,10 @@ typedef int (*zv_k1_sig_parse_fn)(const void *ctx, zv_k1_blob *sig, const unsign
 typedef int (*zv_k1_sig_normalize_fn)(const void *ctx, zv_k1_blob *out, const zv_k1_blob *in);
 typedef int (*zv_k1_verify_fn)(const void *ctx, const zv_k1_blob *sig, const unsigned char *msghash32,
                                const zv_k1_blob *pubkey);
+// secp256k1_xonly_pubkey is 64 bytes too (secp256k1_extrakeys.h).
+typedef int (*zv_k1_xonly_parse_fn)(const void *ctx, zv_k1_blob *pubkey, const unsigned char *in32);
+typedef int (*zv_k1_schnorr_verify_fn)(const void *ctx, const unsigned char *sig64, const unsigned char *msg,
+                                       size_t msglen, const zv_k1_blob *pubkey);
 
 #define ZV_LEAF_DATA_BYTES 99  // 0x00 prefix + the 98-byte leaf data
 
@@ -139,6 +143,26 @@ extern "C" void zv_cpu_secp256k1(zv_k1_pubkey_parse_fn pubkey_parse, zv_k1_sig_p
                 sig_normalize(ctx, &s, &s);
             ok = ok && ecdsa_verify(ctx, &s, digest, &pubkey) == 1;
         }
+        verdicts[i] = (unsigned char)ok;
+        zv_leaf(sha256, code, ok, pk, pk_len, msg, msg_len, sig, sig_len, leaves + 32 * i);
+    }
+}
+
+// BIP-340 Verify: secp256k1_xonly_pubkey_parse (lift_x) then secp256k1_schnorrsig_verify on
+// the message as it is (any length), as the reference verify_bip340.  One verify per item:
+// libsecp256k1 has no BIP-340 batch verification to call.
+extern "C" void zv_cpu_bip340(zv_k1_xonly_parse_fn xonly_parse, zv_k1_schnorr_verify_fn schnorr_verify,
+                              const void *ctx, zv_sha256_fn sha256, unsigned char code, const unsigned char *pks,
+                              size_t pk_len, const unsigned char *sigs, size_t sig_len, const unsigned char *msgs,
+                              size_t msgs_len, const uint64_t *offsets, size_t n, unsigned char *verdicts,
+                              unsigned char *leaves) {
+    const int sizes_ok = pk_len == 32 && sig_len == 64;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *pk = pks + i * pk_len, *sig = sigs + i * sig_len;
+        size_t msg_len;
+        const unsigned char *msg = zv_message(msgs, msgs_len, offsets, i, &msg_len);
+        zv_k1_blob pubkey;
+        const int ok = sizes_ok && xonly_parse(ctx, &pubkey, pk) && schnorr_verify(ctx, sig, msg, msg_len, &pubkey) == 1;
         verdicts[i] = (unsigned char)ok;
         zv_leaf(sha256, code, ok, pk, pk_len, msg, msg_len, sig, sig_len, leaves + 32 * i);
     }

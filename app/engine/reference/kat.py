@@ -64,6 +64,53 @@ def _sign_secp256k1(rng: random.Random, msgs: list[bytes], ctx: bytes, compresse
     return out
 
 
+#: SECP256K1_SCHNORRSIG_EXTRAPARAMS_MAGIC (libsecp256k1, include/secp256k1_schnorrsig.h).
+_SCHNORRSIG_EXTRAPARAMS_MAGIC = b"\xda\x6f\xb3\x8c"
+
+
+def tagged_hash(tag: str, data: bytes) -> bytes:
+    """BIP-340's tagged hash: SHA-256(SHA-256(tag) ‖ SHA-256(tag) ‖ data), 32 bytes."""
+    t = hashlib.sha256(tag.encode()).digest()
+    return hashlib.sha256(t + t + data).digest()
+
+
+def bip340_sign(secret: bytes, msg: bytes, aux: bytes) -> tuple[bytes, bytes]:
+    """BIP-340 Sign of a message of any length: ``(32-byte x-only public key, 64-byte
+    signature)`` for the 32-byte ``secret`` with 32 bytes of ``aux`` randomness.
+
+    libsecp256k1's ``secp256k1_schnorrsig_sign_custom`` through coincurve's cffi ``lib``:
+    coincurve 21's ``PrivateKey.sign_schnorr`` takes 32-byte messages only.  Raises
+    ``ValueError`` for a secret that is not in [1, n − 1] or an ``aux`` not 32 bytes.
+    """
+    from app.core.encoding import secp256k1_lib
+
+    if len(aux) != 32:
+        raise ValueError("aux must be 32 bytes")
+    ffi, lib, c = secp256k1_lib()
+    keypair = ffi.new("secp256k1_keypair *")
+    if not lib.secp256k1_keypair_create(c, keypair, bytes(secret)):
+        raise ValueError("secret key out of range")
+    xonly = ffi.new("secp256k1_xonly_pubkey *")
+    lib.secp256k1_keypair_xonly_pub(c, xonly, ffi.NULL, keypair)
+    pk = ffi.new("unsigned char[32]")
+    lib.secp256k1_xonly_pubkey_serialize(c, pk, xonly)
+    params = ffi.new("secp256k1_schnorrsig_extraparams *")
+    params.magic = list(_SCHNORRSIG_EXTRAPARAMS_MAGIC)
+    aux_buf = ffi.new("unsigned char[32]", bytes(aux))
+    params.ndata = aux_buf
+    sig = ffi.new("unsigned char[64]")
+    m = bytes(msg)
+    if not lib.secp256k1_schnorrsig_sign_custom(c, sig, m, len(m), keypair, params):
+        raise ValueError("signing failed")
+    return bytes(ffi.buffer(pk, 32)), bytes(ffi.buffer(sig, 64))
+
+
+def _sign_bip340(rng: random.Random, msgs: list[bytes], ctx: bytes, **_) -> list[tuple[bytes, bytes]]:
+    n = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141  # the group order (SEC 2 §2.4.1)
+    secret = rng.randrange(1, n).to_bytes(32, "big")
+    return [bip340_sign(secret, m, rng.randbytes(32)) for m in msgs]
+
+
 def _sign_bls(rng: random.Random, msgs: list[bytes], ctx: bytes, **_) -> list[tuple[bytes, bytes]]:
     """CoreSign of the POP ciphersuite: sig = sk · H(msg), pk = sk · G1."""
     import py_arkworks_bls12381 as ark
@@ -95,8 +142,8 @@ def _sign_slhdsa(rng: random.Random, msgs: list[bytes], ctx: bytes, scheme: Sche
 
 
 _SIGNERS: dict[str, Callable[..., list[tuple[bytes, bytes]]]] = {
-    "ed25519": _sign_ed25519, "secp256k1": _sign_secp256k1, "bls12-381": _sign_bls, "ml-dsa": _sign_mldsa,
-    "slh-dsa": _sign_slhdsa}
+    "ed25519": _sign_ed25519, "secp256k1": _sign_secp256k1, "bip340": _sign_bip340, "bls12-381": _sign_bls,
+    "ml-dsa": _sign_mldsa, "slh-dsa": _sign_slhdsa}
 
 
 def sign_items(scheme_id: str, count: int, *, seed: int = 0, msg_len: int | None = None,

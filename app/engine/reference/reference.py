@@ -28,6 +28,7 @@ from app.core.schemes import MAX_CONTEXT_BYTES, Scheme
 RELEASES_GIL: dict[str, bool] = {
     "ed25519": True,
     "secp256k1": True,
+    "bip340": True,
     "bls12-381": True,
     "ml-dsa": True,
     "slh-dsa": False,
@@ -68,6 +69,28 @@ def verify_secp256k1(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False)
     if allow_high_s:
         lib.secp256k1_ecdsa_signature_normalize(c, s, s)
     return lib.secp256k1_ecdsa_verify(c, s, digest, pubkey) == 1
+
+
+# ------------------------------------------------------------------ BIP-340 (libsecp256k1)
+def verify_bip340(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False) -> bool:
+    """BIP-340 Verify (pk 32-byte x-only, sig 64-byte r ‖ s, a message of any length).
+
+    libsecp256k1's own check, called through coincurve's cffi ``lib`` (the same calls as
+    coincurve 21's ``PublicKeyXOnly(pk).verify(sig, msg)``, which passes messages of any
+    length to ``secp256k1_schnorrsig_verify``, without the object and its exceptions):
+    ``secp256k1_xonly_pubkey_parse`` is lift_x (x < p, x³ + 7 a square; even y), and
+    ``secp256k1_schnorrsig_verify`` refuses r ≥ p and s ≥ n and checks R = s·G − e·P has
+    even y and x(R) = r with e = tagged_hash("BIP0340/challenge", r ‖ pk ‖ m) mod n.
+    Any other length is ``False``; never raises.
+    """
+    if len(pk) != 32 or len(sig) != 64:
+        return False
+    ffi, lib, c = secp256k1_lib()
+    key = ffi.new("secp256k1_xonly_pubkey *")
+    if not lib.secp256k1_xonly_pubkey_parse(c, key, bytes(pk)):
+        return False
+    m = bytes(msg)
+    return lib.secp256k1_schnorrsig_verify(c, bytes(sig), m, len(m), key) == 1
 
 
 # ------------------------------------------------------------------ BLS12-381 (arkworks)
@@ -217,6 +240,7 @@ def verifier(scheme: Scheme) -> Callable[..., bool]:
         fn = {
             "ed25519": lambda: verify_ed25519,
             "secp256k1": lambda: verify_secp256k1,
+            "bip340": lambda: verify_bip340,
             "bls12-381": lambda: verify_bls12_381,
             "ml-dsa": lambda: make_verify_mldsa(scheme),
             "slh-dsa": lambda: make_verify_slhdsa(scheme),

@@ -1,5 +1,5 @@
 """Method ``ops`` of scripts/gpu_model: PREDICTED H200 rates of the kernels built from the
-primitives zv_port.cuh counts (Ed25519, secp256k1); writes bench/results/gpu_model.md and .json.
+primitives zv_port.cuh counts (Ed25519, secp256k1 ECDSA, BIP-340); writes bench/results/gpu_model.md and .json.
 
   1. The family's verify kernel (app/engine/device/registry.py) and the Merkle kernels are
      compiled with nvcc for sm_90; ptxas gives registers, stack, spills and shared memory,
@@ -41,7 +41,7 @@ from app.engine.verify.grouping import batch_of, group_items
 from scripts.lib import kernels
 from scripts.lib.gpu_model import H200, build_unit, cached_build, write
 
-FAMILIES = ("ed25519", "secp256k1")
+FAMILIES = ("ed25519", "secp256k1", "bip340")
 NAME = "gpu_model"
 METHOD = ("ops: SASS of each counted primitive (probe kernels) × its count per verify in the -DZV_COUNT_OPS "
           "host build, through an issue and pipe model of one SM sub-partition; scripts/lib/gpu_model/ops.py")

@@ -45,13 +45,13 @@ class Sample:
 
 _ALL_SLH = tuple(s for s in SCHEMES if s.startswith("slh-dsa-"))
 
-#: Every scheme with a device kernel, the issue's sizes: Ed25519 and secp256k1 past one
+#: Every scheme with a device kernel, the issue's sizes: Ed25519, secp256k1 and BIP-340 past one
 #: block's chunk with the grid capped at two blocks (so both blocks run, one of them a
 #: second chunk, and the last warp is partial), every ML-DSA and SLH-DSA set.
 FULL = Sample(
     "full",
-    generated={"ed25519": (140, 140), "secp256k1": (140, 140)},
-    schemes=("ed25519", "secp256k1", "ml-dsa-44", "ml-dsa-65", "ml-dsa-87", *_ALL_SLH, "bls12-381"),
+    generated={"ed25519": (140, 140), "secp256k1": (140, 140), "bip340": (140, 140)},
+    schemes=("ed25519", "secp256k1", "bip340", "ml-dsa-44", "ml-dsa-65", "ml-dsa-87", *_ALL_SLH, "bls12-381"),
     trees=((1, ops.TAIL_MAX), (2, ops.TAIL_MAX), (3, ops.TAIL_MAX), (1023, ops.TAIL_MAX), (1024, ops.TAIL_MAX),
            (1023, 64), (1024, 64)),
     hash_messages=300,

@@ -43,6 +43,23 @@ ZV_HD int zv_k1_ge_on_curve(const zv_k1_ge *a) {
     return zv_k1_fe_equal(&y2, &x3);
 }
 
+/* lift_x (BIP-340; SEC 1 §2.3.4 step 2.4 for a compressed key): the point with x-coordinate
+ * the 32 big-endian bytes x32 and y of parity `odd`.  Returns 0 when x ≥ p or x^3 + 7 is not
+ * a square mod p (no such point); then q is unspecified.  y is normalized. */
+ZV_HD int zv_k1_ge_lift_x(zv_k1_ge *q, const zv_u8 *x32, int odd) {
+    if (!zv_k1_fe_set_b32_limit(&q->x, x32)) return 0;
+    zv_k1_fe rhs, seven;
+    zv_k1_fe_sqr(&rhs, &q->x);
+    zv_k1_fe_mul(&rhs, &rhs, &q->x);
+    zv_k1_fe_set_u32(&seven, 7);
+    zv_k1_fe_add(&rhs, &rhs, &seven);
+    if (!zv_k1_fe_sqrt(&q->y, &rhs)) return 0;
+    zv_k1_fe_normalize(&q->y);
+    if ((int)(q->y.v[0] & 1) != (odd & 1)) zv_k1_fe_neg(&q->y, &q->y);
+    zv_k1_fe_normalize(&q->y);
+    return 1;
+}
+
 /* r = 2a: with S = 4·X·Y^2 and M = 3·X^2 (a = 0): X' = M^2 − 2S, Y' = M·(S − X') − 8·Y^4,
  * Z' = 2·Y·Z.  3M + 4S.  secp256k1 has no point of order 2, so Y ≠ 0 for finite a. */
 ZV_HD void zv_k1_gej_double(zv_k1_gej *r, const zv_k1_gej *a) {

@@ -255,4 +255,10 @@ ZV_HD int zv_k1_fe_sqrt(zv_k1_fe *r, const zv_k1_fe *a) {
     return zv_k1_fe_equal(&t, a);
 }
 
+/* Batched field inversion over a block chunk (zv_port.cuh's zv_block_batch_invert): z[i] =
+ * z[i]^−1 for i < count; every z[i] nonzero (callers substitute 1 for an item they drop). */
+ZV_HD void zv_k1_fe_block_batch_inv(zv_k1_fe *z, zv_k1_fe *prefix, int count, zv_k1_fe *tops, zv_k1_fe *tops_prefix) {
+    zv_block_batch_invert<zv_k1_fe, zv_k1_fe_mul, zv_k1_fe_inv>(z, prefix, count, tops, tops_prefix);
+}
+
 #endif /* ZV_SECP256K1_FIELD_CUH */
