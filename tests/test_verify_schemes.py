@@ -4,15 +4,16 @@ from app.core import schemes
 from app.core.errors import UnknownScheme
 
 
-def test_eighteen_schemes_with_unique_codes():
-    assert len(schemes.SCHEMES) == 18
-    assert len({s.code for s in schemes.SCHEMES.values()}) == 18
+def test_nineteen_schemes_with_unique_codes():
+    assert len(schemes.SCHEMES) == 19
+    assert len({s.code for s in schemes.SCHEMES.values()}) == 19
 
 
 @pytest.mark.parametrize("scheme_id,code,pk,sig", [
     ("ed25519", 0x01, (32,), 64),
     ("secp256k1", 0x02, (33, 65), 64),
     ("bls12-381", 0x03, (48,), 96),
+    ("p256", 0x04, (33, 65), 64),         # SEC 1 §2.3.3/2.3.4 keys, IEEE P1363 r ‖ s
     ("ml-dsa-44", 0x10, (1312,), 2420),   # FIPS 204 table 2
     ("ml-dsa-65", 0x11, (1952,), 3309),
     ("ml-dsa-87", 0x12, (2592,), 4627),

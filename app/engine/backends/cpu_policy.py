@@ -42,6 +42,7 @@ PoolKind = Literal["thread", "process"]
 POOL_KIND: dict[Family, PoolKind] = {
     "ed25519": "thread",
     "secp256k1": "thread",
+    "p256": "process",
     "bls12-381": "process",
     "ml-dsa": "process",
     "slh-dsa": "process",
