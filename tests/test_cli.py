@@ -11,10 +11,10 @@ from app.vectors import generated, generated_aggregate, write_jsonl
 from tests import fakehost as fh
 
 
-def test_check_vectors_agrees_on_fresh_generated_items_of_all_18_schemes(tmp_path, capsys):
+def test_check_vectors_agrees_on_fresh_generated_items_of_every_scheme(tmp_path, capsys):
     path = tmp_path / "generated.jsonl"
     n = write_jsonl(path, generated(2, 2, seed=42))
-    assert n == 18 * 4
+    assert n == len(SCHEMES) * 4
     assert main(["check-vectors", str(path), "--backend", "cpu"]) == 0
     out = capsys.readouterr().out
     assert f"vectors={n} agree={n} disagree=0" in out

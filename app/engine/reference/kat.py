@@ -118,8 +118,8 @@ def _sign_slhdsa(rng: random.Random, msgs: list[bytes], ctx: bytes, scheme: Sche
 
 
 _SIGNERS: dict[str, Callable[..., list[tuple[bytes, bytes]]]] = {
-    "ed25519": _sign_ed25519, "secp256k1": _sign_secp256k1, "p256": _sign_p256, "bls12-381": _sign_bls, "ml-dsa": _sign_mldsa,
-    "slh-dsa": _sign_slhdsa}
+    "ed25519": _sign_ed25519, "secp256k1": _sign_secp256k1, "p256": _sign_p256, "bls12-381": _sign_bls,
+    "ml-dsa": _sign_mldsa, "slh-dsa": _sign_slhdsa}
 
 
 def sign_items(scheme_id: str, count: int, *, seed: int = 0, msg_len: int | None = None,
