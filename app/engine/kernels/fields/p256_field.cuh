@@ -45,9 +45,18 @@ ZV_HD void zv_p256_fe_copy(zv_p256_fe *r, const zv_u32 a[8]) {
     for (int i = 0; i < 8; i++) r->v[i] = a[i];
 }
 
-ZV_HD void zv_p256_fe_add(zv_p256_fe *r, const zv_p256_fe *a, const zv_p256_fe *b) { zv_mont_add<zv_p256_fm>(r->v, a->v, b->v); }
-ZV_HD void zv_p256_fe_sub(zv_p256_fe *r, const zv_p256_fe *a, const zv_p256_fe *b) { zv_mont_sub<zv_p256_fm>(r->v, a->v, b->v); }
-ZV_HD void zv_p256_fe_neg(zv_p256_fe *r, const zv_p256_fe *a) { zv_mont_neg<zv_p256_fm>(r->v, a->v); }
+ZV_HD void zv_p256_fe_add(zv_p256_fe *r, const zv_p256_fe *a, const zv_p256_fe *b) {
+    ZV_COUNT(ZV_OP_P256_FE_ADD);
+    zv_mont_add<zv_p256_fm>(r->v, a->v, b->v);
+}
+ZV_HD void zv_p256_fe_sub(zv_p256_fe *r, const zv_p256_fe *a, const zv_p256_fe *b) {
+    ZV_COUNT(ZV_OP_P256_FE_SUB);
+    zv_mont_sub<zv_p256_fm>(r->v, a->v, b->v);
+}
+ZV_HD void zv_p256_fe_neg(zv_p256_fe *r, const zv_p256_fe *a) {
+    ZV_COUNT(ZV_OP_P256_FE_SUB);
+    zv_mont_neg<zv_p256_fm>(r->v, a->v);
+}
 ZV_HD void zv_p256_fe_mul(zv_p256_fe *r, const zv_p256_fe *a, const zv_p256_fe *b) {
     ZV_COUNT(ZV_OP_P256_FE_MUL);
     zv_mont_mul<zv_p256_fm>(r->v, a->v, b->v);

@@ -54,13 +54,16 @@ template <class M> ZV_HD int zv_ecdsa_rs_parse(zv_u32 r[8], zv_u32 s[8], const z
 ZV_HD int zv_ecdsa_is_high(const zv_u32 s[8], const zv_u32 half[8]) { return zv_mp_lt<8>(half, s); }
 
 /* u1 = (digest mod n)·s^−1 and u2 = r·s^−1 mod n, from w = s^−1·R mod n (Montgomery form,
- * < n) and r < n: each one Montgomery product, which removes the R. */
-template <class M>
+ * < n) and r < n: each one Montgomery product, which removes the R (counted as the curve's
+ * scalar product OP, zv_port.cuh's ZV_OP_ list). */
+template <class M, int OP>
 ZV_HD void zv_ecdsa_u1_u2(zv_u32 u1[8], zv_u32 u2[8], const zv_u8 digest[32], const zv_u32 r[8], const zv_u32 w[8]) {
     zv_u32 e[8];
     zv_ecdsa_load_b32(e, digest);
     zv_mont_reduce_once<M>(e, e, 0);  /* e < 2^256 < 2n */
+    ZV_COUNT(OP);
     zv_mont_mul<M>(u1, e, w);
+    ZV_COUNT(OP);
     zv_mont_mul<M>(u2, r, w);
 }
 

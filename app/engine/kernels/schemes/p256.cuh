@@ -160,7 +160,7 @@ ZV_HD int zv_p256_verify_with_w(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig
     if (!zv_ecdsa_digest(digest, msg, msg_len, (options & ZV_P256_OPT_PREHASHED) != 0)) return 0;
     zv_p256_ge q;
     if (!zv_p256_pubkey_parse(&q, pk, pk_len)) return 0;
-    zv_ecdsa_u1_u2<zv_p256_sc_modulus>(u1.v, u2.v, digest, r.v, w->v);
+    zv_ecdsa_u1_u2<zv_p256_sc_modulus, ZV_OP_P256_SC_MONT_MUL>(u1.v, u2.v, digest, r.v, w->v);
     zv_p256_gej R;
     zv_p256_ecmult_double_base(&R, &q, &u1, &u2);
     if (R.inf) return 0;

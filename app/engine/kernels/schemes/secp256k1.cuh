@@ -28,7 +28,9 @@
  *   - u1·G as u1 = lo + hi·2^128 with constant tables of the odd multiples 1..255 of G and
  *     of 2^128·G (secp256k1_tables.cuh, ZV_TABLE), so it also runs over 128 bits.
  *   - Shamir's trick: the four half-size products share one chain of 128 doublings.
- *   - Every scalar k is recoded in the regular signed-window form k = Σ d_i·2^(w·i) with
+ *   - Every scalar k is recoded in the regular signed-window form of schemes/ecdsa.cuh
+ *     (shared with the P-256 kernel, as are the digest, the r/s range check and u1, u2):
+ *     k = Σ d_i·2^(w·i) with
  *     every d_i odd and nonzero (|d_i| < 2^w): w = 4 for the Q halves, w = 8 for the G
  *     halves.  Unlike wNAF, whose zero digits fall at different places for each thread,
  *     a regular recoding adds at the same positions in every thread, so a warp never
@@ -60,6 +62,7 @@
 #include "fields/secp256k1_scalar.cuh"
 #include "curves/secp256k1_group.cuh"
 #include "tables/secp256k1_tables.cuh"
+#include "schemes/ecdsa.cuh"
 
 #define ZV_SECP256K1_OPT_PREHASHED 0x01u
 #define ZV_SECP256K1_OPT_ALLOW_HIGH_S 0x02u
@@ -90,29 +93,6 @@ ZV_HD int zv_k1_pubkey_parse(zv_k1_ge *q, const zv_u8 *pk, zv_u32 len) {
         return zv_k1_ge_on_curve(q);
     }
     return 0;
-}
-
-/* w bits of a 256-bit scalar from bit `start` (start + w ≤ 160). */
-ZV_HD zv_u32 zv_k1_bits(const zv_u32 k[8], int start, int w) {
-    int limb = start >> 5, off = start & 31;
-    zv_u32 v = k[limb] >> off;
-    if (off + w > 32) v |= k[limb + 1] << (32 - off);
-    return v & ((1u << w) - 1);
-}
-
-/* Digit i (of `count`) of the regular signed recoding of odd k with window w. */
-ZV_HD int zv_k1_digit(const zv_u32 k[8], int i, int w, int count) {
-    int t = 2 * (int)zv_k1_bits(k, w * i + 1, w) + 1;
-    return i == count - 1 ? t : t - (1 << w);
-}
-
-/* Make k odd: returns 1 (and adds 1) when k was even.  k < 2^129 stays below 2^160. */
-ZV_HD int zv_k1_make_odd(zv_u32 k[8]) {
-    int even = !(k[0] & 1);
-    zv_u64 c = (zv_u64)k[0] + (zv_u32)even;
-    k[0] = (zv_u32)c; c >>= 32;
-    for (int i = 1; i < 8; i++) { c += k[i]; k[i] = (zv_u32)c; c >>= 32; }
-    return even;
 }
 
 /* Replace k by n − k when k > n/2; returns 1 when it did (k then stands for −|k|). */
@@ -183,7 +163,7 @@ ZV_HD void zv_k1_ecmult_double_base(zv_k1_gej *acc, const zv_k1_ge *q, const zv_
     int neg2 = zv_k1_abs_scalar(&q2);
     for (int i = 0; i < 8; i++) { k[2][i] = q1.v[i]; k[3][i] = q2.v[i]; }
     int even[4];
-    for (int j = 0; j < 4; j++) even[j] = zv_k1_make_odd(k[j]);
+    for (int j = 0; j < 4; j++) even[j] = zv_ecdsa_make_odd<8>(k[j]);
 
     zv_k1_ge qtab[ZV_SECP256K1_Q_TABLE_SIZE];
     zv_k1_odd_multiples(qtab, q);
@@ -197,7 +177,7 @@ ZV_HD void zv_k1_ecmult_double_base(zv_k1_gej *acc, const zv_k1_ge *q, const zv_
         if ((pos & 7) == 0) {
             int i = pos >> 3;
             for (int h = 0; h < 2; h++) {
-                int d = zv_k1_digit(k[h], i, ZV_SECP256K1_W_G, ZV_SECP256K1_G_DIGITS);
+                int d = zv_ecdsa_digit<8>(k[h], i, ZV_SECP256K1_W_G, ZV_SECP256K1_G_DIGITS);
                 int a = d < 0 ? -d : d;
                 zv_k1_ge_from_storage(&pt, h ? &ZV_SECP256K1_G128_ODD[a >> 1] : &ZV_SECP256K1_G_ODD[a >> 1]);
                 zv_k1_ge_cneg(&pt, d < 0);
@@ -207,7 +187,7 @@ ZV_HD void zv_k1_ecmult_double_base(zv_k1_gej *acc, const zv_k1_ge *q, const zv_
         if (pos % ZV_SECP256K1_W_Q == 0 && pos / ZV_SECP256K1_W_Q < ZV_SECP256K1_Q_DIGITS) {
             int i = pos / ZV_SECP256K1_W_Q;
             for (int h = 0; h < 2; h++) {
-                int d = zv_k1_digit(k[2 + h], i, ZV_SECP256K1_W_Q, ZV_SECP256K1_Q_DIGITS);
+                int d = zv_ecdsa_digit<8>(k[2 + h], i, ZV_SECP256K1_W_Q, ZV_SECP256K1_Q_DIGITS);
                 int a = d < 0 ? -d : d;
                 pt = qtab[a >> 1];
                 if (h) zv_k1_fe_mul(&pt.x, &pt.x, &beta);
@@ -235,9 +215,7 @@ ZV_HD void zv_k1_ecmult_double_base(zv_k1_gej *acc, const zv_k1_ge *q, const zv_
  * signature is invalid as such (r or s ≥ n, zero, or high s not allowed), else 1 with r and
  * the s to invert. */
 ZV_HD int zv_k1_sig_parse(zv_k1_sc *r, zv_k1_sc *s, const zv_u8 *sig, int allow_high_s) {
-    if (zv_k1_sc_set_b32(r, sig)) return 0;
-    if (zv_k1_sc_set_b32(s, sig + 32)) return 0;
-    if (zv_k1_sc_is_zero(r) || zv_k1_sc_is_zero(s)) return 0;
+    if (!zv_ecdsa_rs_parse<zv_k1_sc_modulus>(r->v, s->v, sig)) return 0;
     if (zv_k1_sc_is_high(s)) {
         if (!allow_high_s) return 0;
         zv_k1_sc_neg(s, s);
@@ -249,11 +227,9 @@ ZV_HD int zv_k1_sig_parse(zv_k1_sc *r, zv_k1_sc *s, const zv_u8 *sig, int allow_
  * (zv_k1_sc_inv_mont of the s zv_k1_sig_parse gives, or the batched zv_k1_sc_block_batch_inv_mont). */
 ZV_HD int zv_k1_ecdsa_verify(const zv_k1_ge *q, const zv_u8 *sig, const zv_u8 *digest, int allow_high_s,
                           const zv_k1_sc *w) {
-    zv_k1_sc r, s, z, u1, u2;
+    zv_k1_sc r, s, u1, u2;
     if (!zv_k1_sig_parse(&r, &s, sig, allow_high_s)) return 0;
-    zv_k1_sc_set_b32_reduce(&z, digest);
-    zv_k1_sc_mont_mul(&u1, z.v, w->v);
-    zv_k1_sc_mont_mul(&u2, r.v, w->v);
+    zv_ecdsa_u1_u2<zv_k1_sc_modulus, ZV_OP_K1_SC_MONT_MUL>(u1.v, u2.v, digest, r.v, w->v);
     zv_k1_gej R;
     zv_k1_ecmult_double_base(&R, q, &u1, &u2);
     if (R.inf) return 0;
@@ -269,12 +245,7 @@ ZV_HD int zv_k1_verify_with_w(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, 
     zv_k1_ge q;
     if (!zv_k1_pubkey_parse(&q, pk, pk_len)) return 0;
     zv_u8 digest[32];
-    if (options & ZV_SECP256K1_OPT_PREHASHED) {
-        if (msg_len != 32) return 0;
-        zv_memcpy(digest, msg, 32);
-    } else {
-        zv_sha256(msg, msg_len, digest);
-    }
+    if (!zv_ecdsa_digest(digest, msg, msg_len, (options & ZV_SECP256K1_OPT_PREHASHED) != 0)) return 0;
     return zv_k1_ecdsa_verify(&q, sig, digest, (options & ZV_SECP256K1_OPT_ALLOW_HIGH_S) != 0, w);
 }
 
