@@ -45,9 +45,9 @@ from scripts.lib.gpu_check import env as envmod
 from scripts.lib.gpu_check.journal import emit
 
 ROOT = Path(__file__).resolve().parents[3]
-#: Above this many items the Ed25519 and secp256k1 blocks reuse their shared arrays for a
-#: second chunk (ed25519.cu, secp256k1.cu: 540,672 on an H200); the big checked batch is
-#: at least this.
+#: Above this many items the Ed25519, secp256k1 and P-256 blocks reuse their shared arrays
+#: for a second chunk (ed25519.cu, secp256k1.cu, p256.cu: 540,672 on an H200 at their
+#: register caps); the big checked batch is at least this.
 SECOND_CHUNK_ITEMS = 600_000
 #: Message sizes (bytes) of the Ed25519 rows; scripts/prepare_gpu_check writes their items.
 ED25519_MSG_SIZES = (32, 64, 256)
