@@ -4,7 +4,7 @@ JSONL format, one object per line::
 
     {"scheme": "ed25519", "public_key": "<hex>", "message": "<hex>", "signature": "<hex>",
      "context": "<hex>"?, "prehashed": false?, "allow_high_s": false?,
-     "signature_format": "raw"|"der"?, "expected": true, "source": "...", "id": "...",
+     "low_s": false?, "signature_format": "raw"|"der"?, "expected": true, "source": "...", "id": "...",
      "rule": "..."?}
 
 A BLS aggregate record (docs/bls-aggregate.md) has ``mode`` instead of ``scheme``::
@@ -55,6 +55,8 @@ def to_json(ka: KnownAnswer, signature_format: str = "raw", signature: bytes | N
         out["prehashed"] = True
     if it.allow_high_s:
         out["allow_high_s"] = True
+    if it.low_s:
+        out["low_s"] = True
     if signature_format != "raw":
         out["signature_format"] = signature_format
     if ka.rule:
@@ -105,7 +107,7 @@ def from_json(d: dict) -> KnownAnswer | AggregateAnswer:
         sig = native_signature(SCHEMES[d["scheme"]], sig, fmt)
     item = Item(d["scheme"], bytes.fromhex(d["public_key"]), bytes.fromhex(d["message"]), sig,
                 bytes.fromhex(d.get("context", "")), bool(d.get("prehashed", False)),
-                bool(d.get("allow_high_s", False)))
+                bool(d.get("allow_high_s", False)), bool(d.get("low_s", False)))
     return KnownAnswer(item, bool(d["expected"]), str(d["id"]), d.get("source", ""), d.get("rule", ""))
 
 
@@ -184,18 +186,21 @@ def _wycheproof_result(t: dict) -> bool:
 def _wycheproof(root: Path) -> Iterator[dict]:
     base = root / "wycheproof" / "testvectors_v1"
     # (file, scheme, signature format, allow_high_s).  The plain and P1363 files are plain
-    # ECDSA (high-S valid), so they run with allow_high_s; the bitcoin file requires low-S.
-    ecdsa = [("ecdsa_secp256k1_sha256_test.json", "der", True),
-             ("ecdsa_secp256k1_sha256_p1363_test.json", "raw", True),
-             ("ecdsa_secp256k1_sha256_bitcoin_test.json", "der", False)]
-    for name, fmt, high_s in ecdsa:
+    # ECDSA (high-S valid), so secp256k1 runs them with allow_high_s (P-256 accepts high-S
+    # by default); the bitcoin file requires low-S.
+    ecdsa = [("ecdsa_secp256k1_sha256_test.json", "secp256k1", "der", True),
+             ("ecdsa_secp256k1_sha256_p1363_test.json", "secp256k1", "raw", True),
+             ("ecdsa_secp256k1_sha256_bitcoin_test.json", "secp256k1", "der", False),
+             ("ecdsa_secp256r1_sha256_test.json", "p256", "der", False),
+             ("ecdsa_secp256r1_sha256_p1363_test.json", "p256", "raw", False)]
+    for name, scheme, fmt, high_s in ecdsa:
         path = base / name
         if not path.is_file():
             continue
         for g in json.loads(path.read_text())["testGroups"]:
             pk = bytes.fromhex(g["publicKey"]["uncompressed"])
             for t in g["tests"]:
-                yield _record("secp256k1", pk, bytes.fromhex(t["msg"]), bytes.fromhex(t["sig"]),
+                yield _record(scheme, pk, bytes.fromhex(t["msg"]), bytes.fromhex(t["sig"]),
                               _wycheproof_result(t), f"wycheproof/{name}", str(t["tcId"]),
                               allow_high_s=high_s, signature_format=fmt)
     path = base / "ed25519_test.json"

@@ -42,7 +42,7 @@ def test_single_worker_and_empty_batch():
 def test_each_family_runs_on_its_documented_pool_unless_one_is_forced():
     # The policy docs/architecture.md ("CPU backend") states, with bench/results/cpu_engine.md
     # as its evidence: the native loops on threads, every Python-loop chunk on processes.
-    assert cpu_policy.POOL_KIND == {"ed25519": "thread", "secp256k1": "thread", "bip340": "thread",
+    assert cpu_policy.POOL_KIND == {"ed25519": "thread", "secp256k1": "thread", "p256": "process", "bip340": "thread",
                                     "bls12-381": "process", "ml-dsa": "process", "slh-dsa": "process"}
     assert {s.family for s in SCHEMES.values()} == set(cpu_policy.POOL_KIND)  # a row for every family
     assert {f for f, kind in cpu_policy.POOL_KIND.items() if kind == "thread"} == native.FAMILIES

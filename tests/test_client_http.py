@@ -96,7 +96,7 @@ def test_verify_stream_raises_an_error_reply_in_turn(live_server, items):
     good, _ = items
     frame = zap.encode_items("ed25519", *_cols(good[:1]))
     bad = bytearray(frame)
-    bad[16] = 0x04  # no scheme has code 0x04
+    bad[16] = 0x7F  # no scheme has code 0x7F
     with Client(live_server.url) as zv:
         stream = zv.verify_stream([frame, bad, frame], max_in_flight=4)
         assert next(stream).valid == 1

@@ -117,7 +117,7 @@ def test_schemes_status_health_and_dashboard(client):
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/readyz").status_code == 200
     schemes = client.get("/v1/schemes").json()["schemes"]
-    assert len(schemes) == 19 and schemes[0]["id"] == "ed25519"
+    assert len(schemes) == len(SCHEMES) and schemes[0]["id"] == "ed25519"
     st = client.get("/v1/status").json()
     assert st["engine"]["ready"] and st["engine"]["schemes"]["ed25519"]["selftest"]["cpu"] is True
     assert st["host"]["cpus"] >= 1 and st["limits"]["max_items"] == 50

@@ -60,14 +60,16 @@ def test_a_scheme_record_refuses_an_undefined_option_or_format():
         encoding.compact_signature(b"", "pem")
 
 
-def test_todays_registry_gives_secp256k1_its_options_and_der():
+def test_todays_registry_gives_ecdsa_its_options_and_der():
     """What the API, wire format and docs promise today (docs/wire-format.md,
     "3. Verify request (type 0x01)", and docs/architecture.md, "Schemes")."""
     assert {s.id: s.options for s in schemes.SCHEMES.values() if s.options} == {
-        "secp256k1": ("prehashed", "allow_high_s")}
+        "secp256k1": ("prehashed", "allow_high_s"), "p256": ("prehashed", "low_s")}
     assert {s.id: s.signature_formats for s in schemes.SCHEMES.values() if len(s.signature_formats) > 1} == {
-        "secp256k1": ("raw", "der")}
-    assert (schemes.OPTIONS["prehashed"].bit, schemes.OPTIONS["allow_high_s"].bit) == (0x01, 0x02)
+        "secp256k1": ("raw", "der"), "p256": ("raw", "der")}
+    assert {name: o.bit for name, o in schemes.OPTIONS.items()} == {"prehashed": 0x01, "allow_high_s": 0x02,
+                                                                    "low_s": 0x04}
+    assert schemes.get("p256").code == 0x04
 
 
 # ------------------------------------------------------------------ JSON API
@@ -80,9 +82,10 @@ def test_the_json_request_has_one_field_per_option_and_the_registrys_formats():
     fmt = props["signature_format"]
     assert fmt["enum"] == list(schemes.SIGNATURE_FORMATS) and fmt["default"] == schemes.RAW
     # The descriptions as published today (the OpenAPI schema is a contract).
-    assert props["prehashed"]["description"] == "secp256k1: messages are 32-byte digests"
+    assert props["prehashed"]["description"] == "secp256k1/p256: messages are 32-byte digests"
     assert props["allow_high_s"]["description"] == "secp256k1: accept s > n/2 (normalised first)"
-    assert fmt["description"] == "secp256k1: 'der' converts ASN.1 DER signatures to compact r‖s"
+    assert props["low_s"]["description"] == "p256: require s ≤ n/2 (malleability-free verdicts)"
+    assert fmt["description"] == "secp256k1/p256: 'der' converts ASN.1 DER signatures to compact r‖s"
 
 
 @pytest.mark.parametrize("name", OPTION_NAMES)
@@ -164,7 +167,7 @@ def test_a_zap_option_bit_is_taken_exactly_by_the_schemes_that_accept_it(sid, na
 def test_zap_option_errors_read_as_before():
     frame = zap.encode_items("ed25519", [bytes(32)], [bytes(32)], [bytes(64)])
     frame[zap.HEADER_SIZE + 1] = 0x03
-    with pytest.raises(BadOptions, match=r"^options 0x03 apply to secp256k1 only, not ed25519$"):
+    with pytest.raises(BadOptions, match=r"^options 0x03 apply to secp256k1/p256 only, not ed25519$"):
         zap.decode_request(frame)
     with pytest.raises(BadOptions, match=r"^options apply to secp256k1 only, not ml-dsa-44$"):
         zap.encode_items("ml-dsa-44", [bytes(1312)], [b""], [bytes(2420)], allow_high_s=True)
@@ -206,7 +209,7 @@ def test_the_client_takes_an_option_from_the_items_of_the_schemes_that_accept_it
 
 def test_client_disagreement_reads_as_before():
     items = [Item("secp256k1", bytes(33), b"", bytes(64), prehashed=p) for p in (True, False)]
-    with pytest.raises(RequestError, match=r"^secp256k1 items disagree on prehashed; pass prehashed= explicitly$"):
+    with pytest.raises(RequestError, match=r"^secp256k1/p256 items disagree on prehashed; pass prehashed= explicitly$"):
         json_body(items)
 
 
@@ -248,6 +251,6 @@ def test_a_new_scheme_with_an_option_of_its_own_needs_only_its_record(toy):
 
     body = json_body([Item(toy.id, bytes(32), bytes(32), bytes(64), prehashed=True, allow_high_s=True)])
     assert (body["prehashed"], body["allow_high_s"]) == (True, False)
-    with pytest.raises(RequestError, match="^secp256k1/toy-prehashed items disagree on prehashed"):
+    with pytest.raises(RequestError, match="^secp256k1/p256/toy-prehashed items disagree on prehashed"):
         json_body([Item(toy.id, bytes(32), b"", bytes(64), prehashed=True),
                    Item("secp256k1", bytes(33), b"", bytes(64))])

@@ -13,6 +13,7 @@ def test_nineteen_schemes_with_unique_codes():
     ("ed25519", 0x01, (32,), 64),
     ("secp256k1", 0x02, (33, 65), 64),
     ("bls12-381", 0x03, (48,), 96),
+    ("p256", 0x04, (33, 65), 64),         # SEC 1 §2.3.3/2.3.4 keys, IEEE P1363 r ‖ s
     ("bip340", 0x05, (32,), 64),          # BIP-340: x-only key, r ‖ s
     ("ml-dsa-44", 0x10, (1312,), 2420),   # FIPS 204 table 2
     ("ml-dsa-65", 0x11, (1952,), 3309),

@@ -158,7 +158,7 @@ def test_secp256k1_both_key_lengths_and_options():
     (raw_request(ftype=0x02), BadType),
     (raw_request(flags=2), BadReserved),  # 0x01 (batch id wanted) is the only request flag
     (raw_request(reserved=1), BadReserved),
-    (raw_request(scheme=0x04), UnknownSchemeCode),
+    (raw_request(scheme=0x7F), UnknownSchemeCode),  # no scheme has code 0x7F
     (raw_request(options=0x04), BadOptions),
     (raw_request(options=0x01), BadOptions),  # prehashed is secp256k1's
     (raw_request(ctx=b"x"), BadContext),  # Ed25519 takes no context

@@ -158,12 +158,13 @@ class BatchRequest:
     ctx: bytes = b""
     prehashed: bool = False
     allow_high_s: bool = False
+    low_s: bool = False
 
     def encode(self, request_id: int = 0) -> bytearray:
         """The request frame (see :func:`app.wire.zap.encode_items` for the errors)."""
         return zap.encode_items(self.scheme, self.pks, self.msgs, self.sigs, ctx=self.ctx,
-                                prehashed=self.prehashed, allow_high_s=self.allow_high_s, request_id=request_id,
-                                want_batch_id=True)
+                                prehashed=self.prehashed, allow_high_s=self.allow_high_s, low_s=self.low_s,
+                                request_id=request_id, want_batch_id=True)
 
 
 # ------------------------------------------------------------------ shared helpers
@@ -194,17 +195,17 @@ def leaf_hash(scheme: int | str, verdict: bool, pk: bytes, msg: bytes, sig: byte
 
 
 def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | None = None,
-              allow_high_s: bool | None = None, signature_format: str = "raw") -> dict:
+              allow_high_s: bool | None = None, low_s: bool | None = None, signature_format: str = "raw") -> dict:
     """The JSON body of a verify request for ``items`` (base64 fields).
 
     ``items`` are :class:`app.core.batch.Item` or mappings with ``scheme``, ``public_key``,
-    ``message``, ``signature`` (bytes) and optionally ``context``.  ``prehashed`` and
-    ``allow_high_s`` (the registry's options, :data:`app.core.schemes.OPTIONS`) apply to
-    the request's items of the schemes that accept them (secp256k1); None takes each from
+    ``message``, ``signature`` (bytes) and optionally ``context``.  ``prehashed``,
+    ``allow_high_s`` and ``low_s`` (the registry's options, :data:`app.core.schemes.OPTIONS`)
+    apply to the request's items of the schemes that accept them (secp256k1, p256); None takes each from
     those items, which must then agree (else :class:`RequestError` naming the option).
     ``signature_format`` likewise applies to the schemes that accept it.
     """
-    given = {"prehashed": prehashed, "allow_high_s": allow_high_s}  # one per option of schemes.OPTIONS
+    given = {"prehashed": prehashed, "allow_high_s": allow_high_s, "low_s": low_s}  # one per option of schemes.OPTIONS
     rows = []
     flags: dict[str, set[bool]] = {name: set() for name in schemes.OPTIONS}
     for i, it in enumerate(items):
@@ -412,9 +413,11 @@ class Client:
             raise ConnectionFailed(f"{self.base_url}{path}: {exc}") from exc
 
     def verify(self, items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | None = None,
-               allow_high_s: bool | None = None, signature_format: str = "raw") -> VerifyResult:
+               allow_high_s: bool | None = None, low_s: bool | None = None,
+               signature_format: str = "raw") -> VerifyResult:
         """Verify items of any schemes over JSON ``POST /v1/verify`` (see :func:`json_body`)."""
-        body = json_body(items, prehashed=prehashed, allow_high_s=allow_high_s, signature_format=signature_format)
+        body = json_body(items, prehashed=prehashed, allow_high_s=allow_high_s, low_s=low_s,
+                         signature_format=signature_format)
         return _json_result(self._post("/v1/verify", json=body))
 
     def verify_bls_aggregate(self, items: Sequence[AggregateItem]) -> VerifyResult:
@@ -427,13 +430,14 @@ class Client:
 
     def verify_batch(self, scheme: str, pks: Sequence[bytes] | np.ndarray, msgs: Sequence[bytes],
                      sigs: Sequence[bytes] | np.ndarray, *, ctx: bytes = b"", prehashed: bool = False,
-                     allow_high_s: bool = False) -> BatchVerdicts:
+                     allow_high_s: bool = False, low_s: bool = False) -> BatchVerdicts:
         """Verify one scheme's items as one ZAP frame (``POST /v1/verify/zap``).
 
         Raises :class:`RemoteError` carrying the error frame's code, or the encoding errors
         of :func:`app.wire.zap.encode_items`.
         """
-        frame = zap.encode_items(scheme, pks, msgs, sigs, ctx=ctx, prehashed=prehashed, allow_high_s=allow_high_s)
+        frame = zap.encode_items(scheme, pks, msgs, sigs, ctx=ctx, prehashed=prehashed, allow_high_s=allow_high_s,
+                                 low_s=low_s)
         return self.verify_frame(frame)
 
     def verify_frame(self, frame: bytes | bytearray | memoryview) -> BatchVerdicts:
@@ -570,9 +574,11 @@ class AsyncClient:
             raise ConnectionFailed(f"{self.base_url}{path}: {exc}") from exc
 
     async def verify(self, items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | None = None,
-                     allow_high_s: bool | None = None, signature_format: str = "raw") -> VerifyResult:
+                     allow_high_s: bool | None = None, low_s: bool | None = None,
+                     signature_format: str = "raw") -> VerifyResult:
         """See :meth:`Client.verify`."""
-        body = json_body(items, prehashed=prehashed, allow_high_s=allow_high_s, signature_format=signature_format)
+        body = json_body(items, prehashed=prehashed, allow_high_s=allow_high_s, low_s=low_s,
+                         signature_format=signature_format)
         return _json_result(await self._post("/v1/verify", json=body))
 
     async def verify_bls_aggregate(self, items: Sequence[AggregateItem]) -> VerifyResult:
@@ -586,9 +592,10 @@ class AsyncClient:
 
     async def verify_batch(self, scheme: str, pks: Sequence[bytes] | np.ndarray, msgs: Sequence[bytes],
                            sigs: Sequence[bytes] | np.ndarray, *, ctx: bytes = b"", prehashed: bool = False,
-                           allow_high_s: bool = False) -> BatchVerdicts:
+                           allow_high_s: bool = False, low_s: bool = False) -> BatchVerdicts:
         """See :meth:`Client.verify_batch`."""
-        frame = zap.encode_items(scheme, pks, msgs, sigs, ctx=ctx, prehashed=prehashed, allow_high_s=allow_high_s)
+        frame = zap.encode_items(scheme, pks, msgs, sigs, ctx=ctx, prehashed=prehashed, allow_high_s=allow_high_s,
+                                 low_s=low_s)
         return await self.verify_frame(frame)
 
     async def verify_frame(self, frame: bytes | bytearray | memoryview) -> BatchVerdicts:

@@ -91,6 +91,7 @@ class VerifyRequest(BaseModel):
     # each applies to the items of the schemes that accept it (Scheme.options).
     prehashed: StrictBool = _option("prehashed")
     allow_high_s: StrictBool = _option("allow_high_s")
+    low_s: StrictBool = _option("low_s")
     signature_format: SignatureFormatName = Field(schemes.RAW, description=_formats_description())
 
 

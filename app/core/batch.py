@@ -16,6 +16,7 @@ from app.core.schemes import OPTIONS, Scheme, option_bits
 #: :data:`~app.core.schemes.OPTIONS` defines them and which schemes accept each.
 OPT_PREHASHED = OPTIONS["prehashed"].bit
 OPT_ALLOW_HIGH_S = OPTIONS["allow_high_s"].bit
+OPT_LOW_S = OPTIONS["low_s"].bit
 
 
 def message_span(offsets: np.ndarray, lo: int, hi: int) -> tuple[int, int, np.ndarray]:
@@ -31,7 +32,7 @@ def message_span(offsets: np.ndarray, lo: int, hi: int) -> tuple[int, int, np.nd
 class Item:
     """One verification item in row form (the JSON API and the vector files use this).
 
-    ``prehashed`` and ``allow_high_s`` are the batch options (:data:`~app.core.schemes.OPTIONS`)
+    ``prehashed``, ``allow_high_s`` and ``low_s`` are the batch options (:data:`~app.core.schemes.OPTIONS`)
     the item is verified under; they matter only for a scheme that accepts them
     (``Scheme.options``)."""
 
@@ -42,6 +43,7 @@ class Item:
     context: bytes = b""
     prehashed: bool = False
     allow_high_s: bool = False
+    low_s: bool = False
 
 
 #: BLS aggregate modes and their byte in the Merkle leaf (docs/bls-aggregate.md).
@@ -112,8 +114,9 @@ class Batch:
         offsets: ``uint32`` or ``uint64[N + 1]``; message i is ``msgs[offsets[i]:offsets[i+1]]``.
         ctx: the FIPS 204/205 context string for every item (≤ 255 bytes; empty elsewhere).
         prehashed: messages are 32-byte digests, not hashed again (for a scheme whose
-            ``options`` accept it: secp256k1).
-        allow_high_s: accept s > n/2 after normalising it (likewise).
+            ``options`` accept it: secp256k1, p256).
+        allow_high_s: accept s > n/2 after normalising it (likewise: secp256k1).
+        low_s: refuse s > n/2 (likewise: p256, where high-S is valid otherwise).
 
     Arrays may be zero-copy views into a received frame or pool slab; a Batch never copies
     them.  :meth:`validate` checks shapes and offsets and raises :class:`RequestError`.
@@ -127,6 +130,7 @@ class Batch:
     ctx: bytes = b""
     prehashed: bool = False
     allow_high_s: bool = False
+    low_s: bool = False
     source: str = field(default="api", compare=False)
 
     def __len__(self) -> int:
@@ -134,7 +138,7 @@ class Batch:
 
     @property
     def options(self) -> int:
-        """The option bits of this batch as on the wire (bit0 prehashed, bit1 allow_high_s)."""
+        """The option bits of this batch as on the wire (bit0 prehashed, bit1 allow_high_s, bit2 low_s)."""
         return option_bits(self)
 
     def message(self, i: int) -> memoryview:
@@ -149,7 +153,7 @@ class Batch:
             raise IndexError(f"slice [{lo}, {hi}) outside a batch of {n}")
         base, end, off = message_span(self.offsets, lo, hi)
         return Batch(self.scheme, self.pks[lo:hi], self.sigs[lo:hi], self.msgs[base:end], off.astype(np.uint64),
-                     self.ctx, self.prehashed, self.allow_high_s, self.source)
+                     self.ctx, self.prehashed, self.allow_high_s, self.low_s, self.source)
 
     def validate(self) -> None:
         """Check the column shapes and offsets; raises :class:`RequestError` naming the field."""

@@ -1,9 +1,12 @@
 """Signature encodings a client may send (the registry's
 :data:`~app.core.schemes.SIGNATURE_FORMATS`; each scheme names those it accepts):
-``raw``, the scheme's own encoding, and for secp256k1 ECDSA ``der``, strict DER (SEC 1
-§C.5, as Bitcoin and most HSMs emit them), read into the 64-byte compact r ‖ s every backend
-verifies.  Both directions use libsecp256k1 (through coincurve), so "is this DER?" has the
-library's answer, the same one the CPU reference gives.  Exported by :mod:`zapverify`.
+``raw``, the scheme's own encoding, and for ECDSA (secp256k1, P-256) ``der``, strict DER
+(SEC 1 §C.5, as Bitcoin, X.509 and most HSMs emit them), read into the 64-byte compact
+r ‖ s every backend verifies.  Both directions use libsecp256k1 (through coincurve), so "is
+this DER?" has the library's answer, the same one the CPU reference gives.  The read does
+not depend on the curve: r or s ≥ secp256k1's n (> P-256's n) become the all-zero
+signature, invalid on both curves, and a P-256 r or s in [n_P256, n_k1) is kept and refused
+by the verifier's range check.  Exported by :mod:`zapverify`.
 """
 
 from __future__ import annotations

@@ -337,7 +337,7 @@ class BadSignatureLength(WireError):
 
 
 class BadOptions(WireError):
-    """Unknown option bits, or secp256k1 options on another scheme."""
+    """Unknown option bits, or an option bit on a scheme that does not accept it."""
 
     code, wire_code = "BAD_OPTIONS", 0x000B
 

@@ -19,6 +19,16 @@ malformed ones included (a malformed item is ``False``, never an exception for t
     ``allow_high_s``, in which case s is normalised to n − s first.  The message is hashed
     with SHA-256 unless the batch is ``prehashed``, in which case it must be exactly 32 bytes.
 
+``p256`` (0x04) — ECDSA over NIST P-256 with SHA-256 (FIPS 186-5 §6.4.2) as OpenSSL through
+    ``cryptography``: pk 33 B (0x02/0x03 ‖ x, SEC 1 §2.3.4) or 65 B (0x04 ‖ x ‖ y, §2.3.3),
+    exactly what ``EllipticCurvePublicKey.from_encoded_point`` accepts: x, y < p and the point
+    on the curve; the hybrid prefixes 0x06/0x07 are refused (``cryptography`` refuses them
+    before OpenSSL, which would take them; WebAuthn/COSE and X.509 keys never use them).
+    sig 64 B r ‖ s big-endian (IEEE P1363; a JSON request may send strict DER, signature
+    format ``der``).  r, s ∈ [1, n−1]; high-S is **valid** (FIPS 186-5, WebAuthn) unless the
+    batch sets ``low_s``, under which s > n/2 is ``False``.  The message is hashed with
+    SHA-256 unless the batch is ``prehashed``, in which case it must be exactly 32 bytes and is
+    the digest e (any other length is ``False``).  The check is x(u1·G + u2·Q) mod n == r.
 ``bip340`` (0x05) — BIP-340 Schnorr over secp256k1, the BIP's Verify exactly (libsecp256k1's
     ``secp256k1_xonly_pubkey_parse`` then ``secp256k1_schnorrsig_verify``):
     pk 32 B x-only: lift_x(x) must exist (x < p and x³ + 7 a square mod p; the point with
@@ -49,7 +59,7 @@ from typing import Literal
 
 from app.core.errors import UnknownScheme
 
-Family = Literal["ed25519", "secp256k1", "bip340", "bls12-381", "ml-dsa", "slh-dsa"]
+Family = Literal["ed25519", "secp256k1", "p256", "bip340", "bls12-381", "ml-dsa", "slh-dsa"]
 
 #: Largest FIPS 204/205 context string, bytes.
 MAX_CONTEXT_BYTES = 255
@@ -77,6 +87,7 @@ class Option:
 OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("prehashed", 0x01, "messages are 32-byte digests"),
     Option("allow_high_s", 0x02, "accept s > n/2 (normalised first)"),
+    Option("low_s", 0x04, "require s ≤ n/2 (malleability-free verdicts)"),
 )}
 
 
@@ -122,6 +133,18 @@ def option_flags(bits: int) -> dict[str, bool]:
     """``{option name: set?}`` for every option of :data:`OPTIONS`, from ZAP option ``bits``
     (the keyword arguments of :class:`~app.core.batch.Item` and :class:`~app.core.batch.Batch`)."""
     return {name: bool(bits & o.bit) for name, o in OPTIONS.items()}
+
+
+def option_values(holder: object) -> tuple[bool, ...]:
+    """``holder``'s flag per option of :data:`OPTIONS`, in bit order (an :class:`~app.core.batch.Item`
+    or :class:`~app.core.batch.Batch`): a reference verifier's arguments after ``ctx``."""
+    return tuple(bool(getattr(holder, name)) for name in OPTIONS)
+
+
+def option_settings(holder: object) -> dict[str, bool]:
+    """``{option name: flag}`` of ``holder`` for every option of :data:`OPTIONS` (keyword
+    arguments that carry a batch's options over to another :class:`~app.core.batch.Batch`)."""
+    return {name: bool(getattr(holder, name)) for name in OPTIONS}
 
 
 def option_bits(holder: object) -> int:
@@ -199,6 +222,8 @@ def _registry() -> list[Scheme]:
                options=("prehashed", "allow_high_s"), signature_formats=(RAW, "der")),
         Scheme("bls12-381", 0x03, "bls12-381", (48,), 96, False,
                "draft-irtf-cfrg-bls-signature-04 CoreVerify, POP ciphersuite"),
+        Scheme("p256", 0x04, "p256", (33, 65), 64, False, "FIPS 186-5 §6.4.2 (OpenSSL rules)",
+               options=("prehashed", "low_s"), signature_formats=(RAW, "der")),
         Scheme("bip340", 0x05, "bip340", (32,), 64, False, "BIP-340 Verify (libsecp256k1 rules)"),
     ]
     for i, (level, pk, sig) in enumerate([(44, 1312, 2420), (65, 1952, 3309), (87, 2592, 4627)]):

@@ -509,7 +509,8 @@ def encode_request(batch: Batch, request_id: int = 0, *, want_batch_id: bool = F
 
 def encode_items(scheme_id: str, pks: Sequence[bytes] | np.ndarray, msgs: Sequence[bytes],
                  sigs: Sequence[bytes] | np.ndarray, *, ctx: bytes = b"", prehashed: bool = False,
-                 allow_high_s: bool = False, request_id: int = 0, want_batch_id: bool = False) -> bytearray:
+                 allow_high_s: bool = False, low_s: bool = False, request_id: int = 0,
+                 want_batch_id: bool = False) -> bytearray:
     """Encode one scheme's items given as byte strings (or ``uint8[N, len]`` arrays).
 
     Raises :class:`app.core.errors.UnknownScheme`, :class:`app.core.errors.RequestError` for keys or
@@ -519,7 +520,7 @@ def encode_items(scheme_id: str, pks: Sequence[bytes] | np.ndarray, msgs: Sequen
     rows = [bytes(x) for x in pks] if isinstance(pks, np.ndarray) else list(pks)
     srows = [bytes(x) for x in sigs] if isinstance(sigs, np.ndarray) else list(sigs)
     batch = Batch.from_items(scheme, rows, list(msgs), srows, ctx=bytes(ctx), prehashed=prehashed,
-                             allow_high_s=allow_high_s)
+                             allow_high_s=allow_high_s, low_s=low_s)
     return encode_request(batch, request_id, want_batch_id=want_batch_id)
 
 

@@ -265,7 +265,7 @@ class CpuBackend(Backend):
         try:
             shared = shared_columns.SharedBatch(batch, seg)
             args = (shared.name, shared.layout, batch.scheme.id, batch.ctx, batch.prehashed, batch.allow_high_s,
-                    use_native, self.bls_batch, self.claim_items(batch.scheme, len(batch)), self.workers)
+                    batch.low_s, use_native, self.bls_batch, self.claim_items(batch.scheme, len(batch)), self.workers)
             for _ in range(self.workers):  # one at a time: a failed submit must not lose those already made
                 futures.append(ex.submit(cpu_worker.shared_batch, *args))
             try:

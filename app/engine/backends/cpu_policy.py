@@ -14,6 +14,9 @@ family            pool       threads vs processes
 ================  =========  ==========================================================
 ed25519           thread     native loop: 35,948 vs 36,034 (equal)
 secp256k1         thread     native loop: 52,224 vs 50,981 (equal)
+p256              process    4,987 vs 5,147 (equal; 5 rounds on a machine shared by other jobs,
+                             load 5.4 on 2 cores: OpenSSL releases the GIL, 2.05-2.12x on two
+                             threads when the cores are free, so the Python loop decides)
 bip340            thread     native loop: 24,435 vs 23,974 (equal; one core free when measured)
 bls12-381         process    715 vs 2,214
 ml-dsa            process    11,419 vs 14,392 (44), 7,619 vs 9,742 (65), 5,483 vs 6,586 (87)
@@ -43,6 +46,7 @@ PoolKind = Literal["thread", "process"]
 POOL_KIND: dict[Family, PoolKind] = {
     "ed25519": "thread",
     "secp256k1": "thread",
+    "p256": "process",
     "bip340": "thread",
     "bls12-381": "process",
     "ml-dsa": "process",

@@ -34,7 +34,7 @@ from app.engine.reference.bls_batch import BlsBatchVerifier
 Bytes = bytes | memoryview
 
 #: The arguments of :func:`verify_range`, as :func:`chunk_args` builds them.
-ChunkArgs = tuple[str, int, bytes, bytes, bytes, list[int], bytes, bool, bool, bool, bool]
+ChunkArgs = tuple[str, int, bytes, bytes, bytes, list[int], bytes, bool, bool, bool, bool, bool]
 
 #: How often a process worker looks whether the server that started it is still there, in seconds.
 PARENT_POLL_SECONDS = 1.0
@@ -47,7 +47,7 @@ _claim_lock = None
 
 
 def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Bytes,
-                 offsets: list[int], ctx: bytes, prehashed: bool, allow_high_s: bool,
+                 offsets: list[int], ctx: bytes, prehashed: bool, allow_high_s: bool, low_s: bool,
                  use_native: bool = False, bls_batch: bool = False) -> tuple[bytes, bytes]:
     """Verify a chunk of ``n = len(offsets) - 1`` items given as flat bytes (in the native
     loop where ``use_native``, the scheme's family has one and it builds).
@@ -58,7 +58,7 @@ def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Byt
         pks: ``n · pk_len`` bytes, the keys one after another; sigs: ``n · sig_len`` bytes
             (the scheme's signature length); msgs: the messages one after another.
         offsets: ``n + 1`` message offsets in bytes, relative to ``msgs``.
-        ctx, prehashed, allow_high_s: the batch's options (:class:`app.core.batch.Batch`).
+        ctx, prehashed, allow_high_s, low_s: the batch's options (:class:`app.core.batch.Batch`).
         use_native: run Ed25519 and secp256k1 in :func:`app.engine.backends.native.loops`.
         bls_batch: verify BLS12-381 chunks with :class:`BlsBatchVerifier` (same verdicts as
             the one-by-one loop, see app/engine/reference/bls_batch.py).
@@ -94,7 +94,7 @@ def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Byt
     if not verdicts:
         for pk, msg, sig in rows:
             try:
-                ok = fn(pk, msg, sig, ctx, prehashed, allow_high_s)
+                ok = fn(pk, msg, sig, ctx, prehashed, allow_high_s, low_s)
             except Exception:  # a library surprise on one item must not fail the batch
                 ok = False
             verdicts.append(ok)
@@ -113,11 +113,11 @@ def chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool
     base, end, off = message_span(batch.offsets, lo, hi)
     return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
             batch.msgs[base:end].tobytes(), off.tolist(), batch.ctx, batch.prehashed, batch.allow_high_s,
-            use_native, bls_batch)
+            batch.low_s, use_native, bls_batch)
 
 
 def shared_batch(name: str, layout: shared_columns.Layout, scheme_id: str, ctx: bytes, prehashed: bool,
-                 allow_high_s: bool, use_native: bool, bls_batch: bool, min_items: int,
+                 allow_high_s: bool, low_s: bool, use_native: bool, bls_batch: bool, min_items: int,
                  workers: int) -> list[shared_columns.Span]:
     """In a process worker: claim ranges of the batch in segment ``name`` until none is left
     (app/engine/backends/shared_columns.py), verify each with :func:`verify_range` and write
@@ -125,7 +125,7 @@ def shared_batch(name: str, layout: shared_columns.Layout, scheme_id: str, ctx: 
 
     Args:
         name: the segment's name; layout: its batch's :data:`shared_columns.Layout`.
-        scheme_id, ctx, prehashed, allow_high_s, use_native, bls_batch: as :func:`verify_range`.
+        scheme_id, ctx, prehashed, allow_high_s, low_s, use_native, bls_batch: as :func:`verify_range`.
         min_items: the smallest claim, in items; workers: the pool's worker count (claims
             shrink towards ``min_items`` as the batch runs out, :meth:`shared_columns.Claims.claim`).
 
@@ -140,7 +140,7 @@ def shared_batch(name: str, layout: shared_columns.Layout, scheme_id: str, ctx: 
     done: list[shared_columns.Span] = []
     while (span := batch.claim(_claim_lock, min_items, workers)) is not None:
         batch.put(*span, *verify_range(scheme_id, layout[1], *batch.chunk(*span), ctx, prehashed, allow_high_s,
-                                       use_native, bls_batch))
+                                       low_s, use_native, bls_batch))
         done.append(span)
     return done
 

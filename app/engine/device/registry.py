@@ -62,6 +62,7 @@ def _family(name: str, block: int = 128) -> VerifyKernel:
 VERIFY_KERNELS: dict[str, VerifyKernel] = {
     "ed25519": _family("ed25519"),
     "secp256k1": _family("secp256k1"),
+    "p256": _family("p256"),
     "bip340": _family("bip340"),
     # One entry point per FIPS 204 parameter set (sizes and loop bounds are compile-time).
     **{f"ml-dsa-{level}": VerifyKernel(KernelSource("ml_dsa", SCHEMES_DIR), f"zv_verify_ml_dsa_{level}")
@@ -104,6 +105,7 @@ class RegisterCap:
 REGISTER_CAPS: dict[str, RegisterCap] = {
     "ed25519": RegisterCap("ZV_ED25519_MAX_REGISTERS", 168, (0, 128, 168)),
     "secp256k1": RegisterCap("ZV_SECP256K1_MAX_REGISTERS", 168, (0, 128, 168)),
+    "p256": RegisterCap("ZV_P256_MAX_REGISTERS", 168, (0, 128, 168)),
     "bip340": RegisterCap("ZV_BIP340_MAX_REGISTERS", 168, (0, 128, 168)),
     "ml_dsa": RegisterCap("ZV_MLDSA_MAX_REGISTERS", 0, (0, 128, 168)),
     "bls12_381": RegisterCap(None, 0, (0, 128)),

@@ -21,13 +21,13 @@ import numpy as np
 
 from app.core.batch import Batch
 
-#: (scheme id, pk_len, ctx, prehashed, allow_high_s): frames that may share one batch.
-BatchKey = tuple[str, int, bytes, bool, bool]
+#: (scheme id, pk_len, ctx, option bits): frames that may share one batch.
+BatchKey = tuple[str, int, bytes, int]
 
 
 def batch_key(batch: Batch) -> BatchKey:
     """The key under which ``batch`` may be joined with others."""
-    return batch.scheme.id, int(batch.pks.shape[1]), bytes(batch.ctx), batch.prehashed, batch.allow_high_s
+    return batch.scheme.id, int(batch.pks.shape[1]), bytes(batch.ctx), batch.options
 
 
 def _pad8(n: int) -> int:
@@ -77,5 +77,5 @@ def join(parts: Sequence[Batch], alloc: Callable[[int], np.ndarray] | None = Non
         m = len(p)
         offsets[i + 1:i + m + 1] = p.offsets[1:].astype(np.uint64) + np.uint64(base)
         i, base = i + m, base + k
-    return Batch(first.scheme, pks, sigs, msgs, offsets, first.ctx, first.prehashed, first.allow_high_s,
+    return Batch(first.scheme, pks, sigs, msgs, offsets, first.ctx, first.prehashed, first.allow_high_s, first.low_s,
                  first.source)

@@ -128,6 +128,9 @@ enum {
      * pairs they carry, final exponentiations; and the Fp products spent inside Miller
      * loops and final exponentiations (bls12_381_pairing.cuh). */
     ZV_OP_BLS_FP_MUL, ZV_OP_BLS_MILLER_LOOP, ZV_OP_BLS_MILLER_PAIR, ZV_OP_BLS_FINAL_EXP, ZV_OP_BLS_PAIRING_FP_MUL,
+    /* P-256 ECDSA: field products, squares, sums and differences (negations count as
+     * differences), Montgomery products mod n. */
+    ZV_OP_P256_FE_MUL, ZV_OP_P256_FE_SQR, ZV_OP_P256_FE_ADD, ZV_OP_P256_FE_SUB, ZV_OP_P256_SC_MONT_MUL,
     ZV_OP_COUNT
 };
 /* ZV_SERIAL(stmt): stmt is run by one lane of a warp while the others wait (the middle of

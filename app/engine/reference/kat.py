@@ -64,6 +64,27 @@ def _sign_secp256k1(rng: random.Random, msgs: list[bytes], ctx: bytes, compresse
     return out
 
 
+def _sign_p256(rng: random.Random, msgs: list[bytes], ctx: bytes, compressed: bool = True,
+               prehashed: bool = False, low_s: bool = False, **_) -> list[tuple[bytes, bytes]]:
+    """ECDSA P-256 / SHA-256 (FIPS 186-5 §6.4.1) with OpenSSL, deterministic nonces (RFC 6979)
+    so that a seed gives the same items.  s is as OpenSSL makes it, high half of the time,
+    unless ``low_s``: then n − s where s > n/2, which verifies alike."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, utils
+
+    from app.engine.reference.reference import P256_N
+
+    sk = ec.derive_private_key(rng.randrange(1, P256_N), ec.SECP256R1())
+    fmt = serialization.PublicFormat.CompressedPoint if compressed else serialization.PublicFormat.UncompressedPoint
+    pk = sk.public_key().public_bytes(serialization.Encoding.X962, fmt)
+    algorithm = ec.ECDSA(utils.Prehashed(hashes.SHA256()) if prehashed else hashes.SHA256(), deterministic_signing=True)
+    out = []
+    for m in msgs:
+        r, s = utils.decode_dss_signature(sk.sign(m, algorithm))
+        if low_s and s > P256_N // 2:
+            s = P256_N - s
+        out.append((pk, r.to_bytes(32, "big") + s.to_bytes(32, "big")))
+    return out
 #: SECP256K1_SCHNORRSIG_EXTRAPARAMS_MAGIC (libsecp256k1, include/secp256k1_schnorrsig.h).
 _SCHNORRSIG_EXTRAPARAMS_MAGIC = b"\xda\x6f\xb3\x8c"
 
@@ -142,16 +163,19 @@ def _sign_slhdsa(rng: random.Random, msgs: list[bytes], ctx: bytes, scheme: Sche
 
 
 _SIGNERS: dict[str, Callable[..., list[tuple[bytes, bytes]]]] = {
-    "ed25519": _sign_ed25519, "secp256k1": _sign_secp256k1, "bip340": _sign_bip340, "bls12-381": _sign_bls,
+    "ed25519": _sign_ed25519, "secp256k1": _sign_secp256k1, "p256": _sign_p256, "bip340": _sign_bip340,
+    "bls12-381": _sign_bls,
     "ml-dsa": _sign_mldsa, "slh-dsa": _sign_slhdsa}
 
 
 def sign_items(scheme_id: str, count: int, *, seed: int = 0, msg_len: int | None = None,
-               context: bytes = b"", compressed: bool = True, prehashed: bool = False) -> list[Item]:
+               context: bytes = b"", compressed: bool = True, prehashed: bool = False,
+               low_s: bool = False) -> list[Item]:
     """``count`` valid items of one scheme, all under one fresh key.
 
     Messages are random (``msg_len`` bytes, or 0–200 bytes when None; 32 when ``prehashed``).
-    ``context`` applies to ML-DSA and SLH-DSA only.
+    ``context`` applies to ML-DSA and SLH-DSA only; ``low_s`` items are signed with s ≤ n/2
+    and verified under the option (for a scheme that accepts it).
     """
     scheme = SCHEMES[scheme_id]
     rng = random.Random(f"{scheme_id}/{seed}")
@@ -160,8 +184,8 @@ def sign_items(scheme_id: str, count: int, *, seed: int = 0, msg_len: int | None
     msgs = [rng.randbytes(msg_len if msg_len is not None else rng.randrange(201)) for _ in range(count)]
     ctx = context if scheme.has_context else b""
     signed = _SIGNERS[scheme.family](rng, msgs, ctx, scheme=scheme, compressed=compressed,
-                                     prehashed=prehashed)
-    return [Item(scheme_id, pk, m, sig, ctx, prehashed=prehashed) for m, (pk, sig) in zip(msgs, signed)]
+                                     prehashed=prehashed, low_s=low_s)
+    return [Item(scheme_id, pk, m, sig, ctx, prehashed=prehashed, low_s=low_s) for m, (pk, sig) in zip(msgs, signed)]
 
 
 def mutate(item: Item, rng: random.Random) -> Item:
@@ -238,7 +262,7 @@ def generate(scheme_id: str, valid: int, mutated: int, *, seed: int = 0) -> list
 
     The valid items are shared out over the scheme's variants, as the registry declares
     them: each public-key length (SEC 1 compressed and uncompressed for two), the
-    ``prehashed`` option where the scheme accepts it, a context where it has one.
+    ``prehashed`` and ``low_s`` options where the scheme accepts them, a context where it has one.
     """
     scheme = SCHEMES[scheme_id]
     variants: list[dict[str, Any]] = [{}]
@@ -246,6 +270,8 @@ def generate(scheme_id: str, valid: int, mutated: int, *, seed: int = 0) -> list
         variants = [{"compressed": True}, {"compressed": False}]
     if scheme.accepts_option("prehashed"):
         variants.append({"prehashed": True})
+    if scheme.accepts_option("low_s"):
+        variants.append({"low_s": True})
     if scheme.has_context:
         variants.append({"context": b"zapverify-ctx"})
     items: list[Item] = []

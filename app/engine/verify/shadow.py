@@ -45,6 +45,7 @@ import numpy as np
 
 from app.core.batch import Batch
 from app.core.errors import ConfigError
+from app.core.schemes import option_values
 from app.engine.reference import reference
 
 log = logging.getLogger("zapverify.shadow")
@@ -208,8 +209,7 @@ class _Job:
     msg: bytes
     sig: bytes
     ctx: bytes
-    prehashed: bool
-    allow_high_s: bool
+    options: tuple[bool, ...]  # the batch's flag per option of schemes.OPTIONS, in order
     got: bool
     ticket: ShadowTicket | None
     where: int  # the item's index in the ticket's work
@@ -288,7 +288,7 @@ class ShadowChecker:
             for i in idx.tolist():
                 got = bool(verdicts[i])
                 want = self._reference(verify, bytes(batch.pks[i]), bytes(batch.message(i)), bytes(batch.sigs[i]),
-                                       batch.ctx, batch.prehashed, batch.allow_high_s)
+                                       batch.ctx, option_values(batch))
                 if want is None:
                     continue
                 if got != want:
@@ -307,7 +307,7 @@ class ShadowChecker:
         for pos, i in enumerate(idx.tolist()):
             # Copied now: the batch's columns may be pool memory reused once it is answered.
             job = _Job(backend, batch.scheme, i, len(batch), bytes(batch.pks[i]), bytes(batch.message(i)),
-                       bytes(batch.sigs[i]), batch.ctx, batch.prehashed, batch.allow_high_s, bool(verdicts[i]),
+                       bytes(batch.sigs[i]), batch.ctx, option_values(batch), bool(verdicts[i]),
                        ticket, i if where is None else int(where[i]))
             try:
                 self._queue.put_nowait(job)
@@ -343,8 +343,7 @@ class ShadowChecker:
                 self._queue.task_done()
 
     def _check_job(self, job: _Job) -> None:
-        want = self._reference(reference.verifier(job.scheme), job.pk, job.msg, job.sig, job.ctx, job.prehashed,
-                               job.allow_high_s)
+        want = self._reference(reference.verifier(job.scheme), job.pk, job.msg, job.sig, job.ctx, job.options)
         if want is None:
             return
         if want == job.got:
@@ -357,12 +356,12 @@ class ShadowChecker:
             job.ticket.report([(job.where, m)])
 
     @staticmethod
-    def _reference(verify: Callable[..., bool], pk: bytes, msg: bytes, sig: bytes, ctx: bytes, prehashed: bool,
-                   allow_high_s: bool) -> bool | None:
+    def _reference(verify: Callable[..., bool], pk: bytes, msg: bytes, sig: bytes, ctx: bytes,
+                   options: tuple[bool, ...]) -> bool | None:
         """The reference verdict, or None (logged) where the reference itself raised: a
         reference that cannot answer proves nothing about the accelerator."""
         try:
-            return bool(verify(pk, msg, sig, ctx, prehashed, allow_high_s))
+            return bool(verify(pk, msg, sig, ctx, *options))
         except Exception:
             log.exception("CPU reference raised during a shadow check; item not counted")
             return None

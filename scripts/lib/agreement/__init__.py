@@ -24,6 +24,7 @@ is here, once.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import time
@@ -32,6 +33,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+
+import numpy as np
 
 from app.core.batch import Batch
 from app.core.schemes import SCHEMES
@@ -163,6 +166,38 @@ def host_library(scheme_id: str):
     if kernel is None:
         raise LookupError(f"{scheme_id} has no kernel source")
     return hostbuild.load(kernel.source.name, kernel.source.directory)
+
+
+def kernel_by_lengths(scheme_id: str, items: list[tuple[bytes, bytes, bytes]], options: int = 0) -> list[bool]:
+    """Verdicts of ``scheme_id``'s verify entry point (host build, :func:`host_library`) for
+    (pk, msg, sig) items under ZAP ``options`` bits: one direct call per (key length,
+    signature length), so malformed lengths reach the kernel too (a Batch could not hold
+    them).  Raises RuntimeError when the kernel writes a verdict other than 0 or 1."""
+    kernel = registry.verify_kernel(SCHEMES[scheme_id])
+    assert kernel is not None
+    fn = getattr(host_library(scheme_id), kernel.entry)
+    fn.restype = None
+    out = [False] * len(items)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, (pk, _, sig) in enumerate(items):
+        groups.setdefault((len(pk), len(sig)), []).append(i)
+    ptr = ctypes.c_void_p
+    for (pk_len, sig_len), idx in groups.items():
+        # One spare byte each, so that an empty column still has an address.
+        pks = np.frombuffer(b"".join(items[i][0] for i in idx) + b"\0", dtype=np.uint8)
+        sigs = np.frombuffer(b"".join(items[i][2] for i in idx) + b"\0", dtype=np.uint8)
+        msgs = np.frombuffer(b"".join(items[i][1] for i in idx) + b"\0", dtype=np.uint8)
+        offsets = np.zeros(len(idx) + 1, dtype=np.uint64)
+        offsets[1:] = np.cumsum([len(items[i][1]) for i in idx])
+        verdicts = np.full(len(idx), 0xEE, dtype=np.uint8)
+        fn(ptr(pks.ctypes.data), ctypes.c_uint32(pk_len), ptr(sigs.ctypes.data), ctypes.c_uint32(sig_len),
+           ptr(msgs.ctypes.data), ptr(offsets.ctypes.data), None, ctypes.c_uint32(0),
+           ctypes.c_uint32(options), ctypes.c_uint64(len(idx)), ptr(verdicts.ctypes.data))
+        if not set(verdicts.tolist()) <= {0, 1}:
+            raise RuntimeError(f"kernel wrote verdicts other than 0/1: {sorted(set(verdicts.tolist()))}")
+        for j, i in enumerate(idx):
+            out[i] = bool(verdicts[j])
+    return out
 
 
 def kernel_via_ops(scheme_id: str, items: list, ctx: bytes = b"") -> list[bool]:

@@ -11,16 +11,13 @@ runs :func:`run_chunk` on a small sample in CI and calls the kernel through :fun
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import random
 from dataclasses import dataclass
 
-import numpy as np
-
 from app.core.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED
 from app.engine.reference import kat, reference
-from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare, hexed, host_library
+from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare, hexed, host_library, kernel_by_lengths
 
 SCHEME = "secp256k1"
 TITLE = "secp256k1 kernel (host build) vs libsecp256k1 (coincurve)"
@@ -63,29 +60,8 @@ def kernel_verify(items: list[tuple[bytes, bytes, bytes]], *, prehashed: bool = 
                   allow_high_s: bool = False) -> list[bool]:
     """Verdicts of zv_verify_secp256k1 (host build) for (pk, msg, sig) items; one call per
     (pk length, sig length), so malformed lengths go through the kernel too."""
-    fn = host_library(SCHEME).zv_verify_secp256k1
-    fn.restype = None
     options = (OPT_PREHASHED if prehashed else 0) | (OPT_ALLOW_HIGH_S if allow_high_s else 0)
-    out = [False] * len(items)
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, (pk, _, sig) in enumerate(items):
-        groups.setdefault((len(pk), len(sig)), []).append(i)
-    ptr = ctypes.c_void_p
-    for (pk_len, sig_len), idx in groups.items():
-        pks = np.frombuffer(b"".join(items[i][0] for i in idx) + b"\0", dtype=np.uint8)
-        sigs = np.frombuffer(b"".join(items[i][2] for i in idx) + b"\0", dtype=np.uint8)
-        msgs = np.frombuffer(b"".join(items[i][1] for i in idx) + b"\0", dtype=np.uint8)
-        offsets = np.zeros(len(idx) + 1, dtype=np.uint64)
-        offsets[1:] = np.cumsum([len(items[i][1]) for i in idx])
-        verdicts = np.full(len(idx), 0xEE, dtype=np.uint8)
-        fn(ptr(pks.ctypes.data), ctypes.c_uint32(pk_len), ptr(sigs.ctypes.data), ctypes.c_uint32(sig_len),
-           ptr(msgs.ctypes.data), ptr(offsets.ctypes.data), None, ctypes.c_uint32(0),
-           ctypes.c_uint32(options), ctypes.c_uint64(len(idx)), ptr(verdicts.ctypes.data))
-        if not set(verdicts.tolist()) <= {0, 1}:
-            raise RuntimeError(f"kernel wrote verdicts other than 0/1: {sorted(set(verdicts.tolist()))}")
-        for j, i in enumerate(idx):
-            out[i] = bool(verdicts[j])
-    return out
+    return kernel_by_lengths(SCHEME, items, options)
 
 
 # ------------------------------------------------------------------ generation

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from app.core.batch import Batch
-from app.core.schemes import SCHEMES
+from app.core.schemes import SCHEMES, option_settings
 from app.engine.commit import merkle
 from app.engine.device import ops, pipeline, registry
 from app.engine.verify.grouping import batch_of, group_items
@@ -45,9 +45,9 @@ from scripts.lib.gpu_check import env as envmod
 from scripts.lib.gpu_check.journal import emit
 
 ROOT = Path(__file__).resolve().parents[3]
-#: Above this many items the Ed25519, secp256k1 and BIP-340 blocks reuse their shared arrays
-#: for a second chunk (ed25519.cu, secp256k1.cu, bip340.cu: 540,672 on an H200); the big
-#: checked batch is at least this.
+#: Above this many items the Ed25519, secp256k1, P-256 and BIP-340 blocks reuse their shared
+#: arrays for a second chunk (ed25519.cu, secp256k1.cu, p256.cu, bip340.cu: 540,672 on an
+#: H200 at their register caps); the big checked batch is at least this.
 SECOND_CHUNK_ITEMS = 600_000
 #: Message sizes (bytes) of the Ed25519 rows; scripts/prepare_gpu_check writes their items.
 ED25519_MSG_SIZES = (32, 64, 256)
@@ -122,8 +122,8 @@ def tile(base: Batch, n: int) -> Batch:
     offsets = np.zeros(n + 1, dtype=np.uint64)
     np.cumsum(lens, out=offsets[1:])
     msgs = np.concatenate([np.tile(base.msgs[:int(period)], q), base.msgs[:int(off[r])]])
-    return Batch(base.scheme, base.pks[idx], base.sigs[idx], msgs, offsets, base.ctx, base.prehashed,
-                 base.allow_high_s)
+    return Batch(base.scheme, base.pks[idx], base.sigs[idx], msgs, offsets, base.ctx,
+                 **option_settings(base))
 
 
 def base_batch(kas: list, *, valid_only: bool) -> tuple[Batch, np.ndarray] | None:
@@ -229,7 +229,7 @@ def checked_verify(ctx: Context, kernel: registry.VerifyKernel, batch: Batch, wa
     dev = ctx.dev
     pinned = Batch(batch.scheme, *(dev.pinned_copy(a) if hasattr(dev, "pinned_copy") else a
                                    for a in (batch.pks, batch.sigs, batch.msgs, batch.offsets)),
-                   batch.ctx, batch.prehashed, batch.allow_high_s)
+                   batch.ctx, **option_settings(batch))
     saved = getattr(dev, "transfer", None)
     out: dict = {}
 

@@ -1,5 +1,5 @@
 """Method ``ops`` of scripts/gpu_model: PREDICTED H200 rates of the kernels built from the
-primitives zv_port.cuh counts (Ed25519, secp256k1 ECDSA, BIP-340); writes bench/results/gpu_model.md and .json.
+primitives zv_port.cuh counts (Ed25519, secp256k1 ECDSA, P-256, BIP-340); writes bench/results/gpu_model.md and .json.
 
   1. The family's verify kernel (app/engine/device/registry.py) and the Merkle kernels are
      compiled with nvcc for sm_90; ptxas gives registers, stack, spills and shared memory,
@@ -41,7 +41,7 @@ from app.engine.verify.grouping import batch_of, group_items
 from scripts.lib import kernels
 from scripts.lib.gpu_model import H200, build_unit, cached_build, write
 
-FAMILIES = ("ed25519", "secp256k1", "bip340")
+FAMILIES = ("ed25519", "secp256k1", "p256", "bip340")
 NAME = "gpu_model"
 METHOD = ("ops: SASS of each counted primitive (probe kernels) × its count per verify in the -DZV_COUNT_OPS "
           "host build, through an issue and pipe model of one SM sub-partition; scripts/lib/gpu_model/ops.py")
@@ -109,6 +109,11 @@ PROBES: dict[str, tuple[str, str, str]] = {
     "ZV_OP_K1_FE_SUB": ("secp256k1_field.cuh", "zv_k1_fe", "zv_k1_fe_sub(&x, &x, &y);"),
     "ZV_OP_K1_FE_MUL_INT": ("secp256k1_field.cuh", "zv_k1_fe", "zv_k1_fe_mul_int(&x, &x, 3u);"),
     "ZV_OP_K1_SC_MONT_MUL": ("secp256k1_scalar.cuh", "zv_k1_sc", "zv_k1_sc_mont_mul(&x, x.v, y.v);"),
+    "ZV_OP_P256_FE_MUL": ("p256_field.cuh", "zv_p256_fe", "zv_p256_fe_mul(&x, &x, &y);"),
+    "ZV_OP_P256_FE_SQR": ("p256_field.cuh", "zv_p256_fe", "zv_p256_fe_sqr(&x, &x);"),
+    "ZV_OP_P256_FE_ADD": ("p256_field.cuh", "zv_p256_fe", "zv_p256_fe_add(&x, &x, &y);"),
+    "ZV_OP_P256_FE_SUB": ("p256_field.cuh", "zv_p256_fe", "zv_p256_fe_sub(&x, &x, &y);"),
+    "ZV_OP_P256_SC_MONT_MUL": ("p256_scalar.cuh", "zv_p256_sc", "zv_p256_sc_mont_mul(&x, x.v, y.v);"),
     "ZV_OP_SHA256_BLOCK": ("sha2.cuh", "zv_probe_w16", "zv_sha256_block(x.v, (const zv_u8 *)y.v);"),
     "ZV_OP_SHA512_BLOCK": ("sha2.cuh", "zv_probe_d16", "zv_sha512_block(x.d, (const zv_u8 *)y.d);"),
     "ZV_OP_KECCAK_F1600": ("keccak.cuh", "zv_probe_d25", "zv_keccak_f1600(x.d);"),

@@ -9,14 +9,10 @@
  *   - u1·G as u1 = lo + hi·2^128 with constant tables of the odd multiples 1..255 of G and
  *     of 2^128·G (secp256k1_tables.cuh, ZV_TABLE), so it also runs over 128 bits.
  *   - Shamir's trick: the four half-size products share one chain of 128 doublings.
- *   - Every scalar k is recoded in the regular signed-window form k = Σ d_i·2^(w·i) with
- *     every d_i odd and nonzero (|d_i| < 2^w): w = 4 for the Q halves, w = 8 for the G
- *     halves.  Unlike wNAF, whose zero digits fall at different places for each thread,
- *     a regular recoding adds at the same positions in every thread, so a warp never
- *     diverges in the main loop.  The recoding needs k odd: an even k runs as k + 1 and
- *     the point is subtracted once at the end.  Digits are read straight from the bits
- *     (d_i = 2·bits(k, w·i + 1, w) + 1 − 2^w, the top digit without the − 2^w), so no
- *     digit array is stored.
+ *   - Every scalar k is recoded in the regular signed-window form of curves/recode.cuh
+ *     (shared with P-256): w = 4 for the Q halves, w = 8 for the G halves, so a warp never
+ *     diverges in the main loop; an even k runs as k + 1 and the point is subtracted once
+ *     at the end.
  *   - Cost per call: 128 doublings (3M + 4S) and 33·2 + 17·2 = 100 mixed additions
  *     (8M + 3S), plus the Q table (1 doubling, 7 additions, one batch inversion).
  *   - The G tables (16 KiB) sit in read-only global memory (ZV_TABLE): threads of a warp
@@ -33,33 +29,11 @@
 #include "fields/secp256k1_scalar.cuh"
 #include "curves/secp256k1_group.cuh"
 #include "tables/secp256k1_tables.cuh"
+#include "curves/recode.cuh"
 
 /* Digits per 129-bit scalar (an odd k < 2^129): ceil(129 / w). */
 #define ZV_SECP256K1_Q_DIGITS 33
 #define ZV_SECP256K1_G_DIGITS 17
-
-/* w bits of a 256-bit scalar from bit `start` (start + w ≤ 160). */
-ZV_HD zv_u32 zv_k1_bits(const zv_u32 k[8], int start, int w) {
-    int limb = start >> 5, off = start & 31;
-    zv_u32 v = k[limb] >> off;
-    if (off + w > 32) v |= k[limb + 1] << (32 - off);
-    return v & ((1u << w) - 1);
-}
-
-/* Digit i (of `count`) of the regular signed recoding of odd k with window w. */
-ZV_HD int zv_k1_digit(const zv_u32 k[8], int i, int w, int count) {
-    int t = 2 * (int)zv_k1_bits(k, w * i + 1, w) + 1;
-    return i == count - 1 ? t : t - (1 << w);
-}
-
-/* Make k odd: returns 1 (and adds 1) when k was even.  k < 2^129 stays below 2^160. */
-ZV_HD int zv_k1_make_odd(zv_u32 k[8]) {
-    int even = !(k[0] & 1);
-    zv_u64 c = (zv_u64)k[0] + (zv_u32)even;
-    k[0] = (zv_u32)c; c >>= 32;
-    for (int i = 1; i < 8; i++) { c += k[i]; k[i] = (zv_u32)c; c >>= 32; }
-    return even;
-}
 
 /* Replace k by n − k when k > n/2; returns 1 when it did (k then stands for −|k|). */
 ZV_HD int zv_k1_abs_scalar(zv_k1_sc *k) {
@@ -114,7 +88,7 @@ ZV_HD void zv_k1_ecmult_double_base(zv_k1_gej *acc, const zv_k1_ge *q, const zv_
     for (int i = 0; i < 8; i++) { k[2][i] = q1.v[i]; k[3][i] = q2.v[i]; }
     int even[4];
     for (int j = 0; j < 4; j++) {
-        even[j] = zv_k1_make_odd(k[j]);
+        even[j] = zv_recode_make_odd<8>(k[j]);
         /* every half is odd and below 2^129 (GLV halves < 2^128, + 1), so its digits cover it */
         ZV_CHECK((k[j][0] & 1) && k[j][4] <= 1 && (k[j][5] | k[j][6] | k[j][7]) == 0);
     }
@@ -131,7 +105,7 @@ ZV_HD void zv_k1_ecmult_double_base(zv_k1_gej *acc, const zv_k1_ge *q, const zv_
         if ((pos & 7) == 0) {
             int i = pos >> 3;
             for (int h = 0; h < 2; h++) {
-                int d = zv_k1_digit(k[h], i, ZV_SECP256K1_W_G, ZV_SECP256K1_G_DIGITS);
+                int d = zv_recode_digit<8>(k[h], i, ZV_SECP256K1_W_G, ZV_SECP256K1_G_DIGITS);
                 int a = d < 0 ? -d : d;
                 ZV_CHECK((a & 1) && (a >> 1) < ZV_SECP256K1_G_TABLE_SIZE);  /* an odd digit inside the table */
                 zv_k1_ge_from_storage(&pt, h ? &ZV_SECP256K1_G128_ODD[a >> 1] : &ZV_SECP256K1_G_ODD[a >> 1]);
@@ -142,7 +116,7 @@ ZV_HD void zv_k1_ecmult_double_base(zv_k1_gej *acc, const zv_k1_ge *q, const zv_
         if (pos % ZV_SECP256K1_W_Q == 0 && pos / ZV_SECP256K1_W_Q < ZV_SECP256K1_Q_DIGITS) {
             int i = pos / ZV_SECP256K1_W_Q;
             for (int h = 0; h < 2; h++) {
-                int d = zv_k1_digit(k[2 + h], i, ZV_SECP256K1_W_Q, ZV_SECP256K1_Q_DIGITS);
+                int d = zv_recode_digit<8>(k[2 + h], i, ZV_SECP256K1_W_Q, ZV_SECP256K1_Q_DIGITS);
                 int a = d < 0 ? -d : d;
                 ZV_CHECK((a & 1) && (a >> 1) < ZV_SECP256K1_Q_TABLE_SIZE);
                 pt = qtab[a >> 1];

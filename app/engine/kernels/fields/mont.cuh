@@ -2,7 +2,8 @@
  * odd modulus, written once for every prime field and scalar ring of the kernels.
  *
  * Who uses it: the secp256k1 scalar (secp256k1_scalar.cuh, zv_k1_sc_*: N = 8, the group
- * order n), the BLS12-381 base field (bls12_381_fp.cuh, zv_fp_*: N = 12, p), and the wide
+ * order n), the P-256 field and scalar (p256_field.cuh, p256_scalar.cuh: N = 8, p and n;
+ * their inversions and square root by zv_mont_pow_schedule), the BLS12-381 base field (bls12_381_fp.cuh, zv_fp_*: N = 12, p), and the wide
  * 2N-limb products of the secp256k1 field (secp256k1_field.cuh), the Ed25519 field
  * (fe25519.cuh) and the GLV split (secp256k1.cuh).  A family keeps its own type (a struct
  * holding `zv_u32 v[N]`) and its public names as thin wrappers over these templates, the way
@@ -300,6 +301,29 @@ template <class M> ZV_HD void zv_mont_from(zv_u32 r[M::N], const zv_u32 a[M::N])
     for (int i = 0; i < M::N; i++) one[i] = 0;
     one[0] = 1;
     zv_mont_mul<M>(r, a, one);
+}
+
+/* x^e·R mod m for a = x·R < m (Montgomery form in and out), by a generated sliding-window
+ * schedule of a fixed exponent e (scripts/lib/curve_tables.py sliding_window_schedule): the
+ * odd powers x^1, x^3, ..., x^(2·ODD − 1) first, then step i squares sq[i] times and
+ * multiplies by x^(2·idx[i] + 1) unless idx[i] is −1; step 0 starts the accumulator at its
+ * odd power.  Fixed exponents (Fermat inversions, square roots) make it branch-free in the
+ * data and the same for every thread of a warp. */
+template <class M, int ODD>
+ZV_HD void zv_mont_pow_schedule(zv_u32 r[M::N], const zv_u32 a[M::N], const zv_u8 *sq, const signed char *idx,
+                                int steps) {
+    constexpr int N = M::N;
+    zv_u32 pw[ODD][N], x2[N], acc[N];
+    for (int i = 0; i < N; i++) pw[0][i] = a[i];
+    zv_mont_sqr<M>(x2, a);
+    for (int j = 1; j < ODD; j++) zv_mont_mul<M>(pw[j], pw[j - 1], x2);
+    for (int i = 0; i < N; i++) acc[i] = pw[idx[0]][i];
+    for (int s = 1; s < steps; s++) {
+        ZV_NO_UNROLL
+        for (int q = 0; q < sq[s]; q++) zv_mont_sqr<M>(acc, acc);
+        if (idx[s] >= 0) zv_mont_mul<M>(acc, acc, pw[idx[s]]);
+    }
+    for (int i = 0; i < N; i++) r[i] = acc[i];
 }
 
 #endif /* ZV_MONT_CUH */

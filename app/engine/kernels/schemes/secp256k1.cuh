@@ -77,9 +77,7 @@ ZV_HD int zv_k1_gej_x_matches(const zv_k1_gej *R, const zv_k1_sc *r) {
  * signature is invalid as such (r or s ≥ n, zero, or high s not allowed), else 1 with r and
  * the s to invert. */
 ZV_HD int zv_k1_sig_parse(zv_k1_sc *r, zv_k1_sc *s, const zv_u8 *sig, int allow_high_s) {
-    if (zv_k1_sc_set_b32(r, sig)) return 0;
-    if (zv_k1_sc_set_b32(s, sig + 32)) return 0;
-    if (zv_k1_sc_is_zero(r) || zv_k1_sc_is_zero(s)) return 0;
+    if (!zv_ecdsa_rs_parse<zv_k1_sc_modulus>(r->v, s->v, sig)) return 0;
     if (zv_k1_sc_is_high(s)) {
         if (!allow_high_s) return 0;
         zv_k1_sc_neg(s, s);
@@ -91,11 +89,9 @@ ZV_HD int zv_k1_sig_parse(zv_k1_sc *r, zv_k1_sc *s, const zv_u8 *sig, int allow_
  * (zv_k1_sc_inv_mont of the s zv_k1_sig_parse gives, or the batched zv_k1_sc_block_batch_inv_mont). */
 ZV_HD int zv_k1_ecdsa_verify(const zv_k1_ge *q, const zv_u8 *sig, const zv_u8 *digest, int allow_high_s,
                           const zv_k1_sc *w) {
-    zv_k1_sc r, s, z, u1, u2;
+    zv_k1_sc r, s, u1, u2;
     if (!zv_k1_sig_parse(&r, &s, sig, allow_high_s)) return 0;
-    zv_k1_sc_set_b32_reduce(&z, digest);
-    zv_k1_sc_mont_mul(&u1, z.v, w->v);
-    zv_k1_sc_mont_mul(&u2, r.v, w->v);
+    zv_ecdsa_u1_u2<zv_k1_sc_modulus, ZV_OP_K1_SC_MONT_MUL>(u1.v, u2.v, digest, r.v, w->v);
     zv_k1_gej R;
     zv_k1_ecmult_double_base(&R, q, &u1, &u2);
     if (R.inf) return 0;
@@ -111,12 +107,7 @@ ZV_HD int zv_k1_verify_with_w(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, 
     zv_k1_ge q;
     if (!zv_k1_pubkey_parse(&q, pk, pk_len)) return 0;
     zv_u8 digest[32];
-    if (options & ZV_SECP256K1_OPT_PREHASHED) {
-        if (msg_len != 32) return 0;
-        zv_memcpy(digest, msg, 32);
-    } else {
-        zv_sha256(msg, msg_len, digest);
-    }
+    if (!zv_ecdsa_digest(digest, msg, msg_len, (options & ZV_SECP256K1_OPT_PREHASHED) != 0)) return 0;
     return zv_k1_ecdsa_verify(&q, sig, digest, (options & ZV_SECP256K1_OPT_ALLOW_HIGH_S) != 0, w);
 }
 
