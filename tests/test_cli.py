@@ -61,7 +61,9 @@ def test_convert_vectors_writes_outside_the_repo(tmp_path, capsys):
         return
     assert main(["convert-vectors", str(tmp_path)]) == 0
     lines = (tmp_path / "external.jsonl").read_text().splitlines()
-    assert len(lines) == 2882 + 19  # SOURCES.md: the files app.vectors reads, P-256 ones included, + the 19 rows of BIP-340's test-vectors.csv
+    # SOURCES.md: the files app.vectors reads, P-256 ones included, + the 19 rows of BIP-340's
+    # test-vectors.csv
+    assert len(lines) == 2882 + 19
     assert all(json.loads(line_)["source"] for line_ in lines[:10])
     assert "external vectors" in capsys.readouterr().out
 
