@@ -4,9 +4,9 @@ from app.core import schemes
 from app.core.errors import UnknownScheme
 
 
-def test_nineteen_schemes_with_unique_codes():
-    assert len(schemes.SCHEMES) == 19
-    assert len({s.code for s in schemes.SCHEMES.values()}) == 19
+def test_twenty_schemes_with_unique_codes():
+    assert len(schemes.SCHEMES) == 20
+    assert len({s.code for s in schemes.SCHEMES.values()}) == 20
 
 
 @pytest.mark.parametrize("scheme_id,code,pk,sig", [
