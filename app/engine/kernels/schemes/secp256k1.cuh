@@ -41,6 +41,7 @@
 #include "fields/secp256k1_scalar.cuh"
 #include "curves/secp256k1_group.cuh"
 #include "curves/secp256k1_ecmult.cuh"
+#include "schemes/ecdsa.cuh"
 
 #define ZV_SECP256K1_OPT_PREHASHED 0x01u
 #define ZV_SECP256K1_OPT_ALLOW_HIGH_S 0x02u
