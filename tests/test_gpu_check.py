@@ -163,6 +163,7 @@ def test_prepared_kernels_are_every_service_unit_and_its_caps_and_the_device_com
     assert {s.name for s in builds if not s.variant} == {s.name for s in registry.service_sources()}
     assert {(s.name, s.variant) for s in builds if s.variant} == {
         ("ed25519", "regs0"), ("ed25519", "regs128"), ("secp256k1", "regs0"), ("secp256k1", "regs128"),
+        ("p256", "regs0"), ("p256", "regs128"),
         ("ml_dsa", "regs128"), ("ml_dsa", "regs168"), ("bls12_381", "regs128")}
     cmd = prep.device_command(ROOT / ".gpu_check_data")
     assert "--target /tmp/site .gpu_check_data/wheels/*.whl && export PYTHONPATH=/tmp/site;" in cmd

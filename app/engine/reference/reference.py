@@ -261,8 +261,9 @@ _CACHE: dict[str, Callable[..., bool]] = {}
 
 
 def verifier(scheme: Scheme) -> Callable[..., bool]:
-    """The reference ``verify(pk, msg, sig, ctx, prehashed, allow_high_s, low_s) -> bool`` of ``scheme``
-    (the options as :data:`app.core.schemes.OPTIONS` names them, in bit order)."""
+    """The reference ``verify(pk, msg, sig, ctx=b"", **options) -> bool`` of ``scheme``: the
+    options it accepts as keywords (``Scheme.verifier_options``; those of the ECDSA schemes
+    are also accepted positionally after ``ctx`` in :data:`app.core.schemes.OPTIONS` order)."""
     fn = _CACHE.get(scheme.id)
     if fn is None:
         fn = {
