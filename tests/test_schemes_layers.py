@@ -254,3 +254,22 @@ def test_a_new_scheme_with_an_option_of_its_own_needs_only_its_record(toy):
     with pytest.raises(RequestError, match="^secp256k1/p256/toy-prehashed items disagree on prehashed"):
         json_body([Item(toy.id, bytes(32), b"", bytes(64), prehashed=True),
                    Item("secp256k1", bytes(33), b"", bytes(64))])
+
+
+def test_a_reference_verifier_gets_only_its_schemes_options(toy, monkeypatch):
+    """The CPU loop passes a verifier exactly the options its scheme accepts, by name
+    (``Scheme.verifier_options``), so a verifier of a new scheme names only its own options
+    and a new option elsewhere does not reach it."""
+    from app.engine.backends import cpu_worker
+    from app.engine.reference import reference
+
+    seen = []
+
+    def verify(pk, msg, sig, ctx=b"", prehashed=False):  # no allow_high_s, no low_s
+        seen.append(prehashed)
+        return prehashed
+
+    monkeypatch.setitem(reference._CACHE, toy.id, verify)
+    flags, _ = cpu_worker.verify_range(toy.id, 32, bytes(32), bytes(64), bytes(32), [0, 32], b"", True, True, True)
+    assert flags == b"\x01" and seen == [True]
+    assert toy.verifier_options(Item(toy.id, b"", b"", b"", prehashed=True, low_s=True)) == {"prehashed": True}

@@ -75,7 +75,7 @@ if set(_READERS) != set(SIGNATURE_FORMATS):  # the registry and this table name 
 
 
 def compact_signature(sig: bytes, signature_format: str) -> bytes:
-    """The 64-byte compact form of a secp256k1 signature sent as ``raw`` or ``der``.
+    """The 64-byte compact form of an ECDSA signature (secp256k1, P-256) sent as ``raw`` or ``der``.
 
     A DER signature that does not parse becomes the empty signature, which is invalid by
     length: the item gets a ``False`` verdict and its Merkle leaf commits to empty bytes.

@@ -135,12 +135,6 @@ def option_flags(bits: int) -> dict[str, bool]:
     return {name: bool(bits & o.bit) for name, o in OPTIONS.items()}
 
 
-def option_values(holder: object) -> tuple[bool, ...]:
-    """``holder``'s flag per option of :data:`OPTIONS`, in bit order (an :class:`~app.core.batch.Item`
-    or :class:`~app.core.batch.Batch`): a reference verifier's arguments after ``ctx``."""
-    return tuple(bool(getattr(holder, name)) for name in OPTIONS)
-
-
 def option_settings(holder: object) -> dict[str, bool]:
     """``{option name: flag}`` of ``holder`` for every option of :data:`OPTIONS` (keyword
     arguments that carry a batch's options over to another :class:`~app.core.batch.Batch`)."""
@@ -202,6 +196,14 @@ class Scheme:
     def accepts_option(self, name: str) -> bool:
         """True when this scheme's batches may set option ``name``."""
         return name in self.options
+
+    def verifier_options(self, holder: object) -> dict[str, bool]:
+        """The keyword arguments of this scheme's reference verifier
+        (:func:`app.engine.reference.reference.verifier`): each option it accepts, as
+        ``holder`` (an :class:`~app.core.batch.Item`, a :class:`~app.core.batch.Batch`) sets
+        it.  A verifier takes only its own scheme's options, so a new option touches no
+        other scheme's verifier."""
+        return {name: bool(getattr(holder, name)) for name in self.options}
 
     @property
     def option_bits(self) -> int:

@@ -82,6 +82,9 @@ def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Byt
     if loops is not None:
         return loops.run(scheme.family, code, *columns, prehashed, allow_high_s)
     fn = reference.verifier(scheme)
+    # The verifier takes the options its scheme accepts, by name (Scheme.verifier_options).
+    given = {"prehashed": prehashed, "allow_high_s": allow_high_s, "low_s": low_s}
+    options = {name: given[name] for name in scheme.options}
     mv_pk, mv_sig, mv_msg = memoryview(pks), memoryview(sigs), memoryview(msgs)
     rows = [(mv_pk[i * pk_len:(i + 1) * pk_len], mv_msg[offsets[i]:offsets[i + 1]],
              mv_sig[i * sig_len:(i + 1) * sig_len]) for i in range(n)]
@@ -94,7 +97,7 @@ def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Byt
     if not verdicts:
         for pk, msg, sig in rows:
             try:
-                ok = fn(pk, msg, sig, ctx, prehashed, allow_high_s, low_s)
+                ok = fn(pk, msg, sig, ctx, **options)
             except Exception:  # a library surprise on one item must not fail the batch
                 ok = False
             verdicts.append(ok)

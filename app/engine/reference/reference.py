@@ -120,7 +120,7 @@ def verify_p256(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False, low_
     except (invalid, ValueError, TypeError):
         return False
 # ------------------------------------------------------------------ BIP-340 (libsecp256k1)
-def verify_bip340(pk, msg, sig, ctx=b"", prehashed=False, allow_high_s=False, low_s=False) -> bool:
+def verify_bip340(pk, msg, sig, ctx=b"") -> bool:
     """BIP-340 Verify (pk 32-byte x-only, sig 64-byte r ‖ s, a message of any length).
 
     libsecp256k1's own check, called through coincurve's cffi ``lib`` (the same calls as
@@ -282,8 +282,9 @@ _CACHE: dict[str, Callable[..., bool]] = {}
 
 
 def verifier(scheme: Scheme) -> Callable[..., bool]:
-    """The reference ``verify(pk, msg, sig, ctx, prehashed, allow_high_s, low_s) -> bool`` of ``scheme``
-    (the options as :data:`app.core.schemes.OPTIONS` names them, in bit order)."""
+    """The reference ``verify(pk, msg, sig, ctx=b"", **options) -> bool`` of ``scheme``: the
+    options it accepts as keywords (``Scheme.verifier_options``; those of the ECDSA schemes
+    are also accepted positionally after ``ctx`` in :data:`app.core.schemes.OPTIONS` order)."""
     fn = _CACHE.get(scheme.id)
     if fn is None:
         fn = {

@@ -45,7 +45,6 @@ import numpy as np
 
 from app.core.batch import Batch
 from app.core.errors import ConfigError
-from app.core.schemes import option_values
 from app.engine.reference import reference
 
 log = logging.getLogger("zapverify.shadow")
@@ -209,7 +208,7 @@ class _Job:
     msg: bytes
     sig: bytes
     ctx: bytes
-    options: tuple[bool, ...]  # the batch's flag per option of schemes.OPTIONS, in order
+    options: dict[str, bool]  # the reference verifier's options (Scheme.verifier_options)
     got: bool
     ticket: ShadowTicket | None
     where: int  # the item's index in the ticket's work
@@ -288,7 +287,7 @@ class ShadowChecker:
             for i in idx.tolist():
                 got = bool(verdicts[i])
                 want = self._reference(verify, bytes(batch.pks[i]), bytes(batch.message(i)), bytes(batch.sigs[i]),
-                                       batch.ctx, option_values(batch))
+                                       batch.ctx, batch.scheme.verifier_options(batch))
                 if want is None:
                     continue
                 if got != want:
@@ -307,7 +306,7 @@ class ShadowChecker:
         for pos, i in enumerate(idx.tolist()):
             # Copied now: the batch's columns may be pool memory reused once it is answered.
             job = _Job(backend, batch.scheme, i, len(batch), bytes(batch.pks[i]), bytes(batch.message(i)),
-                       bytes(batch.sigs[i]), batch.ctx, option_values(batch), bool(verdicts[i]),
+                       bytes(batch.sigs[i]), batch.ctx, batch.scheme.verifier_options(batch), bool(verdicts[i]),
                        ticket, i if where is None else int(where[i]))
             try:
                 self._queue.put_nowait(job)
@@ -357,11 +356,11 @@ class ShadowChecker:
 
     @staticmethod
     def _reference(verify: Callable[..., bool], pk: bytes, msg: bytes, sig: bytes, ctx: bytes,
-                   options: tuple[bool, ...]) -> bool | None:
+                   options: dict[str, bool]) -> bool | None:
         """The reference verdict, or None (logged) where the reference itself raised: a
         reference that cannot answer proves nothing about the accelerator."""
         try:
-            return bool(verify(pk, msg, sig, ctx, *options))
+            return bool(verify(pk, msg, sig, ctx, **options))
         except Exception:
             log.exception("CPU reference raised during a shadow check; item not counted")
             return None
