@@ -46,7 +46,7 @@ def _check(scheme_id: str, items: list[Item], prehashed: bool = False, allow_hig
         verdicts, leaves = LOOPS.run(scheme.family, scheme.code, b.pks, b.sigs, b.msgs, b.offsets,
                                      prehashed, allow_high_s)
         for i, it in enumerate(group):
-            want = ref(it.public_key, it.message, it.signature, b"", prehashed, allow_high_s)
+            want = ref(it.public_key, it.message, it.signature, b"", **scheme.verifier_options(b))
             assert verdicts[i] == want, (scheme_id, i, it)
             assert leaves[32 * i:32 * i + 32] == merkle.leaf_hash(scheme.code, want, it.public_key, it.message,
                                                                   it.signature)
