@@ -313,11 +313,14 @@ ZV_KERNEL void zv_bls_rlc_prepare(const zv_u8 *pks, const zv_u8 *sigs, const zv_
         const zv_u32 k[2] = {(zv_u32)scalars[i], (zv_u32)(scalars[i] >> 32)};
         zv_g1_jac pj;
         zv_g2_jac sj;
+        /* The inline template, not the out-of-line zv_g1_mul/zv_g2_mul: NVRTC passes those
+         * their point as a .param struct and takes its address, a PTX move GPGPU-Sim cannot
+         * run (scripts/gpusim); the doublings and additions inside stay out of line. */
         zv_g1_from_affine(&pj, &a);
-        zv_g1_mul(&pj, &pj, k, 64);
+        zv_jac_mul<zv_fp, zv_g1_jac>(&pj, &pj, k, 64);
         zv_g1_to_affine(&a, &pj);
         zv_g2_from_affine(&sj, &s);
-        zv_g2_mul(&sj, &sj, k, 64);
+        zv_jac_mul<zv_fp2, zv_g2_jac>(&sj, &sj, k, 64);
         zv_g2_to_affine(&s, &sj);
         zv_bls_g1_row_out(scaled_pks + ZV_BLS_G1_ROW * i, &a);
         zv_bls_g2_row_out(scaled_sigs + ZV_BLS_G2_ROW * i, &s);
