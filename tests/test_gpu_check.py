@@ -327,6 +327,7 @@ def test_dry_run_checks_and_times_the_bls_aggregate_and_rlc_kernels_on_a_bare_ho
     assert rows["bls12-381 batch by single CoreVerify (end to end)"]["rlc_speedup"] > 0
     md = next(out.glob("gpu_*.md")).read_text()
     assert "verdict: **PASS**" in md and "| bls12-381 batch by RLC, groups of 64 (end to end) |" in md
+    assert "## BLS12-381 batches by random linear combination" in md
 
 
 def test_a_wrong_bls_aggregate_answer_fails_the_check_and_names_the_item(bls_data, tmp_path, capsys):
