@@ -53,7 +53,8 @@ class Settings(BaseSettings):
         "verify BLS12-381 batches on the CPU by random linear combination (same verdicts, "
         "faster from a few items up, bench/results/bls_batch.md); false: one CoreVerify per item"))
     crossover: dict[str, int] = Field(default_factory=dict, description=(
-        "fixed smallest batch per scheme id that goes to the GPU, as JSON ({\"ed25519\": 512}); "
+        "fixed smallest batch per scheme id that goes to the GPU, as JSON ({\"ed25519\": 512}), and under "
+        "\"bls12-381-aggregates\" the smallest BLS aggregate request, in pairings (keys + 1 per item); "
         "measured at start where absent"))
     hybrid: bool = Field(False, description="split large batches between the GPU and the CPU by their rates")
     hybrid_min: int = Field(4096, ge=2, description="smallest batch that hybrid mode splits")

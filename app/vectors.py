@@ -13,6 +13,8 @@ A BLS aggregate record (docs/bls-aggregate.md) has ``mode`` instead of ``scheme`
      "signature": "<hex>", "expected": true, "source": "...", "id": "..."}
     {"mode": "aggregate", "public_keys": [...], "messages": ["<hex>", ...], ...}
 
+with ``"variant": "eth"`` on a record of an item under Ethereum's rule (absent: ``ietf``).
+
 ``expected`` is the verdict under zapverify's documented semantics (app/core/schemes.py).
 Where that differs from what the source file expects, ``rule`` names the rule; the rules are
 the constants ``RULE_*`` below, never lists of case ids.
@@ -83,6 +85,8 @@ def aggregate_record(item: AggregateItem, expected: bool, source: str, id_: str)
     else:
         d["messages"] = [m.hex() for m in item.messages]
     d.update({"signature": item.signature.hex(), "expected": expected, "source": source, "id": id_})
+    if item.variant != "ietf":  # records of the default rule read as they always did
+        d["variant"] = item.variant
     return d
 
 
@@ -96,7 +100,8 @@ def from_json(d: dict) -> KnownAnswer | AggregateAnswer:
     if "mode" in d:
         msgs = [d["message"]] if d["mode"] == "fast_aggregate" else d["messages"]
         aggregate = AggregateItem(d["mode"], tuple(bytes.fromhex(pk) for pk in d["public_keys"]),
-                                  tuple(bytes.fromhex(m) for m in msgs), bytes.fromhex(d["signature"]))
+                                  tuple(bytes.fromhex(m) for m in msgs), bytes.fromhex(d["signature"]),
+                                  str(d.get("variant", "ietf")))
         return AggregateAnswer(aggregate, bool(d["expected"]), str(d["id"]), d.get("source", ""), d.get("rule", ""))
     sig = bytes.fromhex(d["signature"])
     fmt = d.get("signature_format", "raw")

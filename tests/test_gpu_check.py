@@ -257,3 +257,96 @@ def test_a_kill_at_a_random_step_keeps_every_step_done_before_it(bare, data, tmp
     assert not any(r["kind"] == "end" for r in recs)
     md = next(out.glob("gpu_*.md")).read_text()
     assert all(f"| {n} | ok |" in md for n in names), (seed, kill_after)
+
+
+# ------------------------------------------------------------------ BLS12-381 aggregates and RLC batches
+@pytest.fixture(scope="module")
+def bls_data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu_check_bls")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_gpu_check"), "--out", str(out),
+                           "--generated", "2", "--schemes", "bls12-381", "--bls-rounds", "1", "--rlc-valid", "12",
+                           "--no-kernels", "--no-wheels"], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _rows(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_prepared_bls_answers_cover_both_variants_invalid_members_and_the_timing_items(bls_data):
+    from app.vectors import from_json
+
+    manifest = json.loads((bls_data / "manifest.json").read_text())
+    agg = _rows(bls_data / "bls_aggregate.jsonl.gz")
+    rlc = _rows(bls_data / "bls_rlc.jsonl.gz")
+    assert manifest["bls_aggregate_items"] == len(agg) and manifest["bls_rlc_items"] == len(rlc)
+    check = [r for r in agg if r["source"] == "gpu_check/check"]
+    # the eth variant is carried by the record and read back; the empty-set rule differs by it
+    eth = [r for r in check if r.get("variant") == "eth"]
+    assert eth and all(from_json(r).item.variant == "eth" for r in eth)
+    assert all(from_json(r).item.variant == "ietf" for r in check if "variant" not in r)
+    empty_inf = {r.get("variant", "ietf"): r["expected"] for r in check
+                 if r["id"].startswith("fast no keys, infinity signature")}
+    assert empty_inf == {"ietf": False, "eth": True}
+    assert {r["mode"] for r in check} == {"fast_aggregate", "aggregate"}
+    assert any(r["expected"] for r in check) and sum(not r["expected"] for r in check) > len(check) // 2
+    assert any("identity key" in r["id"] for r in check) and any("at one position" in r["id"] for r in check)
+    timing = {r["id"]: r for r in agg if r["source"] == "gpu_check/timing"}
+    assert len(timing["fast 512 keys"]["public_keys"]) == 512 and timing["fast 512 keys"]["expected"]
+    assert len(timing["aggregate 8 pairs"]["messages"]) == 8 and timing["aggregate 8 pairs"]["expected"]
+    assert {r["scheme"] for r in rlc} == {"bls12-381"}
+    assert sum(r["expected"] for r in rlc) >= 12 and any(r["id"].startswith("rlc/identity_sig") for r in rlc)
+    assert any(not r["expected"] for r in rlc)
+
+
+def test_dry_run_checks_and_times_the_bls_aggregate_and_rlc_kernels_on_a_bare_host(bare, bls_data, tmp_path):
+    out = tmp_path / "out"
+    proc = gpu_check(bare, "--backend", "kernel-host", "--data", str(bls_data), "--out", str(out), "--cap", "300",
+                     "--max-log2", "6", "--reps", "1", "--schemes", "bls12-381")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs = journal(out)
+    plan = recs[0]["plan"]
+    # correctness of the aggregate shapes before any timing, their timing right after the schemes'
+    assert plan.index("bls-batch-check") < plan.index("time:bls12-381") < plan.index("bls-batch-time")
+    assert all(s["status"] == "ok" for s in steps_of(recs).values())
+    checks = [r for r in recs if r["kind"] == "check" and r["step"] == "bls-batch-check"]
+    by = {(r["what"], r["scheme"]): r for r in checks}
+    assert by[("bls aggregates", "bls12-381 (ietf)")]["checked"] > 20
+    assert by[("bls aggregates", "bls12-381 (eth)")]["checked"] > 10
+    assert all(r["failed"] == 0 and r["checked"] > 0 for r in checks)
+    rlc = [r for r in recs if r["kind"] == "bls"]
+    assert any(r["batch"] == "mixed" and r["failed_groups"] and r["singles"] for r in rlc)  # the fallback ran
+    assert all(r["failed_groups"] == 0 for r in rlc if r["batch"] == "valid")
+    rows = {r["row"]: r for r in recs if r["kind"] == "rate" and r["step"] == "bls-batch-time"}
+    assert set(rows) == {"bls12-381 fast 512 keys (aggregate kernels, end to end)",
+                         "bls12-381 aggregate 8 pairs (aggregate kernels, end to end)",
+                         "bls12-381 batch by RLC, groups of 64 (end to end)",
+                         "bls12-381 batch by single CoreVerify (end to end)"}
+    assert all(r["verdicts_ok"] and r["items_per_second"] > 0 for r in rows.values())
+    assert rows["bls12-381 fast 512 keys (aggregate kernels, end to end)"]["keys_per_item"] == 512
+    assert rows["bls12-381 batch by single CoreVerify (end to end)"]["rlc_speedup"] > 0
+    md = next(out.glob("gpu_*.md")).read_text()
+    assert "verdict: **PASS**" in md and "| bls12-381 batch by RLC, groups of 64 (end to end) |" in md
+    assert "## BLS12-381 batches by random linear combination" in md
+
+
+def test_a_wrong_bls_aggregate_answer_fails_the_check_and_names_the_item(bls_data, tmp_path, capsys):
+    from scripts.lib.gpu_check import steps
+
+    bad = tmp_path / "bad"
+    shutil.copytree(bls_data, bad)
+    rows = _rows(bad / "bls_aggregate.jsonl.gz")
+    flipped = next(r for r in rows if r.get("variant") == "eth" and r["source"] == "gpu_check/check")
+    flipped["expected"] = not flipped["expected"]
+    with gzip.open(bad / "bls_aggregate.jsonl.gz", "wt") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    assert steps.run("bls-batch-check", None, {"backend": "kernel-host", "data": bad, "reps": 1, "max_items": 64,
+                                               "deadline": time.monotonic() + 200}) == 0
+    recs = [json.loads(line[line.index("{"):])
+            for line in capsys.readouterr().out.splitlines() if '"kind"' in line]
+    eth = next(r for r in recs if r.get("what") == "bls aggregates" and r["scheme"] == "bls12-381 (eth)")
+    assert eth["failed"] == 1 and eth["failures"] == [flipped["id"]]
+    ietf = next(r for r in recs if r.get("what") == "bls aggregates" and r["scheme"] == "bls12-381 (ietf)")
+    assert ietf["failed"] == 0

@@ -116,7 +116,11 @@ def test_nvdisasm_labels_split_kernels_from_their_routines_and_follow_calls():
 
 def test_every_family_has_one_method_and_every_report_is_labelled(tmp_path):
     cli = runpy.run_path(str(ROOT / "scripts" / "gpu_model"), run_name="gpu_model_cli")
-    assert set(cli["FAMILY_METHOD"]) == {s.family for s in SCHEMES.values()}
+    families = {s.family for s in SCHEMES.values()}
+    # every scheme family, and shapes built on them (BLS12-381 aggregates) naming their families
+    assert families <= set(cli["FAMILY_METHOD"])
+    for extra in set(cli["FAMILY_METHOD"]) - families:
+        assert set(cli["FAMILY_METHOD"][extra].SCHEME_FAMILIES) <= families
     prov = provenance.collect()
     gpu_model.write(tmp_path, "x", ["# PREDICTED rates", "", "| a |"], {"rows": []}, prov, "test method")
     md = (tmp_path / "x.md").read_text()
@@ -124,3 +128,26 @@ def test_every_family_has_one_method_and_every_report_is_labelled(tmp_path):
     assert json.loads((tmp_path / "x.json").read_text())["kind"] == "PREDICTION"
     with pytest.raises(ValueError):
         gpu_model.write(tmp_path, "y", ["# rates"], None, prov, "m")  # a title that hides it
+
+
+@pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
+def test_bls_aggregate_counts_follow_the_shapes_launches():
+    """The counts the ``products`` method prices: per FastAggregateVerify item two Miller-loop
+    pairs and one final exponentiation whatever its key count, its Fp products growing by
+    the same amount per key; AggregateVerify n + 1 pairs; the RLC batch one final
+    exponentiation per group and fewer Fp products than single verifies; all verdicts true."""
+    from scripts.lib.gpu_model import bls_aggregate
+
+    rows = bls_aggregate.shape_counts(fast_keys=(1, 3, 5), aggregate_pairs=(1, 3), rlc_items=8)
+    assert all(r["ok"] for r in rows)
+    loops, pairs, finals, fp = ("ZV_OP_BLS_MILLER_LOOP", "ZV_OP_BLS_MILLER_PAIR", "ZV_OP_BLS_FINAL_EXP",
+                                "ZV_OP_BLS_FP_MUL")
+    fast = [r["counts"] for r in rows if r["shape"] == "FastAggregateVerify"]
+    assert all(c[pairs] == 2 and c[finals] == 1 for c in fast)
+    per_key = [(b[fp] - a[fp]) / 2 for a, b in zip(fast, fast[1:])]
+    assert per_key[0] > 1000 and abs(per_key[1] - per_key[0]) / per_key[0] < 0.05
+    agg = {r["keys"]: r["counts"] for r in rows if r["shape"] == "AggregateVerify"}
+    assert agg[1][pairs] == 2 and agg[3][pairs] == agg[3][loops] == 4 and agg[3][finals] == 1
+    rlc, single = rows[-2]["counts"], rows[-1]["counts"]
+    assert rlc[finals] == 1 / 8 and rlc[pairs] == 9 / 8 and single[finals] == 1 and single[pairs] == 2
+    assert rlc[fp] < single[fp]

@@ -171,6 +171,23 @@ def test_the_samples_reach_what_the_issue_asks():
     assert {1, 2, 3, 1023, 1024} <= {n for n, _ in full.trees}
 
 
+def test_the_bls_aggregate_family_is_in_the_full_sample_only_and_its_sample_has_both_verdicts():
+    """The aggregate kernels' family: in the full sample (not CI's: a pairing takes tens of
+    seconds under the simulator), taken by --families; its items give both verdicts, the
+    eth variant's empty case true, the tree more than two rounds, and an RLC batch whose
+    second group fails."""
+    from app.engine.reference import bls_aggregate
+    from app.engine.reference.reference import verify_bls12_381
+
+    assert "bls12-381-aggregate" in check.families(check.FULL)
+    assert "bls12-381-aggregate" not in check.families(check.CI)
+    assert "bls12-381-aggregate" in check.known_families()
+    items, rlc = check.aggregate_sample()
+    assert [bls_aggregate.verify_item(it) for it in items] == [True, False, False, True, False, True]
+    assert max(len(it.public_keys) for it in items) > 4  # three rounds of the key sum
+    assert [verify_bls12_381(it.public_key, it.message, it.signature) for it in rlc] == [True, True, False]
+
+
 # ------------------------------------------------------------------ under the simulator
 @pytest.fixture(scope="module")
 def sim():

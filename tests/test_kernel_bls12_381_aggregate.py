@@ -27,7 +27,7 @@ from app.engine.device.hostlib import HostDevice
 from app.engine.device.registry import BLS_AGGREGATE, VERIFY_KERNELS
 from app.engine.reference import bls_aggregate, kat
 from app.engine.reference.reference import bls_hash, verify_bls12_381
-from scripts.lib.agreement.bls12_381_aggregate import Signers, labelled_aggregates
+from scripts.lib.agreement.bls12_381_aggregate import IDENTITY_PK, Signers, labelled_aggregates
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
 
@@ -57,6 +57,79 @@ def test_aggregates_agree_with_the_reference(dev):
     assert 0.1 < want.mean() < 0.6  # both verdicts well represented
     # The variants differ exactly on no keys + the infinity signature.
     assert any(it.variant == "eth" and not it.public_keys and v for it, v in zip(items, got))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_key_sum_rounds_are_a_tree_with_no_conflict_in_a_round(seed):
+    """The host side of the parallel key sum: integers summed by the rounds' (dst, src) pairs
+    end with each range's sum in its first row, no row is both written and read in one
+    round, and an n-key range takes ceil(log2 n) rounds (one when n ≤ 2)."""
+    rng = random.Random(seed)
+    ranges, at = [], 0
+    for _ in range(rng.randrange(1, 12)):
+        at += rng.randrange(0, 3)  # gaps: keys of other items between
+        n = rng.choice([0, 1, 2, 3, 5, 8, 64, 65, rng.randrange(1, 300)])
+        ranges.append((at, at + n))
+        at += n
+    values = [rng.randrange(1 << 40) for _ in range(at)]
+    sums = [None] * at
+    rounds = ops.key_sum_rounds(ranges)
+    none = 2**64 - 1
+    for k, (dst, src) in enumerate(rounds):
+        written, read = set(dst.tolist()), {x for x in src.tolist() if x != none}
+        assert not written & read and len(written) == len(dst)
+        for d, f in zip(dst.tolist(), src.tolist()):
+            if k == 0:
+                sums[d] = values[d] + (values[f] if f != none else 0)
+            else:
+                assert f != none
+                sums[d] += sums[f]
+    for lo, hi in ranges:
+        if hi > lo:
+            assert sums[lo] == sum(values[lo:hi])
+    longest = max(hi - lo for lo, hi in ranges)
+    assert len(rounds) == (0 if longest == 0 else max(1, (longest - 1).bit_length()))
+
+
+def test_wide_fast_aggregates_sum_their_keys_as_a_tree(dev):
+    """FastAggregateVerify of 2..70 keys, with duplicate keys and keys that cancel placed so
+    they meet in the tree's first and later rounds (P + P doubles, P + (−P) is the identity),
+    the identity key at the last (unpaired) position, and a wrong key deep in the tree; every
+    verdict equal to the CPU reference's, both variants."""
+    s = Signers("wide-fast")
+    m = s.rng.randbytes(32)
+    sks = [s.key() for _ in range(70)]
+    pks = [s.pk(k) for k in sks]
+    items: list[AggregateItem] = []
+    for n in (2, 3, 7, 8, 9, 33, 64, 70):
+        items.append(AggregateItem("fast_aggregate", tuple(pks[:n]), (m,), s.sig([(k, m) for k in sks[:n]])))
+    # duplicates meeting at round 0 (positions 0, 1) and at round 3 (positions 0, 8)
+    for j in (1, 8):
+        keys = pks[:16]
+        keys = keys[:j] + [pks[0]] + keys[j + 1:]
+        signers = sks[:16]
+        signers = signers[:j] + [sks[0]] + signers[j + 1:]
+        items.append(AggregateItem("fast_aggregate", tuple(keys), (m,), s.sig([(k, m) for k in signers])))
+    # P and −P meeting at round 0 and at round 2; the rest of the set signs
+    for j in (1, 4):
+        keys = pks[:9]
+        keys = keys[:j] + [s.neg_pk(sks[0])] + keys[j + 1:]
+        rest = [k for i, k in enumerate(sks[:9]) if i not in (0, j)]
+        items.append(AggregateItem("fast_aggregate", tuple(keys), (m,), s.sig([(k, m) for k in rest])))
+    # every key cancelled: 4 keys P, −P, Q, −Q sum to the identity -> false
+    items.append(AggregateItem("fast_aggregate", (pks[0], s.neg_pk(sks[0]), pks[1], s.neg_pk(sks[1])), (m,),
+                               G2_INFINITY))
+    # the identity key at the last position (a key without a partner in round 0)
+    items.append(AggregateItem("fast_aggregate", tuple(pks[:8]) + (IDENTITY_PK,), (m,),
+                               s.sig([(k, m) for k in sks[:8]])))
+    # a wrong key deep in the tree
+    items.append(AggregateItem("fast_aggregate", tuple(pks[:40]) + (s.pk(s.key()),) + tuple(pks[41:64]), (m,),
+                               s.sig([(k, m) for k in sks[:64]])))
+    items += [AggregateItem(it.mode, it.public_keys, it.messages, it.signature, "eth") for it in items]
+    got = ops.verify_aggregates(dev, items)
+    want = np.array([bls_aggregate.verify_item(it) for it in items])
+    assert got.tolist() == want.tolist()
+    assert want.sum() == 2 * (8 + 2 + 2)  # the valid sets, duplicates and cancelled pairs verify
 
 
 def test_py_ecc_oracle_on_the_shapes():

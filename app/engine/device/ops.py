@@ -271,7 +271,7 @@ AGG_MODES = {("fast_aggregate", "ietf"): 1, ("aggregate", "ietf"): 2, ("fast_agg
 _NONE = np.uint64(2**64 - 1)
 #: Bit of a point index naming the second buffer of its kind (zv_bls_agg_miller).
 _SECOND = 1 << 63
-_G1_ROW, _G2_ROW, _FP12_ROW = 96, 192, 576
+_G1_ROW, _G2_ROW, _FP12_ROW, _G1_JAC_ROW = 96, 192, 576, 144
 #: Threads per block of the BLS launches: the pairing code wants 255 registers per thread
 #: (bls12_381.cuh), so blocks stay small, as the single verify's (registry, block 64).
 BLS_BLOCK = 64
@@ -301,11 +301,44 @@ def _pairings(dev: Device, g1a: Any, g1b: Any, g2a: Any, g2b: Any, p_idx: list, 
     return dev.get(out, n_final)
 
 
+def key_sum_rounds(ranges: Sequence[tuple[int, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The launches of zv_bls_agg_key_sum that sum each range ``lo .. hi`` of key rows into
+    row ``lo`` as a tree: per round k (stride s = 2^k) ``(dst, src)``, ``uint64[m]`` each, for
+    every key j of a range with (j − lo) a multiple of 2s and src = j + s where that is < hi;
+    round 0 also lists the keys without a partner (src = 2^64 − 1: copied), later rounds only
+    pairs.  ceil(log2 n) rounds for the longest range of n keys (one round when n ≤ 2), so an
+    item of 2,048 keys takes 11 rounds of one G1 addition per thread, not 2,047 additions in
+    one thread.  Empty ranges are skipped; none at all gives no rounds."""
+    ranges = [(lo, hi) for lo, hi in ranges if hi > lo]
+    if not ranges:
+        return []
+    los = np.array([lo for lo, _ in ranges], dtype=np.int64)
+    lens = np.array([hi - lo for lo, hi in ranges], dtype=np.int64)
+    base = np.repeat(los, lens)
+    offset = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+    end = base + np.repeat(lens, lens)
+    key = base + offset
+    rounds = []
+    stride = 1
+    while stride == 1 or stride < int(lens.max()):
+        lead = offset % (2 * stride) == 0
+        dst, src = key[lead], key[lead] + stride
+        has = src < end[lead]
+        if stride == 1:
+            src_u = np.where(has, src, -1).astype(np.int64).view(np.uint64)
+            rounds.append((dst.astype(np.uint64), np.ascontiguousarray(src_u)))
+        else:
+            rounds.append((dst[has].astype(np.uint64), src[has].astype(np.uint64)))
+        stride *= 2
+    return rounds
+
+
 def verify_aggregates(dev: Device, items: Sequence[Any]) -> np.ndarray:
     """Verdicts (``bool[N]``, input order) of BLS12-381 aggregate items
     (:class:`app.core.batch.AggregateItem`) on ``dev``, by the launches of
     bls12_381_aggregate.cu: KeyValidate per key, hash_to_G2 per message, the per-item rules,
-    one Miller loop per pair, per item the product and one final exponentiation.
+    each fast item's key sum as a tree (:func:`key_sum_rounds`), one Miller loop per pair, per
+    item the product and one final exponentiation.
 
     Semantics are those of :func:`app.engine.reference.bls_aggregate.verify_item`
     (FastAggregateVerify, draft-irtf-cfrg-bls-signature-04 §3.3.4, or the consensus specs'
@@ -326,6 +359,7 @@ def verify_aggregates(dev: Device, items: Sequence[Any]) -> np.ndarray:
     q_idx: list = []
     pair_item: list = []
     pair_off = [0]
+    fast_keys: list[tuple[int, int]] = []
     for i, it in enumerate(items):
         mode = AGG_MODES.get((it.mode, it.variant), 0)
         pks, ms = list(it.public_keys), list(it.messages)
@@ -342,6 +376,7 @@ def verify_aggregates(dev: Device, items: Sequence[Any]) -> np.ndarray:
                     p_idx += [k0 + j for j in range(len(pks))]
                     q_idx += [m0 + j for j in range(len(pks))]
                 else:
+                    fast_keys.append((k0, len(keys)))
                     msgs.append(bytes(ms[0]))
                     p_idx.append(_SECOND | i)  # the key sum, row i of the second G1 buffer
                     q_idx.append(m0)
@@ -356,12 +391,16 @@ def verify_aggregates(dev: Device, items: Sequence[Any]) -> np.ndarray:
     if n_keys:
         _launch(dev, "zv_bls_agg_key_validate", n_keys,
                 (dev.put(np.frombuffer(b"".join(keys), dtype=np.uint8)), np.uint64(n_keys), key_pts, key_ok))
+    key_sums = dev.alloc(_G1_JAC_ROW * max(1, n_keys))
+    for k, (dst, src) in enumerate(key_sum_rounds(fast_keys)):
+        _launch(dev, "zv_bls_agg_key_sum", len(dst), (key_pts, dev.put(dst), dev.put(src), np.uint64(len(dst)),
+                                                     np.uint32(k == 0), key_sums))
     hashes = dev.alloc(_G2_ROW * max(1, len(msgs)))
     if msgs:
         data, offsets = pack_messages(msgs)
         _launch(dev, "zv_bls_agg_hash", len(msgs), (dev.put(data), dev.put(offsets), np.uint64(len(msgs)), hashes))
     status, agg_pts, sig_pts = dev.alloc(n), dev.alloc(_G1_ROW * n), dev.alloc(_G2_ROW * n)
-    _launch(dev, "zv_bls_agg_items", n, (dev.put(modes), dev.put(_u64(key_off)), key_ok, key_pts, dev.put(sigs),
+    _launch(dev, "zv_bls_agg_items", n, (dev.put(modes), dev.put(_u64(key_off)), key_ok, key_sums, dev.put(sigs),
                                          np.uint64(n), status, agg_pts, sig_pts))
     return _pairings(dev, key_pts, agg_pts, hashes, sig_pts, p_idx, q_idx, pair_item, status,
                      np.asarray(pair_off), status, n).astype(bool)

@@ -128,8 +128,8 @@ MERKLE = KernelSource("merkle", HASHES_DIR)
 #: not a verify kernel of the contract's shape, chained by app/engine/device/ops.py instead.
 BLS_AGGREGATE = KernelSource("bls12_381_aggregate", SCHEMES_DIR)
 #: Its entry points, all of which must build for a backend to declare ``aggregates``.
-BLS_AGGREGATE_ENTRIES = ("zv_bls_agg_key_validate", "zv_bls_agg_hash", "zv_bls_agg_items", "zv_bls_agg_miller",
-                         "zv_bls_agg_final", "zv_bls_rlc_prepare", "zv_bls_rlc_group_sig")
+BLS_AGGREGATE_ENTRIES = ("zv_bls_agg_key_validate", "zv_bls_agg_key_sum", "zv_bls_agg_hash", "zv_bls_agg_items",
+                         "zv_bls_agg_miller", "zv_bls_agg_final", "zv_bls_rlc_prepare", "zv_bls_rlc_group_sig")
 
 #: Batch hash kernels of hash.cu: name -> (entry point, digest bytes; None = XOF, caller's length).
 HASH_KERNELS: dict[str, tuple[str, int | None]] = {

@@ -10,13 +10,18 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
-from app.core.batch import Batch, Item
+from app.core.batch import AggregateBatch, AggregateItem, Batch, Item
 from app.engine.backends.base import Backend
 from app.engine.verify.grouping import batch_of, group_items
 
 #: A crossover that is never reached.
 NEVER = 1 << 62
+#: The key of BLS12-381 aggregate requests in ``EngineConfig.crossover`` and on /v1/status: their
+#: crossover is counted in pairings, Σ (keys + 1) over a request's items (docs/bls-aggregate.md).
+AGGREGATES = "bls12-381-aggregates"
 
 
 def tiler(items: list[Item]):
@@ -31,10 +36,36 @@ def tiler(items: list[Item]):
     return tiled
 
 
-def measure(backend: Backend, tiled, budget: float, max_items: int = 1 << 16) -> tuple[float, float]:
-    """(fixed seconds, seconds per item) of ``backend``: the median of three one-item
+def pairings(work: AggregateBatch) -> int:
+    """The work of aggregate items, in the unit their crossover counts: Σ (keys + 1)."""
+    return sum(len(it.public_keys) + 1 for it in work.items)
+
+
+def aggregate_tiler(items: list[Item]) -> Callable[[int], AggregateBatch]:
+    """A function n -> :class:`AggregateBatch` of about n pairings (:func:`pairings`), cycling
+    through aggregate items made from valid ``bls12-381`` known answers: FastAggregateVerify of
+    one key and AggregateVerify of one pair, in turn (2 pairings each).  With one signer both
+    are CoreVerify of the item (draft-irtf-cfrg-bls-signature-04 §3.3.4, §2.9), so valid known
+    answers give valid aggregate items with nothing signed at start.  Raises ``ValueError``
+    when ``items`` holds no 48-byte key with a 96-byte signature."""
+    base = [it for it in items if it.scheme == "bls12-381" and len(it.public_key) == 48 and len(it.signature) == 96]
+    if not base:
+        raise ValueError("no bls12-381 items to make aggregate items from")
+    shapes = [AggregateItem(mode, (it.public_key,), (it.message,), it.signature)
+              for it in base for mode in ("fast_aggregate", "aggregate")]
+
+    def tiled(n: int) -> AggregateBatch:
+        return AggregateBatch(tuple(shapes[i % len(shapes)] for i in range(max(1, -(-n // 2)))))
+
+    return tiled
+
+
+def measure(backend: Backend, tiled, budget: float, max_items: int = 1 << 16,
+            units: Callable[[Any], int] = len) -> tuple[float, float]:
+    """(fixed seconds, seconds per unit) of ``backend``: the median of three one-item
     batches, then batches growing fourfold from 64 items until one takes a quarter of
-    ``budget`` seconds (or ``max_items``)."""
+    ``budget`` seconds (or ``max_items``).  A unit is an item, or what ``units`` counts in a
+    batch (:func:`pairings` for aggregate batches)."""
     one = tiled(1)
     backend.run(one)  # warm-up: builds, pools, caches
     times = []
@@ -52,8 +83,9 @@ def measure(backend: Backend, tiled, budget: float, max_items: int = 1 << 16) ->
         if tn >= budget / 4 or n >= max_items:
             break
         n *= 4
-    per_item = max((tn - t1) / (n - 1), tn / n / 100, 1e-12)
-    return max(t1 - per_item, 0.0), per_item
+    u1, un = units(one), units(batch)
+    per_item = max((tn - t1) / max(1, un - u1), tn / un / 100, 1e-12)
+    return max(t1 - u1 * per_item, 0.0), per_item
 
 
 def crossover(fixed_b: float, per_b: float, fixed_c: float, per_c: float) -> int | None:

@@ -14,7 +14,9 @@ the batch is re-run on the CPU, so a verdict never depends on which backend was 
 Crossover sizes: ``EngineConfig.crossover`` fixes them per scheme; otherwise, for backends
 that ask for it (the GPU), :meth:`Engine.calibrate` measures at start the fixed cost and the
 per-item cost of the backend and of the CPU per scheme, and the crossover is the smallest
-batch on which the backend is the faster (never, if it is not faster per item).
+batch on which the backend is the faster (never, if it is not faster per item).  BLS
+aggregate requests have a crossover of their own, in pairings (key
+``bls12-381-aggregates``; :meth:`Engine.aggregate_crossover`).
 
 Hybrid mode (``EngineConfig.hybrid``): a batch of at least ``hybrid_min`` items routed to an
 accelerated backend is split, the backend taking the share r_b / (r_b + r_cpu) of its items
@@ -215,6 +217,9 @@ class Engine:
             self.cpu = inject(self.cpu)
             self.backends = [inject(b) for b in self.backends[:-1]] + [self.cpu]
         self.routes: dict[str, SchemeRoute] = {s: SchemeRoute() for s in SCHEMES}
+        #: Crossover (in pairings) and rates (pairings per second) of BLS aggregate requests per
+        #: backend, measured apart from plain bls12-381 batches (:meth:`calibrate`).
+        self.aggregate_route = SchemeRoute()
         #: Per accelerated backend: "ready" when its Merkle kernels matched the CPU at start.
         self.merkle: dict[str, str] = {}
         self.stats = stats if stats is not None else Stats()
@@ -391,6 +396,43 @@ class Engine:
                 route.rates[self.cpu.name] = 1.0 / per_c
                 log.info("%s on %s: %.3g items/s vs cpu %.3g, crossover %s", scheme_id, backend.name,
                          1.0 / per_b, 1.0 / per_c, route.crossover[backend.name])
+            self._calibrate_aggregates(backend, answers)
+
+    def _calibrate_aggregates(self, backend: Backend, answers: dict[str, list[kat.KnownAnswer]]) -> None:
+        """Measure ``backend``'s and the CPU's cost of BLS aggregate requests per pairing
+        (calibrate.aggregate_tiler's items) and store their crossover and rates in
+        :attr:`aggregate_route`, where the backend declares aggregates and passed the
+        bls12-381 self-test.  A failed measurement leaves none: :meth:`aggregate_crossover`
+        then falls back to bls12-381's."""
+        if not (backend.capabilities().aggregates and self.routes["bls12-381"].selftest.get(backend.name)):
+            return
+        route = self.aggregate_route
+        try:
+            tiled = calibrate.aggregate_tiler([ka.item for ka in answers["bls12-381"] if ka.expected])
+            budget = self.config.calibrate_seconds
+            fixed_b, per_b = calibrate.measure(backend, tiled, budget, units=calibrate.pairings)
+            fixed_c, per_c = calibrate.measure(self.cpu, tiled, budget, units=calibrate.pairings)
+        except Exception as exc:
+            log.warning("calibration of aggregates on %s failed (%s): bls12-381's crossover applies",
+                        backend.name, exc)
+            return
+        route.crossover[backend.name] = calibrate.crossover(fixed_b, per_b, fixed_c, per_c)
+        route.rates[backend.name] = 1.0 / per_b
+        route.rates[self.cpu.name] = 1.0 / per_c
+        log.info("aggregates on %s: %.3g pairings/s vs cpu %.3g, crossover %s pairings", backend.name,
+                 1.0 / per_b, 1.0 / per_c, route.crossover[backend.name])
+
+    def aggregate_crossover(self, backend: Backend) -> int:
+        """Smallest aggregate request, in pairings (Σ keys + 1), that goes to ``backend``:
+        configured (``crossover["bls12-381-aggregates"]``), else measured at start, else
+        bls12-381's crossover (one pairing of an aggregate item costs about what one of a
+        single verify does)."""
+        if calibrate.AGGREGATES in self.config.crossover:
+            return self.config.crossover[calibrate.AGGREGATES]
+        if backend.name in self.aggregate_route.crossover:
+            measured = self.aggregate_route.crossover[backend.name]
+            return calibrate.NEVER if measured is None else measured
+        return self.crossover(backend, SCHEMES["bls12-381"])
 
     def crossover(self, backend: Backend, scheme: Scheme) -> int:
         """Smallest batch of ``scheme`` that goes to ``backend`` (configured, else measured,
@@ -586,14 +628,25 @@ class Engine:
                            backends=backends)
 
     def aggregate_backend(self, items: Sequence[AggregateItem]) -> Backend:
-        """The backend BLS aggregate ``items`` go to: the one :meth:`backend_for` picks for
-        ``bls12-381`` at the request's pairing count (Σ keys + 1 per item: one pairing check of
-        an aggregate item costs what that many single-verify pairings do, so the scheme's
-        self-test, forced backend and measured crossover decide), if it declares
-        ``aggregates``; else the CPU."""
-        pairs = sum(len(it.public_keys) + 1 for it in items)
-        b = self.backend_for(SCHEMES["bls12-381"], pairs)
-        return b if b is not self.cpu and b.capabilities().aggregates else self.cpu
+        """The backend BLS aggregate ``items`` go to: :meth:`aggregate_backend_for` their
+        pairing count (Σ keys + 1 over the items)."""
+        return self.aggregate_backend_for(calibrate.pairings(AggregateBatch(tuple(items))))
+
+    def aggregate_backend_for(self, pairs: int) -> Backend:
+        """The backend an aggregate request of ``pairs`` pairings goes to: a forced backend as
+        for ``bls12-381`` (:meth:`backend_for`); else the first accelerated backend that
+        declares ``aggregates``, passed the bls12-381 self-test and whose
+        :meth:`aggregate_crossover` ``pairs`` reaches; else the CPU (either way only a backend
+        that declares ``aggregates``)."""
+        bls = SCHEMES["bls12-381"]
+        if self.config.backend != "auto":
+            b = self.backend_for(bls, 1)
+            return b if b is not self.cpu and b.capabilities().aggregates else self.cpu
+        for b in self.accelerated:
+            if (b.capabilities().aggregates and self.routes[bls.id].selftest.get(b.name)
+                    and pairs >= self.aggregate_crossover(b)):
+                return b
+        return self.cpu
 
     def verify_aggregate(self, items: Sequence[AggregateItem]) -> ItemsResult:
         """Verify BLS aggregate items (FastAggregateVerify / AggregateVerify) on the backend

@@ -68,4 +68,11 @@ def engine_status(engine: Engine) -> dict[str, Any]:
                 "degraded_since": {b: iso(t) for b, t in r.degraded_since.items()}}
             for s, r in engine.routes.items()
         },
+        # BLS aggregate requests: crossover in pairings (keys + 1 per item), rates in pairings/s
+        calibrate.AGGREGATES: {
+            "backend": engine.aggregate_backend_for(1 << 30).name,
+            "crossover": {**_crossover_shown(engine.aggregate_route),
+                          **({"configured": cfg.crossover[calibrate.AGGREGATES]}
+                             if calibrate.AGGREGATES in cfg.crossover else {})},
+            "rates": {b: round(v, 1) for b, v in engine.aggregate_route.rates.items()}},
     }

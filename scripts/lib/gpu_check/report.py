@@ -145,6 +145,7 @@ def render(records: list[dict]) -> str:
             md.append(f"| {r['row']} | {r['items']} | {note or _rate(r.get('items_per_second'))} | "
                       f"{r.get('clock', '')} | {r.get('runs', '')} | {r.get('verdicts_ok', '')} | "
                       f"{r.get('root_ok', '')} |")
+    md += _bls_batches(records)
     md += _register_caps(records)
     md += _gpu_over_cpu(rates)
     for r in records:
@@ -182,6 +183,19 @@ def _measured_vs_predicted(records: list[dict]) -> list[str]:
                    f"{_rate(pipe.get('one_launch_items_per_second'))} | "
                    f"{_ratio(pipe.get('pipelined_items_per_second'), pipe.get('one_launch_items_per_second'))} |")
     return out
+
+
+def _bls_batches(records: list[dict]) -> list[str]:
+    """The ``bls`` records: what each checked BLS12-381 RLC batch did (groups, failed groups,
+    items whose verdict came from a single verify)."""
+    rows = [r for r in records if r.get("kind") == "bls"]
+    if not rows:
+        return []
+    md = ["", "## BLS12-381 batches by random linear combination", "",
+          "| batch | group | items | groups | failed groups | single verifies |", "|---|---:|---:|---:|---:|---:|"]
+    md += [f"| {r['batch']} | {r['group']} | {r['items']} | {r['groups']} | {r['failed_groups']} | {r['singles']} |"
+           for r in rows]
+    return md
 
 
 def _build_label(r: dict) -> str:

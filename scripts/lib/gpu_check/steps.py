@@ -12,6 +12,7 @@ fault or a hang is kept.  Every record has a ``kind``:
 - ``rate``: one timed batch: ``row`` (what ran), ``items``, ``seconds`` (median), ``runs``,
   ``items_per_second``, ``clock`` (``device`` events or ``wall``), and ``verdicts_ok`` /
   ``root_ok`` where the batch's results were checked;
+- ``bls``: what one BLS12-381 aggregate or RLC batch did (groups, failed groups, singles);
 - ``pipeline``: the pipelined path against the one-launch path on one batch;
 - ``engine``: the engine path (self-test, calibration, hybrid split, pool), or why skipped;
 - ``error``: what raised (the step then exits 1).
@@ -515,12 +516,119 @@ def step_engine(ctx: Context, scheme: str | None) -> None:
         rt.close()
 
 
+# ------------------------------------------------------------------ BLS12-381 aggregates and RLC batches
+def bls_records(ctx: Context, name: str) -> list:
+    """The prepared BLS known answers ``name`` (bls_aggregate / bls_rlc, scripts/prepare_gpu_check)."""
+    path = ctx.data / f"{name}.jsonl.gz"
+    return list(read_jsonl(path)) if path.is_file() else []
+
+
+def bls_entry_wave(ctx: Context, entry: str) -> int:
+    """Threads in one full wave of ``entry`` of bls12_381_aggregate.cu (one thread per key,
+    message, pair or item), from its registers as :func:`pipeline.wave` counts them."""
+    return pipeline.wave(ctx.dev, registry.VerifyKernel(registry.BLS_AGGREGATE, entry, ops.BLS_BLOCK))
+
+
+def _rlc_batches(kas: list) -> list[tuple[Batch, np.ndarray, list[str]]]:
+    """``kas`` as batches of one (key, signature length) each, with expected verdicts and ids;
+    items no batch takes (lengths the scheme refuses) are left out (the engine answers False)."""
+    out = []
+    for key, idx in group_items([ka.item for ka in kas]).items():
+        if key is not None:
+            out.append((batch_of(key, [kas[i].item for i in idx]), np.array([kas[i].expected for i in idx], dtype=bool),
+                        [kas[i].id for i in idx]))
+    return out
+
+
+def step_bls_check(ctx: Context, scheme: str | None) -> None:
+    """The aggregate kernels' verdicts on every prepared aggregate item (both variants)
+    against the CPU reference's, then RLC batches (valid and invalid items shuffled, groups of
+    64 and of 4; and all valid, which must fail no group) against single CoreVerify's."""
+    for entry in registry.BLS_AGGREGATE_ENTRIES:
+        build(ctx, registry.BLS_AGGREGATE, entry)
+    kas = [ka for ka in bls_records(ctx, "bls_aggregate") if ka.source != "gpu_check/timing"]
+    if not kas:
+        emit({"kind": "error", "error": "no bls_aggregate.jsonl.gz: run scripts/prepare_gpu_check with bls12-381"})
+        sys.exit(1)
+    got = ops.verify_aggregates(ctx.dev, [ka.item for ka in kas])
+    want = np.array([ka.expected for ka in kas], dtype=bool)
+    bad = np.flatnonzero(got != want)
+    for variant in ("ietf", "eth"):
+        sel = [i for i, ka in enumerate(kas) if ka.item.variant == variant]
+        emit({"kind": "check", "what": "bls aggregates", "scheme": f"bls12-381 ({variant})", "checked": len(sel),
+              "failed": int(np.count_nonzero(got[sel] != want[sel])), "true": int(np.count_nonzero(want[sel])),
+              "failures": [kas[i].id for i in bad if kas[i].item.variant == variant][:20]})
+    kernel = kernel_of("bls12-381")
+    rlc = bls_records(ctx, "bls_rlc")
+    if kernel is None or not rlc:
+        emit({"kind": "error", "error": "no bls12-381 kernel or no bls_rlc.jsonl.gz"})
+        sys.exit(1)
+    build(ctx, kernel.source, kernel.entry)
+    shuffled = list(rlc)
+    random.Random(40).shuffle(shuffled)  # invalid members at every position of the groups
+    valid = [ka for ka in rlc if ka.expected]
+    for label, kas_, group in (("mixed", shuffled, 64), ("mixed", shuffled, 4), ("valid", valid, 64)):
+        for batch, want_, ids in _rlc_batches(kas_):
+            verdicts, rep = ops.verify_bls_rlc(ctx.dev, kernel, batch, group=group)
+            wrong = np.flatnonzero(np.asarray(verdicts) != want_)
+            emit({"kind": "check", "what": f"bls rlc ({label}, groups of {group})", "scheme": "bls12-381",
+                  "checked": len(batch), "failed": len(wrong), "failures": [ids[j] for j in wrong[:20]]})
+            emit({"kind": "bls", "batch": label, "group": group, "items": len(batch), "groups": rep.groups,
+                  "failed_groups": rep.failed_groups, "singles": rep.singles})
+            if label == "valid":  # a group of valid items that fails would cost single verifies
+                emit({"kind": "check", "what": "bls rlc (valid): groups that fail", "scheme": "bls12-381",
+                      "checked": rep.groups, "failed": rep.failed_groups})
+
+
+def step_bls_time(ctx: Context, scheme: str | None) -> None:
+    """One saturating size of each aggregate shape (wall clock, host arrays in and verdicts
+    out, every verdict checked): FastAggregateVerify of the prepared wide item (two full waves
+    of per-key KeyValidate threads), AggregateVerify (two waves of Miller-loop threads), and a
+    bls12-381 batch by random linear combination against the single-verify kernel on the same
+    batch (two waves of the RLC per-item threads), side by side."""
+    timing = {ka.id: ka.item for ka in bls_records(ctx, "bls_aggregate") if ka.source == "gpu_check/timing"}
+    if not timing:
+        emit({"kind": "error", "error": "no timing items in bls_aggregate.jsonl.gz"})
+        sys.exit(1)
+    for name, item in sorted(timing.items()):
+        if item.mode == "fast_aggregate":
+            keys = len(item.public_keys)
+            n = -(-2 * bls_entry_wave(ctx, "zv_bls_agg_key_validate") // keys)
+            pairs = 2
+        else:
+            keys = pairs = len(item.public_keys) + 1
+            keys -= 1
+            n = -(-2 * bls_entry_wave(ctx, "zv_bls_agg_miller") // pairs)
+        n = max(1, min(n, ctx.max_items // max(1, keys)))
+        items = [item] * n
+        out: dict = {}
+        seconds, runs = median_time(ctx, lambda out=out, items=items: out.__setitem__(
+            "v", ops.verify_aggregates(ctx.dev, items)), wall=True)
+        rate(f"bls12-381 {name} (aggregate kernels, end to end)", n, seconds, runs, "wall",
+             verdicts_ok=bool(np.all(out["v"])), keys_per_item=keys, pairs_per_item=pairs,
+             keys_per_second=n * keys / seconds if seconds > 0 else None)
+    kernel, base = scheme_base(ctx, "bls12-381", valid_only=True)
+    wave = max(bls_entry_wave(ctx, "zv_bls_rlc_prepare"), pipeline.wave(ctx.dev, kernel))
+    n = max(2, min(ctx.max_items, 2 * wave))
+    batch = tile(base[0], n)
+    got: dict = {}
+    t_rlc, runs = median_time(ctx, lambda: got.__setitem__("r", ops.verify_bls_rlc(ctx.dev, kernel, batch)), wall=True)
+    verdicts, rep = got["r"]
+    rate("bls12-381 batch by RLC, groups of 64 (end to end)", n, t_rlc, runs, "wall",
+         verdicts_ok=bool(np.all(verdicts)), failed_groups=rep.failed_groups)
+    t_one, runs = median_time(ctx, lambda: got.__setitem__("s", ops.verify_batch(ctx.dev, kernel, batch)), wall=True,
+                              reps=runs)
+    rate("bls12-381 batch by single CoreVerify (end to end)", n, t_one, runs, "wall",
+         verdicts_ok=bool(np.all(got["s"])), rlc_speedup=t_one / t_rlc if t_rlc > 0 else None)
+
+
 #: Step name -> (function, whether it takes a scheme).
 STEPS: dict[str, tuple[Callable[[Context, Any], None], bool]] = {
     "env": (step_env, False), "device": (step_device, False), "hashes": (step_hashes, False),
     "check": (step_check, True), "time": (step_time, True), "big": (step_big, True), "caps": (step_caps, True),
     "sizes": (step_sizes, True), "msg-sizes": (step_msg_sizes, False), "hash-rates": (step_hash_rates, False),
-    "engine": (step_engine, False),
+    "engine": (step_engine, False), "bls-batch-check": (step_bls_check, False),
+    "bls-batch-time": (step_bls_time, False),
 }
 
 

@@ -14,7 +14,7 @@ import hashlib
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,8 @@ class Sample:
     trees: tuple[tuple[int, int], ...]
     hash_messages: int
     max_grid: int = 2
+    #: Families beyond the schemes' verify kernels (:data:`EXTRA_FAMILIES`).
+    extra: tuple[str, ...] = ()
 
 
 _ALL_SLH = tuple(s for s in SCHEMES if s.startswith("slh-dsa-"))
@@ -55,12 +57,14 @@ FULL = Sample(
     trees=((1, ops.TAIL_MAX), (2, ops.TAIL_MAX), (3, ops.TAIL_MAX), (1023, ops.TAIL_MAX), (1024, ops.TAIL_MAX),
            (1023, 64), (1024, 64)),
     hash_messages=300,
+    extra=("bls12-381-aggregate",),
 )
 #: What CI runs (.ci/run, under ten minutes on two cores with a cold cache): the shipped
 #: known answers of one set per family but BLS12-381 plus two warps of Ed25519 (the last
 #: partial), trees that take the tail alone and the levels then the tail, hash messages over
-#: two blocks.  BLS12-381 is left to the full sample: its PTX alone costs about three
-#: minutes of NVRTC and ptxas on a cold cache, and a verify 50 s under the simulator.
+#: two blocks.  BLS12-381 and its aggregate shapes are left to the full sample: its PTX alone
+#: costs about three minutes of NVRTC and ptxas on a cold cache, and a verify 50 s under the
+#: simulator.
 CI = Sample(
     "ci",
     generated={"ed25519": (30, 29)},
@@ -204,15 +208,85 @@ def check_scheme(make: Callable[[], SimDevice], sample: Sample, scheme: str) -> 
     return _measured(res, dev, t0)
 
 
+def aggregate_sample() -> tuple[list, list]:
+    """The BLS12-381 aggregate family's items, small because a pairing takes tens of seconds
+    under the simulator: (aggregate items, bls12-381 items of one RLC batch).  Aggregates:
+    FastAggregateVerify of 5 keys (three rounds of the tree key sum, one key unpaired in the
+    first), the same with another signer's key in the middle, with the identity key, no keys
+    with the infinity signature under both variants (true only under ``eth``), AggregateVerify
+    of 2 pairs.  RLC: 2 valid items, then an invalid one (another message), in groups of 2, so
+    one group passes and the other fails and falls back to the single-verify kernel."""
+    from app.core.batch import G2_INFINITY, AggregateItem
+    from scripts.lib.agreement.bls12_381_aggregate import IDENTITY_PK, Signers
+
+    s = Signers("gpusim-aggregates")
+    sks = [s.key() for _ in range(5)]
+    pks = tuple(s.pk(k) for k in sks)
+    m = s.rng.randbytes(32)
+    fsig = s.sig([(k, m) for k in sks])
+    msgs = (s.rng.randbytes(32), s.rng.randbytes(32))
+    items = [AggregateItem("fast_aggregate", pks, (m,), fsig),
+             AggregateItem("fast_aggregate", pks[:2] + (s.pk(s.key()),) + pks[3:], (m,), fsig),
+             AggregateItem("fast_aggregate", pks[:2] + (IDENTITY_PK,), (m,), fsig),
+             AggregateItem("fast_aggregate", (), (m,), G2_INFINITY, "eth"),
+             AggregateItem("fast_aggregate", (), (m,), G2_INFINITY),
+             AggregateItem("aggregate", pks[:2], msgs, s.sig(list(zip(sks[:2], msgs))))]
+    valid = kat.sign_items("bls12-381", 3, seed=36, msg_len=32)
+    return items, [valid[0], valid[1], replace(valid[2], message=valid[2].message + b"!")]
+
+
+def check_bls_aggregates(make: Callable[[], SimDevice], sample: Sample) -> Result:
+    """bls12_381_aggregate.cu through :func:`ops.verify_aggregates` (KeyValidate per key, the
+    tree key sum, hash to G2, the per-item rules, Miller loops per pair, product and final
+    exponentiation) and :func:`ops.verify_bls_rlc` (groups of 2, a failed group verified by
+    the single-verify kernel), on :func:`aggregate_sample`; verdicts against the CPU
+    reference (app/engine/reference/bls_aggregate.py, reference.verify_bls12_381)."""
+    from app.core.batch import Batch
+    from app.engine.reference import bls_aggregate
+    from app.engine.reference.reference import verify_bls12_381
+
+    res = Result("bls12-381-aggregate", f"{registry.BLS_AGGREGATE.name}.cu: {len(registry.BLS_AGGREGATE_ENTRIES)} "
+                 "entry points, + zv_verify_bls12_381 for a failed RLC group")
+    dev, t0 = make(), time.perf_counter()
+    items, rlc = aggregate_sample()
+    want = [bls_aggregate.verify_item(it) for it in items]
+    got = ops.verify_aggregates(dev, items)
+    res.items += len(items)
+    for j in np.flatnonzero(got != np.array(want)):
+        res.disagree(f"aggregate item {j} ({items[j].mode}, {len(items[j].public_keys)} keys, {items[j].variant}): "
+                     f"device {bool(got[j])}, CPU {want[j]}")
+    batch = Batch.from_items(SCHEMES["bls12-381"], [it.public_key for it in rlc], [it.message for it in rlc],
+                             [it.signature for it in rlc])
+    want_rlc = [verify_bls12_381(it.public_key, it.message, it.signature) for it in rlc]
+    verdicts, report = ops.verify_bls_rlc(dev, registry.VERIFY_KERNELS["bls12-381"], batch, group=2)
+    res.items += len(rlc)
+    for j in np.flatnonzero(np.asarray(verdicts) != np.array(want_rlc)):
+        res.disagree(f"RLC item {j}: device {bool(verdicts[j])}, CPU {want_rlc[j]}")
+    if (report.groups, report.failed_groups, report.singles) != (2, 1, 1):
+        res.disagree(f"RLC groups {report.groups}, failed {report.failed_groups}, singles {report.singles} "
+                     "(expected 2, 1, 1)")
+    res.notes.append(f"{len(items)} aggregate items ({sum(want)} valid; FastAggregateVerify of 5 keys: 3 tree "
+                     f"rounds), an RLC batch of {len(rlc)} in groups of 2 (one failed, verified alone); block "
+                     f"{ops.BLS_BLOCK}, grid ≤ {dev.max_grid}")
+    return _measured(res, dev, t0)
+
+
+#: Families that are not a scheme's verify kernel, and their checks.
+EXTRA_FAMILIES: dict[str, Callable[[Callable[[], SimDevice], Sample], Result]] = {
+    "bls12-381-aggregate": check_bls_aggregates,
+}
+
+
 def families(sample: Sample) -> list[str]:
     """The families a sample checks, cheapest first."""
-    return ["hash", "merkle", *sample.schemes]
+    return ["hash", "merkle", *sample.schemes, *sample.extra]
 
 
 def known_families() -> list[str]:
     """Every family ``scripts/gpusim --families`` takes: the hash and Merkle kernels, each
-    scheme with a device kernel, and the negative control."""
-    return ["hash", "merkle", *(s for s in SCHEMES if registry.verify_kernel(SCHEMES[s]) is not None), "control"]
+    scheme with a device kernel, the extra families and the negative control."""
+    return ["hash", "merkle", *(s for s in SCHEMES if registry.verify_kernel(SCHEMES[s]) is not None),
+            *EXTRA_FAMILIES, "control"]
 
 
 def run_family(family: str, sample: Sample, make: Callable[[], SimDevice]) -> Result:
@@ -222,6 +296,8 @@ def run_family(family: str, sample: Sample, make: Callable[[], SimDevice]) -> Re
             return check_hashes(make, sample)
         if family == "merkle":
             return check_merkle(make, sample)
+        if family in EXTRA_FAMILIES:
+            return EXTRA_FAMILIES[family](make, sample)
         return check_scheme(make, sample, family)
     except Exception as exc:  # the simulator's log tail is in the message
         return Result(family, "", error=f"{type(exc).__name__}: {exc}")

@@ -11,9 +11,11 @@
  *
  *   FastAggregateVerify (§3.3.4) and AggregateVerify (§2.9), items i, keys j, messages k:
  *     zv_bls_agg_key_validate   per key:     KeyValidate (§2.5) -> G1 row, ok      (parallel)
+ *     zv_bls_agg_key_sum        per pair of partial sums, ceil(log2 n) launches: the fast
+ *                                            items' key sums as a tree              (parallel)
  *     zv_bls_agg_hash           per message: H(m) = hash_to_G2 (RFC 9380) -> G2 row (parallel)
  *     zv_bls_agg_items          per item:    signature decoding, the rules that decide an item
- *                                            without a pairing, and (fast) the key sum
+ *                                            without a pairing, and (fast) ΣPK's identity check
  *     zv_bls_agg_miller         per pair:    f = f_(x,Q)(P) of one pair             (parallel)
  *     zv_bls_agg_final          per item:    Π f over its pairs, final exponentiation, == 1
  *   An item with n keys has its pairs: fast: (ΣPK, H(m)), (−G1, σ); aggregate: (PK_j, H(m_j))
@@ -31,7 +33,9 @@
  * Buffers between launches are canonical bytes, never in-memory structs, so host and device
  * builds agree on them and tests can read them: a G1 row is x ‖ y (96 bytes big-endian), a
  * G2 row x.c0 ‖ x.c1 ‖ y.c0 ‖ y.c1 (192 bytes); an all-zero row is the point at infinity
- * (no curve point has x = y = 0, since b ≠ 0).  An Fp12 row is its 12 Fp coefficients in
+ * (no curve point has x = y = 0, since b ≠ 0).  A Jacobian G1 row (a partial key sum) is
+ * X ‖ Y ‖ Z (144 bytes), Z = 0 the point at infinity: sums stay projective between the rounds
+ * of the tree, so a round costs one addition and no inversion.  An Fp12 row is its 12 Fp coefficients in
  * tower order (576 bytes, bls12_381.cu's hook layout).  The conversions cost one Montgomery
  * product per coordinate, nothing beside a Miller loop.
  *
@@ -43,6 +47,7 @@
 
 #define ZV_BLS_G1_ROW 96
 #define ZV_BLS_G2_ROW 192
+#define ZV_BLS_G1_JAC_ROW 144
 #define ZV_BLS_FP12_ROW 576
 /* A pair index or item index meaning "none": the −G1 generator as P, or a pair that belongs
  * to no item (a group's signature pair, always computed). */
@@ -94,6 +99,18 @@ ZV_HD void zv_bls_g2_row_in(zv_g2_affine *a, const zv_u8 *in) {
     a->infinity = zv_fp2_is_zero(&a->x) & zv_fp2_is_zero(&a->y);
 }
 
+ZV_HD void zv_bls_g1_jac_row_out(zv_u8 *out, const zv_g1_jac *a) {
+    zv_fp_to_be48(out, &a->x);
+    zv_fp_to_be48(out + 48, &a->y);
+    zv_fp_to_be48(out + 96, &a->z);
+}
+
+ZV_HD void zv_bls_g1_jac_row_in(zv_g1_jac *a, const zv_u8 *in) {
+    int ok = zv_fp_from_be48(&a->x, in) & zv_fp_from_be48(&a->y, in + 48) & zv_fp_from_be48(&a->z, in + 96);
+    ZV_CHECK(ok);
+    (void)ok;
+}
+
 ZV_HD void zv_bls_fp12_row_out(zv_u8 *out, const zv_fp12 *a) {
     const zv_fp *v = &a->c0.c0.c0; /* zv_fp12 is 12 consecutive zv_fp in tower order */
     for (int i = 0; i < 12; i++) zv_fp_to_be48(out + 48 * i, &v[i]);
@@ -127,6 +144,41 @@ ZV_KERNEL void zv_bls_agg_key_validate(const zv_u8 *keys, zv_u64 n, zv_u8 *point
     }
 }
 
+/* One round of the fast items' key sums, a tree over each item's key rows: n (dst[t], src[t])
+ * pairs, each summing partial sum src[t] into partial sum dst[t] (sums: Jacobian rows indexed
+ * like the keys).  The host (app/engine/device/ops.py, key_sum_rounds) gives, in round k with
+ * stride s = 2^k, every key j of an item with keys lo..hi−1 where (j − lo) is a multiple of
+ * 2s, and src = j + s where that is < hi: after ceil(log2 n) rounds, sums[lo] = ΣPK_j.  No
+ * row a round reads as src is written in that round (src − lo is an odd multiple of s), and
+ * rounds are separate launches, so no thread waits for another.  Round 0 (first = 1) reads
+ * the affine key rows (a mixed addition) and also copies the keys without a partner
+ * (src = ZV_BLS_NONE), so every item's lo row is written.  Each key was decoded and
+ * subgroup-checked by its own thread (zv_bls_agg_key_validate); an invalid key's row is the
+ * point at infinity and its item is decided false by zv_bls_agg_items whatever the sum. */
+ZV_KERNEL void zv_bls_agg_key_sum(const zv_u8 *key_points, const zv_u64 *dst, const zv_u64 *src, zv_u64 n,
+                                  zv_u32 first, zv_u8 *sums) {
+    ZV_FOR_EACH(t, n) {
+        zv_u64 d = dst[t], from = src[t];
+        zv_g1_jac acc;
+        if (first) {
+            zv_g1_affine k;
+            zv_bls_g1_row_in(&k, key_points + ZV_BLS_G1_ROW * d);
+            zv_g1_from_affine(&acc, &k);
+            if (from != ZV_BLS_NONE) {
+                zv_bls_g1_row_in(&k, key_points + ZV_BLS_G1_ROW * from);
+                zv_g1_add_affine(&acc, &acc, &k);
+            }
+        } else {
+            zv_g1_jac other;
+            ZV_CHECK(from != ZV_BLS_NONE);
+            zv_bls_g1_jac_row_in(&acc, sums + ZV_BLS_G1_JAC_ROW * d);
+            zv_bls_g1_jac_row_in(&other, sums + ZV_BLS_G1_JAC_ROW * from);
+            zv_g1_add(&acc, &acc, &other); /* complete: P + P doubles, P + (−P) is infinity */
+        }
+        zv_bls_g1_jac_row_out(sums + ZV_BLS_G1_JAC_ROW * d, &acc);
+    }
+}
+
 /* H(m_k) = hash_to_G2(m_k) under the POP DST for n messages (msgs[offsets[k] .. offsets[k+1]),
  * the kernel contract's layout) -> G2 rows. */
 ZV_KERNEL void zv_bls_agg_hash(const zv_u8 *msgs, const zv_u64 *offsets, zv_u64 n, zv_u8 *points) {
@@ -143,14 +195,15 @@ ZV_KERNEL void zv_bls_agg_hash(const zv_u8 *msgs, const zv_u64 *offsets, zv_u64 
 /* The rules that decide an aggregate item without a pairing, for n items:
  *   modes[i]      ZV_BLS_AGG_*; key_off[i] .. key_off[i+1] its keys' rows in key_points/key_ok;
  *   sigs[i]       96-byte signature.
- * Writes status[i] (see the header), sig_points[i] (σ's G2 row) and, for the fast modes,
- * agg_points[i] (ΣPK_j's G1 row).  In order (draft-04 §3.3.4, §2.9; consensus specs altair
+ * key_sums[key_off[i]] is ΣPK_j of a fast item (zv_bls_agg_key_sum's rounds; not read for
+ * the other modes).  Writes status[i] (see the header), sig_points[i] (σ's G2 row) and, for
+ * the fast modes, agg_points[i] (ΣPK_j's affine G1 row).  In order (draft-04 §3.3.4, §2.9; consensus specs altair
  * eth_fast_aggregate_verify):
  *   eth variant with no keys and σ's bytes == G2_POINT_AT_INFINITY -> true;
  *   no keys, or any key failing KeyValidate, or σ not decoding (subgroup-checked) -> false;
  *   fast: ΣPK_j the identity -> false (CoreVerify's KeyValidate of the aggregate key). */
 ZV_KERNEL void zv_bls_agg_items(const zv_u8 *modes, const zv_u64 *key_off, const zv_u8 *key_ok,
-                                const zv_u8 *key_points, const zv_u8 *sigs, zv_u64 n, zv_u8 *status,
+                                const zv_u8 *key_sums, const zv_u8 *sigs, zv_u64 n, zv_u8 *status,
                                 zv_u8 *agg_points, zv_u8 *sig_points) {
     ZV_FOR_EACH(i, n) {
         zv_u8 mode = modes[i];
@@ -165,20 +218,14 @@ ZV_KERNEL void zv_bls_agg_items(const zv_u8 *modes, const zv_u64 *key_off, const
             st = ZV_BLS_TRUE;
         } else if (mode != ZV_BLS_AGG_FALSE && mode <= ZV_BLS_AGG_FAST_ETH && hi > lo) {
             int good = 1;
+            /* one byte per key (KeyValidate ran one thread per key): no field work here */
             for (zv_u64 j = lo; j < hi && good; j++) good = key_ok[j];
             good = good && zv_bls_g2_decompress(&s, sig) == ZV_BLS_OK;
             if (good && mode != ZV_BLS_AGG_AGGREGATE) {
-                /* The key sum: each key is already decoded and subgroup-checked by its own
-                 * thread (the expensive part); the sum is one mixed addition per key. */
                 zv_g1_jac acc;
-                zv_jac_set_infinity<zv_fp, zv_g1_jac>(&acc);
-                for (zv_u64 j = lo; j < hi; j++) {
-                    zv_g1_affine k;
-                    zv_bls_g1_row_in(&k, key_points + ZV_BLS_G1_ROW * j);
-                    zv_g1_add_affine(&acc, &acc, &k);
-                }
+                zv_bls_g1_jac_row_in(&acc, key_sums + ZV_BLS_G1_JAC_ROW * lo);
                 zv_g1_to_affine(&agg, &acc);
-                good = !agg.infinity;
+                good = !agg.infinity; /* CoreVerify's KeyValidate of the aggregate key */
             }
             st = good ? ZV_BLS_PENDING : 0;
         }
@@ -266,11 +313,14 @@ ZV_KERNEL void zv_bls_rlc_prepare(const zv_u8 *pks, const zv_u8 *sigs, const zv_
         const zv_u32 k[2] = {(zv_u32)scalars[i], (zv_u32)(scalars[i] >> 32)};
         zv_g1_jac pj;
         zv_g2_jac sj;
+        /* The inline template, not the out-of-line zv_g1_mul/zv_g2_mul: NVRTC passes those
+         * their point as a .param struct and takes its address, a PTX move GPGPU-Sim cannot
+         * run (scripts/gpusim); the doublings and additions inside stay out of line. */
         zv_g1_from_affine(&pj, &a);
-        zv_g1_mul(&pj, &pj, k, 64);
+        zv_jac_mul<zv_fp, zv_g1_jac>(&pj, &pj, k, 64);
         zv_g1_to_affine(&a, &pj);
         zv_g2_from_affine(&sj, &s);
-        zv_g2_mul(&sj, &sj, k, 64);
+        zv_jac_mul<zv_fp2, zv_g2_jac>(&sj, &sj, k, 64);
         zv_g2_to_affine(&s, &sj);
         zv_bls_g1_row_out(scaled_pks + ZV_BLS_G1_ROW * i, &a);
         zv_bls_g2_row_out(scaled_sigs + ZV_BLS_G2_ROW * i, &s);
