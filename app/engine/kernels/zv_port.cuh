@@ -174,8 +174,8 @@ static int zv_count_serial = 0;
 #if ZV_CUDA_COMPILER
 #define ZV_BLOCK_RUN(lanes, stmt) do { stmt; } while (0)
 #else
-#include <ucontext.h>
-#include <stdlib.h>
+/* ucontext.h and stdlib.h come from the host build's command line (hostbuild.CXXFLAGS,
+ * -include): kernel sources never name a system header, since NVRTC has none. */
 #define ZV_HOST_FIBER_STACK (256u << 10) /* bytes per emulated thread (untouched pages cost nothing) */
 struct zv_host_block {
     ucontext_t sched;        /* the scheduler's context, to which a fiber yields */
@@ -371,6 +371,16 @@ ZV_HD void zv_block_batch_invert(T *z, T *prefix, int count, T *tops, T *tops_pr
         int lo = lane * run, len = count - lo < run ? count - lo : run;
         zv_unwind_inverses<T, MUL>(z + lo, prefix + lo, len, tops[lane]);
     }
+#endif
+}
+
+/* *p += v by several threads of a block on one shared word: atomicAdd on the GPU; in the
+ * host build the fibers of a block never interleave between barriers, so a plain add. */
+ZV_HD void zv_shared_add_i32(zv_i32 *p, zv_i32 v) {
+#if ZV_DEVICE_BUILD
+    atomicAdd(p, v);
+#else
+    *p += v;
 #endif
 }
 
