@@ -1,6 +1,8 @@
 /* ml_dsa.cu — the ML-DSA-44/65/87 verify entry points (kernel contract: zv_verify_<family>,
- * one per parameter set; registry.py maps scheme ids to them).  Semantics and the parallel
- * layout: ml_dsa.cuh.  One thread per signature; keys, signatures and messages are read in
+ * one per parameter set; registry.py maps scheme ids to them), in two kernels:
+ * zv_verify_ml_dsa_<level> (one thread per signature) and zv_verify_ml_dsa_block_<level> (one
+ * block of 128 threads per signature; registry.VERIFY_VARIANTS).  Semantics and the parallel
+ * layouts: ml_dsa.cuh.  Keys, signatures and messages are read in
  * place from the columnar batch (docs/architecture.md, "Batches and routing").  The batch's
  * one context string is passed to every item's verification, which takes a context per
  * call.  Batch options

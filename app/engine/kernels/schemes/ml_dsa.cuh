@@ -1,4 +1,5 @@
-/* ml_dsa.cuh — ML-DSA-44/65/87 signature verification (FIPS 204), shared by host and device.
+/* ml_dsa.cuh — ML-DSA-44/65/87 signature verification (FIPS 204), shared by host and device:
+ * one thread per signature (zv_mldsa_verify) or one block per signature (zv_mldsa_verify_block).
  *
  * Semantics: FIPS 204 Alg. 3 ML-DSA.Verify (the pure, "external" interface) over Alg. 8
  * ML-DSA.Verify_internal, exactly as OpenSSL 3.5 decides it (the CPU backend's reference,
@@ -33,7 +34,8 @@
  *     R^-1 of the pointwise products; output |a| < q, then lifted to [0, q) for Decompose.
  * Every bound above is checked with ZV_CHECK in host builds (zv_port.cuh).
  *
- * Parallel layout (GPU): one thread per signature, grid-stride over the batch (ZV_FOR_EACH).
+ * Parallel layout (GPU) of the thread kernel: one thread per signature, grid-stride over the
+ * batch (ZV_FOR_EACH).
  *   Why: about half the instructions are Keccak-f[1600] (ML-DSA-65: 30 SHAKE128 streams of 5
  *   permutations each for Â, plus 24 for tr, μ, c and c̃′, so 174 permutations, next to 18
  *   NTTs of 1024 butterflies; bench/results/ml_dsa_sass.md), and each SHAKE stream is
@@ -47,9 +49,9 @@
  *   (≤ 1 KiB) — 6 KiB (ML-DSA-44) to 11 KiB (ML-DSA-87) per thread.  Â is never stored:
  *   each coefficient is multiplied into the row accumulator as it leaves the sampler, and
  *   t1 is unpacked row by row, so memory does not grow with K·L.
- *   A warp-cooperative layout (one warp per signature: lanes across the K·L SHAKE128
- *   streams of ExpandA, across coefficients for the NTTs, polynomials in shared memory) is
- *   the known next step for throughput; it is not built here.
+ *   The other layout, one block of 128 threads per signature with the polynomials in shared
+ *   memory, is the block kernel at the end of this file ("one block per signature"); a
+ *   kernel backend runs whichever measures faster per parameter set (registry.VERIFY_VARIANTS).
  *   Registers and memory (nvcc 13.0, sm_90, bench/results/kernels_ptxas_ml_dsa.txt): 254
  *   registers and no spills uncapped (most registers serve the unrolled Keccak rounds), so 8
  *   warps per SM; a stack frame of 8.7 KiB (ML-DSA-44), 9.8 KiB (65), 12 KiB (87) per thread
