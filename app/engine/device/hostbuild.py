@@ -31,10 +31,11 @@ from app.core.errors import KernelBuildError
 #: fields/, curves/, hashes/, tables/ and schemes/.  Every build searches it for quoted
 #: includes, which name a header by its path from here ("fields/mont.cuh").
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
-#: The host-only headers of zv_port.cuh's block emulation (fibers: getcontext/swapcontext,
+#: The host-only headers of zv_port.cuh's block emulation (fibers: makecontext, _setjmp,
 #: malloc) are included here, so no kernel source names a system header (NVRTC has none).
 CXXFLAGS = ["-x", "c++", "-std=c++17", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing",
-            "-Wall", "-Wno-unused-function", "-include", "ucontext.h", "-include", "stdlib.h"]
+            "-Wall", "-Wno-unused-function", "-include", "ucontext.h", "-include", "setjmp.h",
+            "-include", "stdlib.h"]
 
 _lock = threading.Lock()
 _loaded: dict[Path, ctypes.CDLL] = {}

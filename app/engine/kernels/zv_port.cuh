@@ -161,7 +161,7 @@ static int zv_count_serial = 0;
  * the GPU it is stmt itself (the launch made the block: `lanes` threads per item,
  * registry.VerifyKernel.lanes).  In the host build the block is emulated with real
  * concurrency semantics (docs/kernels.md, "How the host build runs a block"): `lanes`
- * fibers (ucontext), each with its own stack and ZV_BLOCK_TID, all running stmt on one OS
+ * fibers, each with its own stack and ZV_BLOCK_TID, all running stmt on one OS
  * thread; ZV_SYNC() is a real barrier — a fiber reaching it switches out, and the scheduler
  * resumes the fibers in order, round by round, so every fiber has reached the barrier (or
  * ended) before any passes it.  Variables declared before ZV_BLOCK_RUN in the entry point
@@ -174,44 +174,65 @@ static int zv_count_serial = 0;
 #if ZV_CUDA_COMPILER
 #define ZV_BLOCK_RUN(lanes, stmt) do { stmt; } while (0)
 #else
-/* ucontext.h and stdlib.h come from the host build's command line (hostbuild.CXXFLAGS,
- * -include): kernel sources never name a system header, since NVRTC has none. */
+/* ucontext.h, setjmp.h and stdlib.h come from the host build's command line
+ * (hostbuild.CXXFLAGS, -include): kernel sources never name a system header, since NVRTC
+ * has none. */
 #define ZV_HOST_FIBER_STACK (256u << 10) /* bytes per emulated thread (untouched pages cost nothing) */
+/* A fiber starts once through setcontext (makecontext's entry, on its own stack); every later
+ * switch, both ways, is _setjmp/_longjmp, which saves and restores only the callee-saved
+ * registers and the stack pointer — no signal-mask system call, unlike swapcontext — so a
+ * barrier of 128 fibers costs microseconds.  A fiber never returns from its entry function:
+ * it jumps back to the scheduler when its body ends. */
 struct zv_host_block {
-    ucontext_t sched;        /* the scheduler's context, to which a fiber yields */
-    ucontext_t *fibers;
-    zv_u8 *done;             /* fiber i has returned */
+    jmp_buf sched;           /* the scheduler, to which a fiber yields */
+    jmp_buf *resume;         /* fiber i, suspended at a barrier */
+    ucontext_t *start;       /* fiber i's first entry */
+    zv_u8 *done;             /* fiber i has finished its body */
+    zv_u8 *started;
     void (*call)(void *);
     void *body;
 };
 static thread_local zv_host_block *zv_host_blk = 0;
 
-static void zv_host_sync() {
-    if (zv_host_blk) swapcontext(&zv_host_blk->fibers[zv_host_tid], &zv_host_blk->sched);
+/* Out of line, so that only this function is compiled for _setjmp's second return. */
+__attribute__((noinline)) static void zv_host_sync() {
+    zv_host_block *b = zv_host_blk;
+    if (b && !_setjmp(b->resume[zv_host_tid])) _longjmp(b->sched, 1);
 }
 
 static void zv_host_fiber_main() {
     zv_host_block *b = zv_host_blk;
     b->call(b->body);
-    b->done[zv_host_tid] = 1; /* then uc_link resumes the scheduler */
+    b->done[zv_host_tid] = 1;
+    _longjmp(b->sched, 1);
 }
 
 template <class F> static void zv_host_call(void *f) { (*(F *)f)(); }
+
+/* Resume fiber i until its next barrier or its end. */
+__attribute__((noinline)) static void zv_host_resume(zv_host_block *b, zv_u32 i) {
+    if (_setjmp(b->sched)) return;
+    if (b->started[i]) _longjmp(b->resume[i], 1);
+    b->started[i] = 1;
+    setcontext(&b->start[i]);
+}
 
 template <class F> static void zv_host_block_run(zv_u32 lanes, F body) {
     zv_host_block b;
     b.call = &zv_host_call<F>;
     b.body = &body;
-    b.fibers = (ucontext_t *)calloc(lanes, sizeof(ucontext_t));
+    b.resume = (jmp_buf *)calloc(lanes, sizeof(jmp_buf));
+    b.start = (ucontext_t *)calloc(lanes, sizeof(ucontext_t));
     b.done = (zv_u8 *)calloc(lanes, 1);
+    b.started = (zv_u8 *)calloc(lanes, 1);
     zv_u8 *stacks = (zv_u8 *)malloc((zv_u64)lanes * ZV_HOST_FIBER_STACK);
-    if (!b.fibers || !b.done || !stacks) abort(); /* out of memory: nothing sensible to return */
+    if (!b.resume || !b.start || !b.done || !b.started || !stacks) abort(); /* out of memory */
     for (zv_u32 i = 0; i < lanes; i++) {
-        getcontext(&b.fibers[i]);
-        b.fibers[i].uc_stack.ss_sp = stacks + (zv_u64)i * ZV_HOST_FIBER_STACK;
-        b.fibers[i].uc_stack.ss_size = ZV_HOST_FIBER_STACK;
-        b.fibers[i].uc_link = &b.sched;
-        makecontext(&b.fibers[i], zv_host_fiber_main, 0);
+        getcontext(&b.start[i]);
+        b.start[i].uc_stack.ss_sp = stacks + (zv_u64)i * ZV_HOST_FIBER_STACK;
+        b.start[i].uc_stack.ss_size = ZV_HOST_FIBER_STACK;
+        b.start[i].uc_link = 0; /* never returns (zv_host_fiber_main) */
+        makecontext(&b.start[i], zv_host_fiber_main, 0);
     }
     zv_host_block *outer = zv_host_blk;
     zv_u32 outer_tid = zv_host_tid, outer_n = zv_host_nthreads;
@@ -222,7 +243,7 @@ template <class F> static void zv_host_block_run(zv_u32 lanes, F body) {
         for (zv_u32 i = 0; i < lanes; i++) {
             if (b.done[i]) continue;
             zv_host_tid = i;
-            swapcontext(&b.sched, &b.fibers[i]);
+            zv_host_resume(&b, i);
             ended += b.done[i];
         }
         ZV_CHECK(ended == 0 || ended == live); /* all fibers end in the same phase */
@@ -232,8 +253,10 @@ template <class F> static void zv_host_block_run(zv_u32 lanes, F body) {
     zv_host_tid = outer_tid;
     zv_host_nthreads = outer_n;
     free(stacks);
+    free(b.started);
     free(b.done);
-    free(b.fibers);
+    free(b.start);
+    free(b.resume);
 }
 #define ZV_BLOCK_RUN(lanes, stmt) zv_host_block_run((zv_u32)(lanes), [&]() { stmt; })
 #endif
