@@ -100,9 +100,9 @@ def _block_barriers(src: str) -> list[int]:
 #: check's, whose writer is thread 0, and the one after ExpandA, whose late sums still add up
 #: mod q — the GPU could lose them to the race.)
 MUST_MATTER = ("zv_mldsa_sample_in_ball<P>(b->poly[L + K], ct);",
-               "zv_mldsa_ntt_butterfly(b->poly[x / HALF], len, (int)(x % HALF));",
+               "zv_mldsa_ntt_butterfly(b->poly[x / HALF], lg, (int)(x % HALF));",
                "b->poly[L + x / N][x % N]));\n    }",
-               "zv_mldsa_invntt_butterfly(b->acc[x / HALF], len, (int)(x % HALF));",
+               "zv_mldsa_invntt_butterfly(b->acc[x / HALF], lg, (int)(x % HALF));",
                "out[k] = (zv_u8)(bits >> (8 * k));\n    }")
 
 
@@ -158,8 +158,12 @@ def test_auto_offers_both_kernels_and_serves_with_the_thread_kernel_until_measur
 
 
 def test_a_forced_variant_serves_every_parameter_set_and_leaves_nothing_to_measure(items):
+    first = KernelHostBackend(kernel_variant="block")  # a batch before anything else asked
+    assert first.run(_batch(items)).verdicts.tolist() == [True] * 4 + [False]
+    assert first.variant("ml-dsa-44") == "block"
     b = KernelHostBackend(kernel_variant="block")
     assert b.capabilities().variants == {}
+    assert b.capabilities().device is not None and b.capabilities().device["kernel_variants"]["ml-dsa-44"] == "block"
     assert {lv: b.variant(f"ml-dsa-{lv}") for lv in (44, 65, 87)} == {44: "block", 65: "block", 87: "block"}
     assert b.info()["kernel_variants"]["ml-dsa-87"] == "block"
     assert b.run(_batch(items)).verdicts.tolist() == [True] * 4 + [False]

@@ -217,6 +217,7 @@ class KernelBackend(Backend):
             return self._merkle
 
     def _ready_kernel(self, scheme: Scheme) -> VerifyKernel:
+        self.variants()  # a forced kernel variant applies from the first batch on
         k = self.kernel(scheme)
         if k is None or scheme.id not in self.schemes():
             raise BackendUnavailable(f"{self.name} has no kernel for {scheme.id} "
@@ -247,10 +248,11 @@ class KernelBackend(Backend):
         every present kernel compiled) the first time it is asked."""
         with self._lock:
             if self._capabilities is None:
+                variants = self.variants()  # first: a forced variant shows in the device's description
                 self._capabilities = Capabilities(
                     schemes=self.availability(), commits=self.merkle_state(),
                     calibrate_at_start=self.calibrate_at_start, batch_items=self.batch_items(),
-                    aggregates=self.aggregates_state() == READY, device=self.info(), variants=self.variants())
+                    aggregates=self.aggregates_state() == READY, device=self.info(), variants=variants)
             return self._capabilities
 
     # ------------------------------------------------------------------ work

@@ -140,22 +140,24 @@ ZV_HD zv_i32 zv_mldsa_caddq(zv_i32 a) {
     return a + ((a >> 31) & ZV_MLDSA_Q);
 }
 
-/* One butterfly of the NTT's layer `len` (128, 64, ..., 1), b in [0, 128): the layer's
+/* One butterfly of the NTT's layer len = 2^lg (128, 64, ..., 1), b in [0, 128): the layer's
  * butterflies touch disjoint pairs, so they run in any order or at once (the block kernel
  * gives each its own thread).  Butterfly b belongs to group b / len, whose zeta is
- * ZETAS[128 / len + group] (Alg. 41's k counts the groups of all layers so far). */
-ZV_HD void zv_mldsa_ntt_butterfly(zv_i32 *a, int len, int b) {
-    int group = b / len, j = 2 * len * group + (b & (len - 1));
-    zv_i32 t = zv_mldsa_mont_mul(ZV_MLDSA_ZETAS[ZV_MLDSA_N / 2 / len + group], a[j + len]);
+ * ZETAS[128 / len + group] (Alg. 41's k counts the groups of all layers so far).  The
+ * layer is given by its logarithm so that the index arithmetic is shifts and masks, not a
+ * division by a run-time len. */
+ZV_HD void zv_mldsa_ntt_butterfly(zv_i32 *a, int lg, int b) {
+    int len = 1 << lg, group = b >> lg, j = (group << (lg + 1)) + (b & (len - 1));
+    zv_i32 t = zv_mldsa_mont_mul(ZV_MLDSA_ZETAS[(ZV_MLDSA_N / 2 >> lg) + group], a[j + len]);
     a[j + len] = a[j] - t;
     a[j] = a[j] + t;
 }
 
-/* One butterfly of NTT^-1's layer `len` (1, 2, ..., 128), b in [0, 128): Alg. 42 counts k
- * down from 256, so group g of layer len uses −ZETAS[256 / len − 1 − g]. */
-ZV_HD void zv_mldsa_invntt_butterfly(zv_i32 *a, int len, int b) {
-    int group = b / len, j = 2 * len * group + (b & (len - 1));
-    zv_i32 zeta = -ZV_MLDSA_ZETAS[ZV_MLDSA_N / len - 1 - group];
+/* One butterfly of NTT^-1's layer len = 2^lg (1, 2, ..., 128), b in [0, 128): Alg. 42 counts
+ * k down from 256, so group g of layer len uses −ZETAS[256 / len − 1 − g]. */
+ZV_HD void zv_mldsa_invntt_butterfly(zv_i32 *a, int lg, int b) {
+    int len = 1 << lg, group = b >> lg, j = (group << (lg + 1)) + (b & (len - 1));
+    zv_i32 zeta = -ZV_MLDSA_ZETAS[(ZV_MLDSA_N >> lg) - 1 - group];
     zv_i32 t = a[j];
     ZV_CHECK(t < 128 * ZV_MLDSA_Q && t > -128 * ZV_MLDSA_Q); /* < 2^(layer)·q */
     ZV_CHECK(a[j + len] < 128 * ZV_MLDSA_Q && a[j + len] > -128 * ZV_MLDSA_Q);
@@ -166,9 +168,9 @@ ZV_HD void zv_mldsa_invntt_butterfly(zv_i32 *a, int len, int b) {
 /* Alg. 41 NTT, in place.  Input |a| < q; output |a| < 9q (each layer adds < q). */
 ZV_HD void zv_mldsa_ntt(zv_i32 a[ZV_MLDSA_N]) {
     ZV_NO_UNROLL
-    for (int len = ZV_MLDSA_N / 2; len >= 1; len >>= 1) {
+    for (int lg = 7; lg >= 0; lg--) {
         ZV_NO_UNROLL
-        for (int b = 0; b < ZV_MLDSA_N / 2; b++) zv_mldsa_ntt_butterfly(a, len, b);
+        for (int b = 0; b < ZV_MLDSA_N / 2; b++) zv_mldsa_ntt_butterfly(a, lg, b);
     }
     for (int j = 0; j < ZV_MLDSA_N; j++) ZV_CHECK(a[j] < 9 * ZV_MLDSA_Q && a[j] > -9 * ZV_MLDSA_Q);
 }
@@ -177,9 +179,9 @@ ZV_HD void zv_mldsa_ntt(zv_i32 a[ZV_MLDSA_N]) {
  * the product by F, is zv_mldsa_mont_mul(ZV_MLDSA_INVNTT_F, ·) per coefficient. */
 ZV_HD void zv_mldsa_invntt_tomont(zv_i32 a[ZV_MLDSA_N]) {
     ZV_NO_UNROLL
-    for (int len = 1; len < ZV_MLDSA_N; len <<= 1) {
+    for (int lg = 0; lg <= 7; lg++) {
         ZV_NO_UNROLL
-        for (int b = 0; b < ZV_MLDSA_N / 2; b++) zv_mldsa_invntt_butterfly(a, len, b);
+        for (int b = 0; b < ZV_MLDSA_N / 2; b++) zv_mldsa_invntt_butterfly(a, lg, b);
     }
     for (int j = 0; j < ZV_MLDSA_N; j++) a[j] = zv_mldsa_mont_mul(ZV_MLDSA_INVNTT_F, a[j]);
 }
@@ -486,8 +488,8 @@ ZV_HD int zv_mldsa_verify_block(zv_mldsa_block<P> *b, const zv_u8 *pk, const zv_
     if (b->bad) return 0; /* uniform; `bad` is next written after the caller's closing barrier */
 
     ZV_NO_UNROLL
-    for (int len = HALF; len >= 1; len >>= 1) {
-        ZV_BLOCK_FOR(x, (L + K + 1) * HALF) zv_mldsa_ntt_butterfly(b->poly[x / HALF], len, (int)(x % HALF));
+    for (int lg = 7; lg >= 0; lg--) {
+        ZV_BLOCK_FOR(x, (L + K + 1) * HALF) zv_mldsa_ntt_butterfly(b->poly[x / HALF], lg, (int)(x % HALF));
         ZV_SYNC();
     }
 
@@ -517,8 +519,8 @@ ZV_HD int zv_mldsa_verify_block(zv_mldsa_block<P> *b, const zv_u8 *pk, const zv_
     ZV_SYNC();
 
     ZV_NO_UNROLL
-    for (int len = 1; len < N; len <<= 1) {
-        ZV_BLOCK_FOR(x, K * HALF) zv_mldsa_invntt_butterfly(b->acc[x / HALF], len, (int)(x % HALF));
+    for (int lg = 0; lg <= 7; lg++) {
+        ZV_BLOCK_FOR(x, K * HALF) zv_mldsa_invntt_butterfly(b->acc[x / HALF], lg, (int)(x % HALF));
         ZV_SYNC();
     }
 
