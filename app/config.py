@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     bls_batch: bool = Field(True, description=(
         "verify BLS12-381 batches on the CPU by random linear combination (same verdicts, "
         "faster from a few items up, bench/results/bls_batch.md); false: one CoreVerify per item"))
+    kernel_variant: str = Field("auto", pattern=r"^[a-z0-9_-]+$", description=(
+        "for schemes the GPU can verify with more than one kernel (ML-DSA: thread, one thread per "
+        "signature; block, one 128-thread block per signature): auto measures each at start and keeps "
+        "the fastest per parameter set; a variant name forces it (docs/kernels.md, ML-DSA)"))
     crossover: dict[str, int] = Field(default_factory=dict, description=(
         "fixed smallest batch per scheme id that goes to the GPU, as JSON ({\"ed25519\": 512}), and under "
         "\"bls12-381-aggregates\" the smallest BLS aggregate request, in pairings (keys + 1 per item); "

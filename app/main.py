@@ -108,7 +108,8 @@ def build_runtime(settings: Settings) -> Runtime:
     """The runtime of ``settings``: its pool, and an engine with the accelerated backends this
     host has."""
     backends = accelerated_backends(settings.backend, cuda_device=settings.cuda_device,
-                                    cuda_transfer=settings.cuda_transfer, chunk_items=settings.cuda_chunk_items,
+                                    cuda_transfer=settings.cuda_transfer, kernel_variant=settings.kernel_variant,
+                                    chunk_items=settings.cuda_chunk_items,
                                     waves=settings.cuda_waves, streams=settings.cuda_streams)
     return Runtime.open(engine_config(settings), pool_config(settings), backends=backends)
 

@@ -350,3 +350,50 @@ def test_a_wrong_bls_aggregate_answer_fails_the_check_and_names_the_item(bls_dat
     assert eth["failed"] == 1 and eth["failures"] == [flipped["id"]]
     ietf = next(r for r in recs if r.get("what") == "bls aggregates" and r["scheme"] == "bls12-381 (ietf)")
     assert ietf["failed"] == 0
+
+
+@pytest.fixture(scope="module")
+def ml_dsa_data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu_check_ml_dsa")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_gpu_check"), "--out", str(out),
+                           "--generated", "2", "--schemes", "ml-dsa-44", "--no-kernels", "--no-wheels"],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_the_variants_step_checks_both_ml_dsa_kernels_then_times_them_on_one_batch(bare, ml_dsa_data):
+    """scripts/gpu_check's ``variants:ml-dsa-44`` step on the host build: each kernel on the
+    scheme's vectors first (none failed), then both timed on the same batch, verdicts checked;
+    the report puts them side by side.  It is planned for every scheme with two kernels."""
+    from scripts.lib.gpu_check import journal as journal_mod
+    from scripts.lib.gpu_check import report
+
+    assert ("variants", "ml-dsa-44") in _plan(["ml-dsa-44", "ed25519"])
+    proc = gpu_check(bare, "--step", "variants", "--scheme", "ml-dsa-44", "--backend", "kernel-host",
+                     "--data", str(ml_dsa_data), "--max-log2", "6", "--reps", "1", "--step-seconds", "200")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    recs = [json.loads(line[len(journal_mod.MARK):]) for line in proc.stdout.splitlines()
+            if line.startswith(journal_mod.MARK)]
+    checks = {r["kernel_variant"]: r for r in recs if r["kind"] == "check"}
+    assert set(checks) == {"thread", "block"}
+    assert all(c["checked"] >= 4 and c["failed"] == 0 for c in checks.values())
+    rates = {r["kernel_variant"]: r for r in recs if r["kind"] == "rate"}
+    assert set(rates) == {"thread", "block"} and rates["thread"]["items"] == rates["block"]["items"] > 0
+    assert all(r["verdicts_ok"] for r in rates.values())
+    for r in recs:
+        r["step"] = "variants:ml-dsa-44"
+    md = "\n".join(report._kernel_variants(recs))
+    assert "## Kernel variants" in md and "| ml-dsa-44 | block |" in md and "| ml-dsa-44 | thread |" in md
+
+
+def _plan(schemes: list[str]) -> list[tuple[str, str | None]]:
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("gpu_check_script", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("gpu_check_script", loader)
+    assert spec is not None
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod.plan(schemes)

@@ -1,4 +1,6 @@
-"""The ML-DSA kernel (app/engine/kernels/schemes/ml_dsa.cu), host build, against OpenSSL.
+"""The ML-DSA kernels (app/engine/kernels/schemes/ml_dsa.cu), host build, against OpenSSL:
+the thread kernel (one thread per signature) and the block kernel (one block of 128 per
+signature, run by the host build as 128 fibers with real barriers), every test on both.
 
 Every verdict is compared with the CPU backend's reference,
 :func:`app.engine.reference.reference.make_verify_mldsa` (OpenSSL through ``cryptography``), on every
@@ -36,6 +38,7 @@ from tests.oracles.ml_dsa_model import kernel_verdicts, openssl_verdicts
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
 
 LEVELS = (44, 65, 87)
+KERNELS = ("thread", "block")
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +56,15 @@ def no_bound_failures(lib):
     assert hostbuild.verify_failures(lib) == before
 
 
-def assert_agrees(lib, items: list[Item]) -> list[bool]:
+@pytest.fixture(params=KERNELS)
+def kernel(request) -> str:
+    """Which of the two ML-DSA kernels a test runs."""
+    return request.param
+
+
+def assert_agrees(lib, items: list[Item], kernel: str) -> list[bool]:
     """The kernel's verdicts equal OpenSSL's on every item; returns them."""
-    got, want = kernel_verdicts(lib, items), openssl_verdicts(items)
+    got, want = kernel_verdicts(lib, items, kernel), openssl_verdicts(items)
     bad = [(i, items[i].scheme, len(items[i].context), want[i], got[i]) for i in range(len(items)) if got[i] != want[i]]
     assert not bad, f"{len(bad)} disagreements with OpenSSL, first: {bad[:5]}"
     return got
@@ -67,35 +76,35 @@ def signed(level: int, count: int, seed: int = 0, context: bytes = b"", msg_len:
 
 # ------------------------------------------------------------------ generated items
 @pytest.mark.parametrize("level", LEVELS)
-def test_valid_items_with_contexts_of_every_edge_length(lib, level):
+def test_valid_items_with_contexts_of_every_edge_length(lib, level, kernel):
     items = []
     for n, ctx_len in enumerate((0, 1, 254, 255)):
         items += signed(level, 2, seed=n, context=bytes(range(ctx_len)))
     items += signed(level, 2, seed=9, msg_len=0) + signed(level, 1, seed=10, msg_len=5000)
-    assert all(assert_agrees(lib, items))
+    assert all(assert_agrees(lib, items, kernel))
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_context_of_256_bytes_and_wrong_contexts_are_false(lib, level):
+def test_context_of_256_bytes_and_wrong_contexts_are_false(lib, level, kernel):
     [it] = signed(level, 1, seed=1, context=bytes(255))
     items = [replace(it, context=bytes(256)), replace(it, context=bytes(254)), replace(it, context=b"")]
-    assert assert_agrees(lib, items) == [False, False, False]
+    assert assert_agrees(lib, items, kernel) == [False, False, False]
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_wrong_lengths_are_false_and_read_nothing_past_the_item(lib, level):
+def test_wrong_lengths_are_false_and_read_nothing_past_the_item(lib, level, kernel):
     [it] = signed(level, 1, seed=2)
     items = [replace(it, public_key=it.public_key[:-1]), replace(it, public_key=it.public_key + b"\0"),
              replace(it, signature=it.signature[:-1]), replace(it, signature=it.signature + b"\0"),
              replace(it, public_key=b"", signature=b"")]
-    assert assert_agrees(lib, items) == [False] * len(items)
+    assert assert_agrees(lib, items, kernel) == [False] * len(items)
     # Another set's sizes under this set's entry point.
     other = signed(44 if level != 44 else 65, 1, seed=2)[0]
-    assert kernel_verdicts(lib, [replace(other, scheme=it.scheme)]) == [False]
+    assert kernel_verdicts(lib, [replace(other, scheme=it.scheme)], kernel) == [False]
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_every_mutant_kind_agrees_and_is_rejected(lib, level):
+def test_every_mutant_kind_agrees_and_is_rejected(lib, level, kernel):
     rng = random.Random(f"ml-dsa-mutants/{level}")
     base = signed(level, 6, seed=3, context=b"zapverify") + signed(level, 6, seed=4)
     items, kinds = [], []
@@ -103,13 +112,13 @@ def test_every_mutant_kind_agrees_and_is_rejected(lib, level):
         for it in base:
             items.append(m.mutant(it, kind, rng))
             kinds.append(kind)
-    got = assert_agrees(lib, items)
+    got = assert_agrees(lib, items, kernel)
     accepted = [k for k, v in zip(kinds, got) if v]
     assert not accepted, f"mutants accepted: {accepted}"
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_hint_encoding_checks_each_fail_on_their_own(lib, level):
+def test_hint_encoding_checks_each_fail_on_their_own(lib, level, kernel):
     """Each malformed hint differs from a valid signature only in y, and is rejected even
     though the rest of the signature is correct; a well-formed moved hint is rejected by c̃."""
     p = m.PARAMS[level]
@@ -120,11 +129,11 @@ def test_hint_encoding_checks_each_fail_on_their_own(lib, level):
         bad = m.mutant(it, kind, rng)
         assert bad.signature[:p.hint_offset] == it.signature[:p.hint_offset]
         assert bad.signature != it.signature
-        assert assert_agrees(lib, [it, bad]) == [True, False], kind
+        assert assert_agrees(lib, [it, bad], kernel) == [True, False], kind
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_z_norm_bound_is_exactly_gamma1_minus_beta(lib, level):
+def test_z_norm_bound_is_exactly_gamma1_minus_beta(lib, level, kernel):
     p = m.PARAMS[level]
     [it] = signed(level, 1, seed=6)
     sig = it.signature
@@ -133,16 +142,16 @@ def test_z_norm_bound_is_exactly_gamma1_minus_beta(lib, level):
     bound = p.gamma1 - p.beta
     for v in (bound - 1, bound, bound + 1, -(bound - 1), -bound, p.gamma1, -p.gamma1 + 1):
         bad = replace(it, signature=m.with_z_coefficient(sig, p, p.l - 1, 255, v))
-        assert assert_agrees(lib, [bad]) == [False], v
+        assert assert_agrees(lib, [bad], kernel) == [False], v
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_random_bit_flips_sample(lib, level):
+def test_random_bit_flips_sample(lib, level, kernel):
     rng = random.Random(f"flips/{level}")
     base = signed(level, 8, seed=7, context=b"\x01") + signed(level, 8, seed=8)
     items = [m.mutant(base[i % len(base)], rng.choice(["flip_pk", "flip_msg", "flip_sig", "flip_ctx"]), rng)
              for i in range(48)]
-    assert assert_agrees(lib, base + items) == [True] * len(base) + [False] * len(items)
+    assert assert_agrees(lib, base + items, kernel) == [True] * len(base) + [False] * len(items)
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -175,20 +184,20 @@ def wycheproof_items(root: Path, level: int) -> list[tuple[Item, bool, int]]:
     return out
 
 
-def check_wycheproof(lib, root: Path, level: int) -> int:
+def check_wycheproof(lib, root: Path, level: int, kernel: str = "thread") -> int:
     """Kernel == OpenSSL == Wycheproof's result on every vector of ``level``; returns the count."""
     cases = wycheproof_items(root, level)
-    got = assert_agrees(lib, [c[0] for c in cases])
+    got = assert_agrees(lib, [c[0] for c in cases], kernel)
     wrong = [tc for (_, want, tc), g in zip(cases, got) if g != want]
     assert not wrong, f"verdicts differ from Wycheproof's on tcId {wrong}"
     return len(cases)
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_wycheproof_vectors(lib, vectors_root, level):
+def test_wycheproof_vectors(lib, vectors_root, level, kernel):
     if not wycheproof_items(vectors_root, level):
         pytest.skip(f"mldsa_{level}_verify_test.json is absent")
-    assert check_wycheproof(lib, vectors_root, level) >= 100
+    assert check_wycheproof(lib, vectors_root, level, kernel) >= 100
 
 
 # ------------------------------------------------------------------ the pieces

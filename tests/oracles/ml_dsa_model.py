@@ -89,10 +89,14 @@ def buf(data: bytes) -> np.ndarray:
     return np.frombuffer(data + b"\0", np.uint8)
 
 
-def kernel_verdicts(lib, items: list[Item]) -> list[bool]:
-    """Verdicts of ``zv_verify_ml_dsa_<level>`` in the host library ``lib`` over ``items``
-    (ML-DSA items of any scheme, lengths and contexts): one call per (scheme, pk length,
-    sig length, context), the way the kernel contract passes a batch."""
+def kernel_verdicts(lib, items: list[Item], kernel: str = "thread") -> list[bool]:
+    """Verdicts of ``zv_verify_ml_dsa_<level>`` (``kernel="thread"``) or
+    ``zv_verify_ml_dsa_block_<level>`` (``"block"``, one block per signature) in the host
+    library ``lib`` over ``items`` (ML-DSA items of any scheme, lengths and contexts): one
+    call per (scheme, pk length, sig length, context), the way the kernel contract passes a
+    batch."""
+    if kernel not in ("thread", "block"):
+        raise ValueError(f"kernel must be 'thread' or 'block', not {kernel!r}")
     out: list[bool | None] = [None] * len(items)
     groups: dict[tuple, list[int]] = {}
     for i, it in enumerate(items):
@@ -103,7 +107,10 @@ def kernel_verdicts(lib, items: list[Item]) -> list[bool]:
         offsets = np.zeros(len(idx) + 1, np.uint64)
         offsets[1:] = np.cumsum([len(items[i].message) for i in idx])
         verdicts = np.full(len(idx), 7, np.uint8)
-        getattr(lib, "zv_verify_" + scheme.replace("-", "_"))(
+        entry = "zv_verify_" + scheme.replace("-", "_")
+        if kernel == "block":
+            entry = entry.replace("zv_verify_ml_dsa_", "zv_verify_ml_dsa_block_")
+        getattr(lib, entry)(
             ctypes.c_void_p(pks.ctypes.data), ctypes.c_uint32(pk_len),
             ctypes.c_void_p(sigs.ctypes.data), ctypes.c_uint32(sig_len),
             ctypes.c_void_p(msgs.ctypes.data), ctypes.c_void_p(offsets.ctypes.data),

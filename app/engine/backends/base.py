@@ -40,6 +40,10 @@ class Capabilities:
             items, docs/bls-aggregate.md): the CPU's.
         device: a JSON-ready description for /v1/status ``devices`` (device, per-scheme
             availability, Merkle state), or None for a backend that is not a device.
+        variants: per scheme id, the kernels the backend can choose between for it when
+            there are two or more (e.g. ML-DSA's ``("thread", "block")``): the engine's
+            start-up calibration measures each through :meth:`Backend.choose_variant` and
+            keeps the fastest.  Absent: one way to run the scheme (or a forced one).
     """
 
     schemes: Mapping[str, str]
@@ -48,6 +52,7 @@ class Capabilities:
     batch_items: Mapping[str, int] = field(default_factory=dict)
     aggregates: bool = False
     device: Mapping[str, Any] | None = None
+    variants: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def served(self) -> frozenset[str]:
@@ -98,6 +103,13 @@ class Backend(Protocol):
         batch on the CPU and marks this backend failed for the scheme.
         """
         ...
+
+    def choose_variant(self, scheme_id: str, variant: str) -> None:
+        """Serve ``scheme_id`` with its kernel ``variant`` (one of
+        ``capabilities().variants[scheme_id]``) from now on.  Nothing to choose by default;
+        a backend with variants raises :class:`app.core.errors.KernelError` for one it
+        cannot build."""
+        return None
 
     def warm_up(self) -> None:
         """Start-up work worth doing before the first batch (worker pools, native builds);

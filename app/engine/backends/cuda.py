@@ -49,8 +49,9 @@ class CudaBackend(KernelBackend):
 
     def __init__(self, *, cupy: Any = None, device_id: int = 0, transfer: Transfer = "copy",
                  kernels: Mapping[str, VerifyKernel] | None = None, chunk_items: int = 0, waves: int = 2,
-                 streams: int = pipeline.STREAMS):
-        super().__init__(kernels)
+                 streams: int = pipeline.STREAMS, kernel_variant: str = "auto",
+                 variants: Mapping[str, Mapping[str, VerifyKernel]] | None = None):
+        super().__init__(kernels, kernel_variant=kernel_variant, variants=variants)
         self._cupy = cupy
         self.device_id = device_id
         self.transfer = transfer

@@ -16,15 +16,17 @@ log = logging.getLogger("zapverify.engine")
 
 
 def accelerated_backends(backend: str = "auto", *, cuda_device: int = 0, cuda_transfer: str = "copy",
-                         **cuda_options: int) -> list[Backend]:
+                         kernel_variant: str = "auto", **cuda_options: int) -> list[Backend]:
     """Backends to pass to :class:`app.engine.verify.engine.Engine` (the CPU is added by it);
-    ``cuda_options`` go to :class:`app.engine.backends.cuda.CudaBackend` (chunk_items, waves,
+    ``kernel_variant`` goes to both kernel backends (:class:`app.engine.backends.kernel.KernelBackend`),
+    ``cuda_options`` to :class:`app.engine.backends.cuda.CudaBackend` (chunk_items, waves,
     streams)."""
     out: list[Backend] = []
     if backend in ("auto", "cuda"):
         from app.engine.backends.cuda import CudaBackend
 
-        cuda = CudaBackend(device_id=cuda_device, transfer=cuda_transfer, **cuda_options)  # type: ignore[arg-type]
+        cuda = CudaBackend(device_id=cuda_device, transfer=cuda_transfer, kernel_variant=kernel_variant,  # type: ignore[arg-type]
+                           **cuda_options)  # type: ignore[arg-type]
         if cuda.available():
             out.append(cuda)
         else:
@@ -32,7 +34,7 @@ def accelerated_backends(backend: str = "auto", *, cuda_device: int = 0, cuda_tr
     if backend == "kernel-host":
         from app.engine.backends.kernel_host import KernelHostBackend
 
-        host = KernelHostBackend()
+        host = KernelHostBackend(kernel_variant=kernel_variant)
         if host.available():
             out.append(host)
     return out

@@ -12,6 +12,7 @@ combination (:func:`app.engine.device.ops.verify_bls_rlc`; docs/bls-aggregate.md
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -29,12 +30,17 @@ from app.engine.device.registry import (
     BLS_AGGREGATE_ENTRIES,
     MERKLE,
     VERIFY_KERNELS,
+    VERIFY_VARIANTS,
     KernelSource,
     VerifyKernel,
     verify_kernel,
 )
 
 NO_KERNEL = "no kernel"
+#: The ``kernel_variant`` setting that lets the start-up calibration choose.
+AUTO = "auto"
+
+log = logging.getLogger("zapverify.engine")
 
 
 class KernelDevice(ops.Device, Protocol):
@@ -55,6 +61,14 @@ class KernelBackend(Backend):
         kernels: the verify-kernel table (default: the registry's); tests pass their own.
         bls_batch: verify ``bls12-381`` batches by random linear combination on the device
             (where the aggregate kernels build); off, one single-verify thread per item.
+        kernel_variant: for a scheme with several kernels (``variants``), ``"auto"`` lets the
+            engine's start-up calibration pick the fastest (:meth:`choose_variant`; the
+            default row until then, and where nothing is calibrated); a variant name
+            (``"thread"``, ``"block"``) forces it for every scheme that has it and builds
+            (the default where it does not build, with a warning).
+        variants: the table of those schemes, ``{scheme id: {variant: kernel}}`` (default:
+            the registry's :data:`VERIFY_VARIANTS` with the registry's kernels, none with
+            ``kernels`` of a test's own).
 
     Subclasses set ``name`` and implement :meth:`_make_device`.  Every device call runs
     under one lock: a device and its stream serve one batch at a time.
@@ -64,9 +78,17 @@ class KernelBackend(Backend):
     #: Whether the engine measures crossover sizes and rates for this backend at start.
     calibrate_at_start = False
 
-    def __init__(self, kernels: Mapping[str, VerifyKernel] | None = None, *, bls_batch: bool = True):
+    def __init__(self, kernels: Mapping[str, VerifyKernel] | None = None, *, bls_batch: bool = True,
+                 kernel_variant: str = AUTO, variants: Mapping[str, Mapping[str, VerifyKernel]] | None = None):
         self._kernels = dict(kernels) if kernels is not None else None
         self.bls_batch = bls_batch
+        self.kernel_variant = kernel_variant
+        if variants is None:
+            variants = VERIFY_VARIANTS if kernels is None else {}
+        self._variants = {sid: dict(rows) for sid, rows in variants.items()}
+        #: The variant serving each scheme of ``variants`` (absent: the default, its first).
+        self._chosen: dict[str, str] = {}
+        self._choices: dict[str, tuple[str, ...]] | None = None
         self._aggregates: str | None = None
         #: What the last random-linear-combination batch did (tests, benchmarks).
         self.last_rlc: ops.RlcReport | None = None
@@ -103,8 +125,59 @@ class KernelBackend(Backend):
 
     # ------------------------------------------------------------------ discovery
     def kernel(self, scheme: Scheme) -> VerifyKernel | None:
-        """The verify kernel of ``scheme`` if its source file exists (built or not)."""
+        """The verify kernel of ``scheme`` if its source file exists (built or not): the
+        chosen variant's for a scheme with several (:meth:`choose_variant`)."""
+        chosen = self._chosen.get(scheme.id)
+        if chosen is not None:
+            row = self._variants[scheme.id][chosen]
+            return row if row.source.exists() else None
         return verify_kernel(scheme, self._kernels)
+
+    def variant(self, scheme_id: str) -> str | None:
+        """The variant serving ``scheme_id`` (None: a scheme with one kernel)."""
+        rows = self._variants.get(scheme_id)
+        return self._chosen.get(scheme_id, next(iter(rows))) if rows else None
+
+    def _builds(self, row: VerifyKernel) -> bool:
+        try:
+            self.device.function(row.source, row.entry)
+            return row.source.exists()
+        except (BackendUnavailable, KernelError):
+            return False
+
+    def variants(self) -> dict[str, tuple[str, ...]]:
+        """Per scheme of ``variants`` whose default kernel is ready, the variants that build
+        here when there are two or more to choose from (the capabilities' ``variants``).
+        A forced ``kernel_variant`` is applied here, the first time this is asked: its
+        schemes are listed with none to choose."""
+        with self._lock:
+            if self._choices is None:
+                ready = self.schemes()
+                out: dict[str, tuple[str, ...]] = {}
+                for sid, rows in self._variants.items():
+                    if sid not in ready:
+                        continue
+                    built = tuple(v for v, row in rows.items() if self._builds(row))
+                    if self.kernel_variant != AUTO:
+                        if self.kernel_variant in built:
+                            self._chosen[sid] = self.kernel_variant
+                        elif self.kernel_variant in rows:
+                            log.warning("%s: kernel variant %r of %s does not build here; %r serves it", self.name,
+                                        self.kernel_variant, sid, next(iter(rows)))
+                    elif len(built) >= 2:
+                        out[sid] = built
+                self._choices = out
+            return dict(self._choices)
+
+    def choose_variant(self, scheme_id: str, variant: str) -> None:
+        """Serve ``scheme_id`` with ``variant`` of its kernels from now on (the engine's
+        calibration, measuring each).  Raises :class:`KernelError` for a variant that is
+        unknown or does not build here."""
+        with self._lock:
+            row = self._variants.get(scheme_id, {}).get(variant)
+            if row is None or not self._builds(row):
+                raise KernelError(f"{self.name} has no kernel variant {variant!r} for {scheme_id}", field="backend")
+            self._chosen[scheme_id] = variant
 
     def availability(self) -> dict[str, str]:
         """Per scheme id: ``"ready"``, ``"no kernel"``, ``"build failed: …"`` or
@@ -144,6 +217,7 @@ class KernelBackend(Backend):
             return self._merkle
 
     def _ready_kernel(self, scheme: Scheme) -> VerifyKernel:
+        self.variants()  # a forced kernel variant applies from the first batch on
         k = self.kernel(scheme)
         if k is None or scheme.id not in self.schemes():
             raise BackendUnavailable(f"{self.name} has no kernel for {scheme.id} "
@@ -174,10 +248,11 @@ class KernelBackend(Backend):
         every present kernel compiled) the first time it is asked."""
         with self._lock:
             if self._capabilities is None:
+                variants = self.variants()  # first: a forced variant shows in the device's description
                 self._capabilities = Capabilities(
                     schemes=self.availability(), commits=self.merkle_state(),
                     calibrate_at_start=self.calibrate_at_start, batch_items=self.batch_items(),
-                    aggregates=self.aggregates_state() == READY, device=self.info())
+                    aggregates=self.aggregates_state() == READY, device=self.info(), variants=variants)
             return self._capabilities
 
     # ------------------------------------------------------------------ work
@@ -224,4 +299,5 @@ class KernelBackend(Backend):
         except BackendUnavailable as exc:
             return {"available": False, "reason": exc.message}
         return {"available": True, "device": device, "schemes": self.availability(),
-                "merkle": self.merkle_state(), "bls_aggregates": self.aggregates_state()}
+                "merkle": self.merkle_state(), "bls_aggregates": self.aggregates_state(),
+                "kernel_variants": {sid: self.variant(sid) for sid in self._variants}}

@@ -5,7 +5,8 @@ includes) into a shared library with the system C++ compiler and loads it with c
 The library is cached under ``$ZAPVERIFY_KERNEL_CACHE`` (default ``~/.cache/zapverify/kernels``)
 by a hash of the source text, of every source in the include folders and of the compiler
 command, so it is rebuilt exactly when a source changes.  Kernels then run with one host
-"thread" (see zv_port.cuh).
+"thread", a block kernel with one fiber per thread of its block (zv_port.cuh ZV_BLOCK_RUN;
+docs/kernels.md, "How the host build runs a block").
 
 ``load_code`` builds source *text* the same way; tests use it to stand the host build in
 for NVRTC, which is also given text.
@@ -30,8 +31,11 @@ from app.core.errors import KernelBuildError
 #: fields/, curves/, hashes/, tables/ and schemes/.  Every build searches it for quoted
 #: includes, which name a header by its path from here ("fields/mont.cuh").
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+#: The host-only headers of zv_port.cuh's block emulation (fibers: makecontext, _setjmp,
+#: malloc) are included here, so no kernel source names a system header (NVRTC has none).
 CXXFLAGS = ["-x", "c++", "-std=c++17", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing",
-            "-Wall", "-Wno-unused-function"]
+            "-Wall", "-Wno-unused-function", "-include", "ucontext.h", "-include", "setjmp.h",
+            "-include", "stdlib.h"]
 
 _lock = threading.Lock()
 _loaded: dict[Path, ctypes.CDLL] = {}

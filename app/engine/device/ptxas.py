@@ -1,5 +1,5 @@
 """The nvcc check of docs/kernels.md: compile every kernel for sm_90 and read ptxas's
-resource report (registers, stack frame, spills) per entry point.
+resource report (registers, stack frame, spills, shared memory) per entry point.
 
 Two depths, because ptxas is the slow half (minutes per ML-DSA or BLS module on two cores):
 :func:`compile_ptx` runs nvcc's front end to PTX for sm_90 — every source error, every
@@ -26,6 +26,7 @@ _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
 _PROPS = re.compile(r"Function properties for (\S+)")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
 
 
 @dataclass
@@ -37,6 +38,7 @@ class EntryUsage:
     stack_bytes: int = 0
     spill_store_bytes: int = 0
     spill_load_bytes: int = 0
+    shared_bytes: int = 0  # static shared memory per block
 
 
 @dataclass
@@ -69,6 +71,8 @@ def parse(log: str) -> list[EntryUsage]:
                 out[-1].stack_bytes, out[-1].spill_store_bytes, out[-1].spill_load_bytes = map(int, m.groups())
         elif out and (m := _USED.search(line)):
             out[-1].registers = int(m.group(1))
+            if s := _SMEM.search(line):
+                out[-1].shared_bytes = int(s.group(1))
     return out
 
 

@@ -75,6 +75,20 @@ VERIFY_KERNELS: dict[str, VerifyKernel] = {
     "bls12-381": _family("bls12_381", block=64),
 }
 
+#: Schemes with more than one verify kernel: scheme id -> {variant: row}, the default (the row
+#: of VERIFY_KERNELS) first.  A kernel backend serves each such scheme with one of them: the
+#: one its ``kernel_variant`` setting forces, else the fastest measured by the engine's
+#: start-up calibration (app/engine/verify/calibrate.py ``choose_variant``), else the default.
+#: ML-DSA: one thread per signature, or one block of 128 threads per signature (ml_dsa.cuh,
+#: "one block per signature").
+VERIFY_VARIANTS: dict[str, dict[str, VerifyKernel]] = {
+    f"ml-dsa-{level}": {
+        "thread": VERIFY_KERNELS[f"ml-dsa-{level}"],
+        "block": VerifyKernel(KernelSource("ml_dsa", SCHEMES_DIR), f"zv_verify_ml_dsa_block_{level}", 128, 128),
+    }
+    for level in (44, 65, 87)
+}
+
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
  * One source, two builds (docs/kernels.md, "Layout and names"):
  *   - GPU: NVRTC (cupy.RawModule) or `nvcc -arch=sm_90` (ZV_CUDA_COMPILER, ZV_DEVICE_BUILD below).
  *   - host: g++ into a shared library loaded by ctypes, so kernel logic is tested on
- *     machines without a GPU; a kernel then runs with one "thread" that walks every item.
+ *     machines without a GPU; a kernel then runs with one "thread" that walks every item,
+ *     and a block kernel (ZV_BLOCK_RUN) with one fiber per thread of its block.
  *
  * Rules for code that includes this header:
  *   - fixed-width types only from here (NVRTC has no libc headers, so no <stdint.h>);
@@ -67,8 +68,9 @@ typedef signed long long zv_i64;
 
 /* Block-cooperative work (one block shares a job, e.g. the top of a Merkle tree): the
  * block's threads split a loop with ZV_BLOCK_FOR and meet at ZV_SYNC between phases.
- * On the host the "block" is one thread, so the loop visits every index and the barrier
- * is empty — the phases still run in order, which is all the barrier guarantees.
+ * On the host, outside ZV_BLOCK_RUN, the "block" is one thread, so the loop visits every
+ * index and the barrier returns at once — the phases still run in order, which is all the
+ * barrier guarantees; inside ZV_BLOCK_RUN each thread is a fiber and the barrier is real.
  * ZV_UNROLL before a fixed-count loop lets both compilers unroll it, which turns ring and
  * lane indices (SHA-2's message schedule, Keccak's ρ/π walk) into constants: on the GPU
  * that keeps those arrays in registers instead of local memory.  ZV_UNROLL is the only
@@ -79,7 +81,16 @@ typedef signed long long zv_i64;
 #define ZV_BLOCK_TID ((zv_u64)threadIdx.x)
 #define ZV_BLOCK_NTHREADS ((zv_u64)blockDim.x)
 #define ZV_SYNC() __syncthreads()
-#else
+#elif !ZV_CUDA_COMPILER
+/* The host build's block (ZV_BLOCK_RUN below): the fiber running and the block's size;
+ * outside a ZV_BLOCK_RUN a kernel is one thread of a one-thread block. */
+static thread_local zv_u32 zv_host_tid = 0;
+static thread_local zv_u32 zv_host_nthreads = 1;
+static void zv_host_sync();
+#define ZV_BLOCK_TID ((zv_u64)zv_host_tid)
+#define ZV_BLOCK_NTHREADS ((zv_u64)zv_host_nthreads)
+#define ZV_SYNC() zv_host_sync()
+#else /* nvcc's host pass: host code of a harness, one thread */
 #define ZV_BLOCK_TID ((zv_u64)0)
 #define ZV_BLOCK_NTHREADS ((zv_u64)1)
 #define ZV_SYNC() ((void)0)
@@ -149,6 +160,110 @@ static int zv_count_serial = 0;
 
 #define ZV_BLOCK_FOR(i, n) for (zv_u64 i = ZV_BLOCK_TID; i < (zv_u64)(n); i += ZV_BLOCK_NTHREADS)
 
+/* ZV_BLOCK_RUN(lanes, stmt): a block kernel's body, run by every thread of its block.  On
+ * the GPU it is stmt itself (the launch made the block: `lanes` threads per item,
+ * registry.VerifyKernel.lanes).  In the host build the block is emulated with real
+ * concurrency semantics (docs/kernels.md, "How the host build runs a block"): `lanes`
+ * fibers, each with its own stack and ZV_BLOCK_TID, all running stmt on one OS
+ * thread; ZV_SYNC() is a real barrier — a fiber reaching it switches out, and the scheduler
+ * resumes the fibers in order, round by round, so every fiber has reached the barrier (or
+ * ended) before any passes it.  Variables declared before ZV_BLOCK_RUN in the entry point
+ * (ZV_SHARED, captured by reference) are the block's shared memory: one copy per launch,
+ * seen by every fiber.  Because a fiber runs alone from one barrier to the next, fiber 0
+ * runs a whole phase before fiber 1 starts it: a missing barrier makes a fiber read what
+ * the others have not yet written, deterministically, so it changes the result here as it
+ * may on the GPU.  A barrier reached by some fibers of a round while others have ended
+ * (divergent barriers, undefined on the GPU) fails a ZV_CHECK. */
+#if ZV_CUDA_COMPILER
+#define ZV_BLOCK_RUN(lanes, stmt) do { stmt; } while (0)
+#else
+/* ucontext.h, setjmp.h and stdlib.h come from the host build's command line
+ * (hostbuild.CXXFLAGS, -include): kernel sources never name a system header, since NVRTC
+ * has none. */
+#define ZV_HOST_FIBER_STACK (256u << 10) /* bytes per emulated thread (untouched pages cost nothing) */
+/* A fiber starts once through setcontext (makecontext's entry, on its own stack); every later
+ * switch, both ways, is _setjmp/_longjmp, which saves and restores only the callee-saved
+ * registers and the stack pointer — no signal-mask system call, unlike swapcontext — so a
+ * barrier of 128 fibers costs microseconds.  A fiber never returns from its entry function:
+ * it jumps back to the scheduler when its body ends. */
+struct zv_host_block {
+    jmp_buf sched;           /* the scheduler, to which a fiber yields */
+    jmp_buf *resume;         /* fiber i, suspended at a barrier */
+    ucontext_t *start;       /* fiber i's first entry */
+    zv_u8 *done;             /* fiber i has finished its body */
+    zv_u8 *started;
+    void (*call)(void *);
+    void *body;
+};
+static thread_local zv_host_block *zv_host_blk = 0;
+
+/* Out of line, so that only this function is compiled for _setjmp's second return. */
+__attribute__((noinline)) static void zv_host_sync() {
+    zv_host_block *b = zv_host_blk;
+    if (b && !_setjmp(b->resume[zv_host_tid])) _longjmp(b->sched, 1);
+}
+
+static void zv_host_fiber_main() {
+    zv_host_block *b = zv_host_blk;
+    b->call(b->body);
+    b->done[zv_host_tid] = 1;
+    _longjmp(b->sched, 1);
+}
+
+template <class F> static void zv_host_call(void *f) { (*(F *)f)(); }
+
+/* Resume fiber i until its next barrier or its end. */
+__attribute__((noinline)) static void zv_host_resume(zv_host_block *b, zv_u32 i) {
+    if (_setjmp(b->sched)) return;
+    if (b->started[i]) _longjmp(b->resume[i], 1);
+    b->started[i] = 1;
+    setcontext(&b->start[i]);
+}
+
+template <class F> static void zv_host_block_run(zv_u32 lanes, F body) {
+    zv_host_block b;
+    b.call = &zv_host_call<F>;
+    b.body = &body;
+    b.resume = (jmp_buf *)calloc(lanes, sizeof(jmp_buf));
+    b.start = (ucontext_t *)calloc(lanes, sizeof(ucontext_t));
+    b.done = (zv_u8 *)calloc(lanes, 1);
+    b.started = (zv_u8 *)calloc(lanes, 1);
+    zv_u8 *stacks = (zv_u8 *)malloc((zv_u64)lanes * ZV_HOST_FIBER_STACK);
+    if (!b.resume || !b.start || !b.done || !b.started || !stacks) abort(); /* out of memory */
+    for (zv_u32 i = 0; i < lanes; i++) {
+        getcontext(&b.start[i]);
+        b.start[i].uc_stack.ss_sp = stacks + (zv_u64)i * ZV_HOST_FIBER_STACK;
+        b.start[i].uc_stack.ss_size = ZV_HOST_FIBER_STACK;
+        b.start[i].uc_link = 0; /* never returns (zv_host_fiber_main) */
+        makecontext(&b.start[i], zv_host_fiber_main, 0);
+    }
+    zv_host_block *outer = zv_host_blk;
+    zv_u32 outer_tid = zv_host_tid, outer_n = zv_host_nthreads;
+    zv_host_blk = &b;
+    zv_host_nthreads = lanes;
+    for (zv_u32 live = lanes; live > 0;) {
+        zv_u32 ended = 0;
+        for (zv_u32 i = 0; i < lanes; i++) {
+            if (b.done[i]) continue;
+            zv_host_tid = i;
+            zv_host_resume(&b, i);
+            ended += b.done[i];
+        }
+        ZV_CHECK(ended == 0 || ended == live); /* all fibers end in the same phase */
+        live -= ended;
+    }
+    zv_host_blk = outer;
+    zv_host_tid = outer_tid;
+    zv_host_nthreads = outer_n;
+    free(stacks);
+    free(b.started);
+    free(b.done);
+    free(b.start);
+    free(b.resume);
+}
+#define ZV_BLOCK_RUN(lanes, stmt) zv_host_block_run((zv_u32)(lanes), [&]() { stmt; })
+#endif
+
 /* One block per item (a block shares one job, e.g. one SLH-DSA signature): the block walks
  * items blockIdx.x, + gridDim.x, ...; on the host the one "block" visits 0..n-1.  Block
  * state lives in ZV_SHARED variables (below). */
@@ -168,8 +283,10 @@ static int zv_count_serial = 0;
  *   ZV_TABLE     read-only global memory: for precomputed tables that lanes index by their
  *                own data (window digits); served by L1/L2 like any load, one request per
  *                distinct 32-byte sector instead of one per distinct address.
- *   ZV_SHARED    block-shared memory (per-call stack arrays on the host, where the block is
- *                one thread); for state a whole block works on between ZV_SYNC barriers. */
+ *   ZV_SHARED    block-shared memory; for state a whole block works on between ZV_SYNC
+ *                barriers.  On the host a local of the entry point: one copy per launch,
+ *                shared by the fibers of ZV_BLOCK_RUN (per-call stack arrays for a kernel
+ *                whose block is one thread). */
 #if ZV_DEVICE_BUILD
 #define ZV_TABLE __device__ const
 #define ZV_SHARED __shared__
@@ -280,6 +397,16 @@ ZV_HD void zv_block_batch_invert(T *z, T *prefix, int count, T *tops, T *tops_pr
         int lo = lane * run, len = count - lo < run ? count - lo : run;
         zv_unwind_inverses<T, MUL>(z + lo, prefix + lo, len, tops[lane]);
     }
+#endif
+}
+
+/* *p += v by several threads of a block on one shared word: atomicAdd on the GPU; in the
+ * host build the fibers of a block never interleave between barriers, so a plain add. */
+ZV_HD void zv_shared_add_i32(zv_i32 *p, zv_i32 v) {
+#if ZV_DEVICE_BUILD
+    atomicAdd(p, v);
+#else
+    *p += v;
 #endif
 }
 

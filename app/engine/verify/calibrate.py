@@ -2,11 +2,14 @@
 
 A backend's cost for n items is modelled as ``fixed + n · per_item``; the crossover against
 the CPU is the smallest n at which the backend is no slower.  The Engine runs this at start
-for backends that ask for it (the GPU) and keeps the results per scheme.
+for backends that ask for it (the GPU) and keeps the results per scheme.  Where a backend
+has several kernels for a scheme (ML-DSA's thread and block kernels), :func:`choose_variant`
+measures each first and leaves the backend on the fastest.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import time
@@ -16,6 +19,8 @@ from typing import Any
 from app.core.batch import AggregateBatch, AggregateItem, Batch, Item
 from app.engine.backends.base import Backend
 from app.engine.verify.grouping import batch_of, group_items
+
+log = logging.getLogger("zapverify.engine")
 
 #: A crossover that is never reached.
 NEVER = 1 << 62
@@ -86,6 +91,32 @@ def measure(backend: Backend, tiled, budget: float, max_items: int = 1 << 16,
     u1, un = units(one), units(batch)
     per_item = max((tn - t1) / max(1, un - u1), tn / un / 100, 1e-12)
     return max(t1 - u1 * per_item, 0.0), per_item
+
+
+def choose_variant(backend: Backend, scheme_id: str, variants: tuple[str, ...], tiled,
+                   budget: float) -> tuple[str, float, float]:
+    """Measure ``backend`` on ``scheme_id`` with each of its kernel ``variants`` (two or
+    more, :attr:`Capabilities.variants`), leave it on the one with the lowest per-item cost
+    and return (that variant, its fixed seconds, its seconds per item).
+
+    A variant that fails (cannot be chosen, or raises while measured) is skipped; raises
+    :class:`RuntimeError` when none could be measured, leaving the backend on the first."""
+    best: tuple[str, float, float] | None = None
+    for variant in variants:
+        try:
+            backend.choose_variant(scheme_id, variant)
+            fixed, per = measure(backend, tiled, budget)
+        except Exception as exc:
+            log.warning("calibration of %s on %s: variant %s failed (%s)", scheme_id, backend.name, variant, exc)
+            continue
+        log.info("%s on %s, %s kernel: %.3g items/s", scheme_id, backend.name, variant, 1.0 / per)
+        if best is None or per < best[2]:
+            best = (variant, fixed, per)
+    if best is None:
+        backend.choose_variant(scheme_id, variants[0])
+        raise RuntimeError(f"no kernel variant of {scheme_id} could be measured")
+    backend.choose_variant(scheme_id, best[0])
+    return best
 
 
 def crossover(fixed_b: float, per_b: float, fixed_c: float, per_c: float) -> int | None:

@@ -165,6 +165,8 @@ class SchemeRoute:
     crossover: dict[str, int | None] = field(default_factory=dict)
     #: Measured throughput per backend, items per second (hybrid split weights).
     rates: dict[str, float] = field(default_factory=dict)
+    #: The kernel variant the calibration chose per backend, for a scheme with several.
+    kernel: dict[str, str] = field(default_factory=dict)
     #: When (seconds since the epoch) a backend that passed its self-test was degraded at run
     #: time (a failed batch or a shadow mismatch), per backend.
     degraded_since: dict[str, float] = field(default_factory=dict)
@@ -372,7 +374,9 @@ class Engine:
         """Measure, per scheme whose self-test passed on an accelerated backend, that
         backend's and the CPU's fixed and per-item cost on known-answer items; store the
         crossover (``routes[s].crossover``) and rates (``routes[s].rates``).  Schemes with a
-        configured crossover keep it (their rates are still measured, for hybrid mode)."""
+        configured crossover keep it (their rates are still measured, for hybrid mode).  A
+        scheme the backend can run with several kernels (``capabilities().variants``) is
+        measured with each, and the backend keeps the fastest (``routes[s].kernel``)."""
         answers = answers or kat.known_answers()
         budget = self.config.calibrate_seconds
         cpu_costs: dict[str, tuple[float, float]] = {}
@@ -383,8 +387,13 @@ class Engine:
                 if not route.selftest.get(backend.name):
                     continue
                 tiled = calibrate.tiler([ka.item for ka in answers[scheme_id] if ka.expected])
+                variants = backend.capabilities().variants.get(scheme_id, ())
                 try:
-                    fixed_b, per_b = calibrate.measure(backend, tiled, budget)
+                    if len(variants) >= 2:
+                        route.kernel[backend.name], fixed_b, per_b = calibrate.choose_variant(
+                            backend, scheme_id, variants, tiled, budget)
+                    else:
+                        fixed_b, per_b = calibrate.measure(backend, tiled, budget)
                     if scheme_id not in cpu_costs:
                         cpu_costs[scheme_id] = calibrate.measure(self.cpu, tiled, budget)
                 except Exception as exc:

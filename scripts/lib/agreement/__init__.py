@@ -12,6 +12,8 @@ A *suite* module (ed25519, secp256k1, ml_dsa, slh_dsa, bls12_381, bls12_381_arit
 - ``prepare(args)``: build its host libraries once, before the workers fork;
 - ``run_chunk(chunk) -> Tally``: generate one chunk's items, run them through the kernel and
   the reference, count per kind (it runs in a worker process);
+- optionally ``configure(args)``: set ``RESULTS``, ``KERNEL`` and ``TITLE`` from its own
+  options, before anything is read or written (ML-DSA's ``--kernel``);
 - optionally ``add_arguments(ap)`` and ``extra_counts(args)`` (more items per chunk, e.g.
   Ed25519's mixed-order keys), ``chunk_size(args)``, ``finish_set(set_id, args)`` (more
   fields for a set's row), ``COLUMNS`` (more per-kind columns), ``notes(rows)`` (lines under
@@ -200,13 +202,17 @@ def kernel_by_lengths(scheme_id: str, items: list[tuple[bytes, bytes, bytes]], o
     return out
 
 
-def kernel_via_ops(scheme_id: str, items: list, ctx: bytes = b"") -> list[bool]:
-    """Verdicts of ``scheme_id``'s kernel through app.engine.device.ops on the host device:
-    the path the kernel-host backend takes (one Batch: one key length, one context)."""
+def kernel_via_ops(scheme_id: str, items: list, ctx: bytes = b"",
+                   kernel: registry.VerifyKernel | None = None) -> list[bool]:
+    """Verdicts of ``scheme_id``'s kernel (default: the registry's; ``kernel``: another row,
+    e.g. a variant of :data:`registry.VERIFY_VARIANTS`) through app.engine.device.ops on the
+    host device: the path the kernel-host backend takes (one Batch: one key length, one
+    context)."""
     scheme = SCHEMES[scheme_id]
     batch = Batch.from_items(scheme, [it.public_key for it in items], [it.message for it in items],
                              [it.signature for it in items], ctx=ctx)
-    return [bool(v) for v in ops.verify_batch(hostlib.device(), registry.verify_kernel(scheme), batch).tolist()]
+    row = kernel if kernel is not None else registry.verify_kernel(scheme)
+    return [bool(v) for v in ops.verify_batch(hostlib.device(), row, batch).tolist()]
 
 
 # ------------------------------------------------------------------ the run

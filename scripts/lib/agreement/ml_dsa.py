@@ -1,6 +1,8 @@
 """``scripts/agreement --scheme ml-dsa``: zv_verify_ml_dsa_<level> (host build, called as
 tests/test_kernel_ml_dsa.py calls it) against OpenSSL through ``cryptography`` (the CPU
-backend's reference), per parameter set ML-DSA-44/65/87.
+backend's reference), per parameter set ML-DSA-44/65/87.  ``--kernel block`` runs the block
+kernel zv_verify_ml_dsa_block_<level> instead (one 128-thread block per signature, 128
+fibers with real barriers in the host build), into ml_dsa_block_agreement.{json,md}.
 
 Per chunk of CHUNK valid items (kat.sign_items: one key, random 0-200 byte messages, contexts
 of 0, 1, 254 and 255 bytes in turn by chunk): as many mutated ones, every kind of
@@ -18,6 +20,7 @@ import time
 from dataclasses import replace
 
 from app.core.schemes import SCHEMES
+from app.engine.device import registry
 from app.engine.reference import kat
 from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare, host_library, kernel_via_ops
 from tests.oracles import ml_dsa_model as m
@@ -26,6 +29,14 @@ SCHEME = "ml-dsa"
 TITLE = "ML-DSA kernel (host build) vs OpenSSL"
 RESULTS = "ml_dsa_agreement"
 KERNEL = "zv_verify_ml_dsa_<level> (host build; one-context groups through app.engine.device.ops too)"
+#: Per kernel (registry.VERIFY_VARIANTS): (TITLE, RESULTS, KERNEL).
+RUNS = {
+    "thread": (TITLE, RESULTS, KERNEL),
+    "block": ("ML-DSA block kernel (host build, 128 fibers per block) vs OpenSSL", "ml_dsa_block_agreement",
+              "zv_verify_ml_dsa_block_<level> (host build: one block of 128 fibers with real barriers per item; "
+              "one-context groups through app.engine.device.ops too)"),
+}
+OPTIONS = ("kernel",)
 REFERENCE, REFERENCE_SHORT = "OpenSSL (cryptography)", "OpenSSL"
 VERSIONS = ("cryptography",)
 SETS = [s for s in SCHEMES if s.startswith("ml-dsa-")]
@@ -33,6 +44,16 @@ DEFAULTS = {"valid": 100_000, "mutated": 100_000}
 CHUNK = 500
 VALID_KINDS = ("valid",)
 CONTEXTS = (0, 1, 254, 255)
+
+
+def add_arguments(ap) -> None:
+    ap.add_argument("--kernel", choices=tuple(RUNS), default="thread",
+                    help="which ML-DSA kernel: one thread per signature, or one block per signature")
+
+
+def configure(args) -> None:
+    global TITLE, RESULTS, KERNEL
+    TITLE, RESULTS, KERNEL = RUNS[args.kernel]
 
 
 def prepare(args) -> None:
@@ -57,13 +78,15 @@ def run_chunk(chunk: Chunk) -> Tally:
                                   replace(it, signature=it.signature[:-1]),
                                   replace(it, signature=it.signature + b"\0")]
     lib = host_library(scheme.id)
+    kernel = chunk.options.get("kernel", "thread")
+    row = registry.VERIFY_VARIANTS[scheme.id][kernel]
     tally = Tally()
     tally.count(chunk.set_id, "valid", sign_s=sign_s)
     with CheckFailures(tally, chunk.set_id, lib):
         for kind, items in groups.items():
-            got, _ = compare(tally, chunk.set_id, kind, items, lambda its: m.kernel_verdicts(lib, its),
+            got, _ = compare(tally, chunk.set_id, kind, items, lambda its: m.kernel_verdicts(lib, its, kernel),
                              m.openssl_verdicts)
             if kind != "length_or_ctx256" and len({x.context for x in items}) == 1:
-                via_ops = kernel_via_ops(scheme.id, items, ctx=items[0].context)
+                via_ops = kernel_via_ops(scheme.id, items, ctx=items[0].context, kernel=row)
                 tally.count(chunk.set_id, kind, ops_path_disagreements=sum(a != b for a, b in zip(via_ops, got)))
     return tally

@@ -146,6 +146,7 @@ def render(records: list[dict]) -> str:
                       f"{r.get('clock', '')} | {r.get('runs', '')} | {r.get('verdicts_ok', '')} | "
                       f"{r.get('root_ok', '')} |")
     md += _bls_batches(records)
+    md += _kernel_variants(records)
     md += _register_caps(records)
     md += _gpu_over_cpu(rates)
     for r in records:
@@ -220,6 +221,28 @@ def _register_caps(records: list[dict]) -> list[str]:
         v = r["items_per_second"]
         out.append(f"| {sid} | {_build_label(r)} | {b.get('num_regs', '')} | {b.get('local_size_bytes', '')} | "
                    f"{r['items']} | {_rate(v)} | {_ratio(v, shipped.get(r['step']))} |")
+    return out
+
+
+def _kernel_variants(records: list[dict]) -> list[str]:
+    """The ``variants`` steps: each kernel of a scheme with several, its vector check, and
+    its rate on the batch every kernel of that scheme ran, against the first kernel's."""
+    checks = {(r["scheme"], r["kernel_variant"]): r for r in records
+              if r.get("kind") == "check" and r.get("what") == "kernel variant"}
+    rows = [r for r in records if r.get("kind") == "rate" and r.get("kernel_variant")]
+    if not checks and not rows:
+        return []
+    first: dict[str, float] = {}
+    for r in rows:
+        first.setdefault(r["step"], r.get("items_per_second") or 0.0)
+    out = ["", "## Kernel variants (vectors first; then kernel only, same batch per scheme)", "",
+           "| scheme | kernel | vectors checked | failed | items | verdicts ok | verifies/s | over the first |",
+           "|---|---|---|---|---|---|---|---|"]
+    for (sid, name), c in checks.items():
+        r = next((x for x in rows if x["step"] == f"variants:{sid}" and x["kernel_variant"] == name), {})
+        v = r.get("items_per_second")
+        out.append(f"| {sid} | {name} | {c['checked']} | {c['failed']} | {r.get('items', '')} | "
+                   f"{r.get('verdicts_ok', '')} | {_rate(v)} | {_ratio(v, first.get(r.get('step', '')))} |")
     return out
 
 

@@ -384,6 +384,44 @@ def step_caps(ctx: Context, scheme: str) -> None:
              verdicts_ok=ok, variant=k.source.variant or "shipped", options=list(k.source.options))
 
 
+def step_variants(ctx: Context, scheme: str) -> None:
+    """Every kernel of a scheme that has several (``registry.VERIFY_VARIANTS``: ML-DSA's
+    thread and block kernels), correctness first: each kernel on every prepared vector of
+    the scheme (verdicts against the expected ones; a ``check`` record per kernel), then each
+    timed, kernel only (device events), on one and the same batch of valid items (two full
+    waves of the kernel that needs more), that batch's verdicts checked — so the first GPU
+    run decides between them."""
+    rows = registry.VERIFY_VARIANTS.get(scheme)
+    if not rows:
+        emit({"kind": "error", "error": f"{scheme} has one kernel"})
+        sys.exit(1)
+    loaded = {name: k for name, k in rows.items() if build(ctx, k.source, k.entry)["ok"]}
+    if not loaded:
+        emit({"kind": "error", "error": f"no kernel of {scheme} loaded"})
+        sys.exit(1)
+    vectors = records(ctx, scheme)
+    for name, k in loaded.items():
+        rec: dict = {"kind": "check", "what": "kernel variant", "scheme": scheme, "kernel_variant": name,
+                     "checked": 0, "failed": 0, "failures": []}
+        for kas in vectors.values():
+            for key, idx in group_items([ka.item for ka in kas]).items():
+                if key is None:  # refused before any kernel (lengths): not the kernel's verdict
+                    continue
+                want = np.array([kas[i].expected for i in idx], dtype=bool)
+                got = ops.verify_batch(ctx.dev, k, batch_of(key, [kas[i].item for i in idx]))
+                bad = np.flatnonzero(got != want)
+                rec["checked"] += len(idx)
+                rec["failed"] += len(bad)
+                rec["failures"] += [kas[idx[j]].id for j in bad[:20]]
+        emit(rec)
+    _, base = scheme_base(ctx, scheme, valid_only=True)
+    batch = tile(base[0], max(saturating(ctx, k) for k in loaded.values()))
+    for name, k in loaded.items():
+        seconds, runs, ok = timed_verify(ctx, k, batch)
+        rate(f"verify {scheme} (kernel: {name})", len(batch), seconds, runs, "device", verdicts_ok=ok,
+             kernel_variant=name, threads_per_item=k.lanes)
+
+
 def step_sizes(ctx: Context, scheme: str) -> None:
     """Kernel-only rates of ``scheme`` at growing sizes (powers of two from 2^10) while the
     step's time allows, each batch's verdicts checked."""
@@ -626,6 +664,7 @@ def step_bls_time(ctx: Context, scheme: str | None) -> None:
 STEPS: dict[str, tuple[Callable[[Context, Any], None], bool]] = {
     "env": (step_env, False), "device": (step_device, False), "hashes": (step_hashes, False),
     "check": (step_check, True), "time": (step_time, True), "big": (step_big, True), "caps": (step_caps, True),
+    "variants": (step_variants, True),
     "sizes": (step_sizes, True), "msg-sizes": (step_msg_sizes, False), "hash-rates": (step_hash_rates, False),
     "engine": (step_engine, False), "bls-batch-check": (step_bls_check, False),
     "bls-batch-time": (step_bls_time, False),

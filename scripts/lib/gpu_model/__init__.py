@@ -45,6 +45,8 @@ class Machine:
     clock_hz: float  # boost clock
     int32_lanes_per_sm_clock: int  # 32-bit integer multiply-add / ALU results per SM per clock
     pcie_bytes_per_s: float  # effective per direction, large pinned-memory copies
+    hbm_bytes_per_s: float = 4.8e12  # device memory bandwidth
+    shared_bytes_per_sm_clock: int = 128  # 32 banks of 4 bytes
 
     @property
     def issue_lanes_per_sm_clock(self) -> int:
@@ -60,7 +62,9 @@ class Machine:
 #: SXM product specifications); 64 results per clock per SM for 32-bit integer multiply-add
 #: and ALU operations (CUDA C++ Programming Guide, arithmetic instruction throughput,
 #: compute capability 9.0); PCIe Gen5 ×16: 64 GB/s raw per direction, ~50 GB/s assumed
-#: effective (128b/130b coding, TLP headers, DMA set-up).  Occupancy limits per SM:
+#: effective (128b/130b coding, TLP headers, DMA set-up).  HBM3e: 4.8 TB/s (NVIDIA H200
+#: product specification); shared memory: 32 banks of 4 bytes per clock per SM (CUDA C++
+#: Programming Guide, compute capability 9.0, shared memory).  Occupancy limits per SM:
 #: app/engine/device/occupancy.py.
 H200 = Machine("H200 SXM", sms=132, smsps_per_sm=4, clock_hz=1.98e9, int32_lanes_per_sm_clock=64,
                pcie_bytes_per_s=50e9)

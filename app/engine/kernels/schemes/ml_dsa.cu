@@ -1,6 +1,8 @@
 /* ml_dsa.cu — the ML-DSA-44/65/87 verify entry points (kernel contract: zv_verify_<family>,
- * one per parameter set; registry.py maps scheme ids to them).  Semantics and the parallel
- * layout: ml_dsa.cuh.  One thread per signature; keys, signatures and messages are read in
+ * one per parameter set; registry.py maps scheme ids to them), in two kernels:
+ * zv_verify_ml_dsa_<level> (one thread per signature) and zv_verify_ml_dsa_block_<level> (one
+ * block of 128 threads per signature; registry.VERIFY_VARIANTS).  Semantics and the parallel
+ * layouts: ml_dsa.cuh.  Keys, signatures and messages are read in
  * place from the columnar batch (docs/architecture.md, "Batches and routing").  The batch's
  * one context string is passed to every item's verification, which takes a context per
  * call.  Batch options
@@ -44,6 +46,34 @@ ZV_HD void zv_mldsa_verify_batch(const zv_u8 *pks, zv_u32 pk_len, const zv_u8 *s
 ZV_MLDSA_ENTRY(44)
 ZV_MLDSA_ENTRY(65)
 ZV_MLDSA_ENTRY(87)
+
+/* The block kernel (ml_dsa.cuh, "one block per signature"): blocks of ZV_MLDSA_BLOCK
+ * threads, one per item (registry lanes = 128; ops.verify launches n × 128 threads).
+ * __launch_bounds__(128, ZV_MLDSA_BLOCK_MIN_BLOCKS): at least that many blocks per SM, so
+ * ptxas keeps registers to 65536 / (128 · 4) = 128 per thread; 16 warps per SM with
+ * 4 × 27 KiB of shared memory at most (ML-DSA-87).  Figures: bench/results/kernels_ptxas_ml_dsa.txt. */
+#ifndef ZV_MLDSA_BLOCK_MIN_BLOCKS
+#define ZV_MLDSA_BLOCK_MIN_BLOCKS 4
+#endif
+#if ZV_CUDA_COMPILER
+#define ZV_MLDSA_BLOCK_BOUNDS __launch_bounds__(ZV_MLDSA_BLOCK, ZV_MLDSA_BLOCK_MIN_BLOCKS)
+#else
+#define ZV_MLDSA_BLOCK_BOUNDS
+#endif
+
+#define ZV_MLDSA_BLOCK_ENTRY(LEVEL)                                                                              \
+    ZV_KERNEL ZV_MLDSA_BLOCK_BOUNDS void zv_verify_ml_dsa_block_##LEVEL(                                         \
+        const zv_u8 *pks, zv_u32 pk_len, const zv_u8 *sigs, zv_u32 sig_len, const zv_u8 *msgs,                   \
+        const zv_u64 *offsets, const zv_u8 *ctx, zv_u32 ctx_len, zv_u32 options, zv_u64 n, zv_u8 *verdicts) {    \
+        (void)options;                                                                                           \
+        ZV_SHARED zv_mldsa_block<zv_mldsa_params<LEVEL>> blk;                                                    \
+        ZV_BLOCK_RUN(ZV_MLDSA_BLOCK, zv_mldsa_verify_batch_block<LEVEL>(&blk, pks, pk_len, sigs, sig_len, msgs,   \
+                                                                        offsets, ctx, ctx_len, n, verdicts));    \
+    }
+
+ZV_MLDSA_BLOCK_ENTRY(44)
+ZV_MLDSA_BLOCK_ENTRY(65)
+ZV_MLDSA_BLOCK_ENTRY(87)
 
 #if !ZV_CUDA_COMPILER
 /* Host-build hooks for the unit tests (tests/test_kernel_ml_dsa.py): the ring arithmetic

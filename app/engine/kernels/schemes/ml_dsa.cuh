@@ -1,4 +1,5 @@
-/* ml_dsa.cuh — ML-DSA-44/65/87 signature verification (FIPS 204), shared by host and device.
+/* ml_dsa.cuh — ML-DSA-44/65/87 signature verification (FIPS 204), shared by host and device:
+ * one thread per signature (zv_mldsa_verify) or one block per signature (zv_mldsa_verify_block).
  *
  * Semantics: FIPS 204 Alg. 3 ML-DSA.Verify (the pure, "external" interface) over Alg. 8
  * ML-DSA.Verify_internal, exactly as OpenSSL 3.5 decides it (the CPU backend's reference,
@@ -33,7 +34,8 @@
  *     R^-1 of the pointwise products; output |a| < q, then lifted to [0, q) for Decompose.
  * Every bound above is checked with ZV_CHECK in host builds (zv_port.cuh).
  *
- * Parallel layout (GPU): one thread per signature, grid-stride over the batch (ZV_FOR_EACH).
+ * Parallel layout (GPU) of the thread kernel: one thread per signature, grid-stride over the
+ * batch (ZV_FOR_EACH).
  *   Why: about half the instructions are Keccak-f[1600] (ML-DSA-65: 30 SHAKE128 streams of 5
  *   permutations each for Â, plus 24 for tr, μ, c and c̃′, so 174 permutations, next to 18
  *   NTTs of 1024 butterflies; bench/results/ml_dsa_sass.md), and each SHAKE stream is
@@ -47,9 +49,9 @@
  *   (≤ 1 KiB) — 6 KiB (ML-DSA-44) to 11 KiB (ML-DSA-87) per thread.  Â is never stored:
  *   each coefficient is multiplied into the row accumulator as it leaves the sampler, and
  *   t1 is unpacked row by row, so memory does not grow with K·L.
- *   A warp-cooperative layout (one warp per signature: lanes across the K·L SHAKE128
- *   streams of ExpandA, across coefficients for the NTTs, polynomials in shared memory) is
- *   the known next step for throughput; it is not built here.
+ *   The other layout, one block of 128 threads per signature with the polynomials in shared
+ *   memory, is the block kernel at the end of this file ("one block per signature"); a
+ *   kernel backend runs whichever measures faster per parameter set (registry.VERIFY_VARIANTS).
  *   Registers and memory (nvcc 13.0, sm_90, bench/results/kernels_ptxas_ml_dsa.txt): 254
  *   registers and no spills uncapped (most registers serve the unrolled Keccak rounds), so 8
  *   warps per SM; a stack frame of 8.7 KiB (ML-DSA-44), 9.8 KiB (65), 12 KiB (87) per thread
@@ -138,40 +140,48 @@ ZV_HD zv_i32 zv_mldsa_caddq(zv_i32 a) {
     return a + ((a >> 31) & ZV_MLDSA_Q);
 }
 
+/* One butterfly of the NTT's layer len = 2^lg (128, 64, ..., 1), b in [0, 128): the layer's
+ * butterflies touch disjoint pairs, so they run in any order or at once (the block kernel
+ * gives each its own thread).  Butterfly b belongs to group b / len, whose zeta is
+ * ZETAS[128 / len + group] (Alg. 41's k counts the groups of all layers so far).  The
+ * layer is given by its logarithm so that the index arithmetic is shifts and masks, not a
+ * division by a run-time len. */
+ZV_HD void zv_mldsa_ntt_butterfly(zv_i32 *a, int lg, int b) {
+    int len = 1 << lg, group = b >> lg, j = (group << (lg + 1)) + (b & (len - 1));
+    zv_i32 t = zv_mldsa_mont_mul(ZV_MLDSA_ZETAS[(ZV_MLDSA_N / 2 >> lg) + group], a[j + len]);
+    a[j + len] = a[j] - t;
+    a[j] = a[j] + t;
+}
+
+/* One butterfly of NTT^-1's layer len = 2^lg (1, 2, ..., 128), b in [0, 128): Alg. 42 counts
+ * k down from 256, so group g of layer len uses −ZETAS[256 / len − 1 − g]. */
+ZV_HD void zv_mldsa_invntt_butterfly(zv_i32 *a, int lg, int b) {
+    int len = 1 << lg, group = b >> lg, j = (group << (lg + 1)) + (b & (len - 1));
+    zv_i32 zeta = -ZV_MLDSA_ZETAS[(ZV_MLDSA_N >> lg) - 1 - group];
+    zv_i32 t = a[j];
+    ZV_CHECK(t < 128 * ZV_MLDSA_Q && t > -128 * ZV_MLDSA_Q); /* < 2^(layer)·q */
+    ZV_CHECK(a[j + len] < 128 * ZV_MLDSA_Q && a[j + len] > -128 * ZV_MLDSA_Q);
+    a[j] = t + a[j + len];
+    a[j + len] = zv_mldsa_mont_mul(zeta, t - a[j + len]);
+}
+
 /* Alg. 41 NTT, in place.  Input |a| < q; output |a| < 9q (each layer adds < q). */
 ZV_HD void zv_mldsa_ntt(zv_i32 a[ZV_MLDSA_N]) {
-    int k = 0;
     ZV_NO_UNROLL
-    for (int len = 128; len >= 1; len >>= 1) {
+    for (int lg = 7; lg >= 0; lg--) {
         ZV_NO_UNROLL
-        for (int start = 0; start < ZV_MLDSA_N; start += 2 * len) {
-            zv_i32 zeta = ZV_MLDSA_ZETAS[++k];
-            for (int j = start; j < start + len; j++) {
-                zv_i32 t = zv_mldsa_mont_mul(zeta, a[j + len]);
-                a[j + len] = a[j] - t;
-                a[j] = a[j] + t;
-            }
-        }
+        for (int b = 0; b < ZV_MLDSA_N / 2; b++) zv_mldsa_ntt_butterfly(a, lg, b);
     }
     for (int j = 0; j < ZV_MLDSA_N; j++) ZV_CHECK(a[j] < 9 * ZV_MLDSA_Q && a[j] > -9 * ZV_MLDSA_Q);
 }
 
-/* Alg. 42 NTT^-1 times R (see the header): input |a| < q, output |a| < q. */
+/* Alg. 42 NTT^-1 times R (see the header): input |a| < q, output |a| < q.  The last step,
+ * the product by F, is zv_mldsa_mont_mul(ZV_MLDSA_INVNTT_F, ·) per coefficient. */
 ZV_HD void zv_mldsa_invntt_tomont(zv_i32 a[ZV_MLDSA_N]) {
-    int k = ZV_MLDSA_N;
     ZV_NO_UNROLL
-    for (int len = 1; len < ZV_MLDSA_N; len <<= 1) {
+    for (int lg = 0; lg <= 7; lg++) {
         ZV_NO_UNROLL
-        for (int start = 0; start < ZV_MLDSA_N; start += 2 * len) {
-            zv_i32 zeta = -ZV_MLDSA_ZETAS[--k];
-            for (int j = start; j < start + len; j++) {
-                zv_i32 t = a[j];
-                ZV_CHECK(t < 128 * ZV_MLDSA_Q && t > -128 * ZV_MLDSA_Q); /* < 2^(layer)·q */
-                ZV_CHECK(a[j + len] < 128 * ZV_MLDSA_Q && a[j + len] > -128 * ZV_MLDSA_Q);
-                a[j] = t + a[j + len];
-                a[j + len] = zv_mldsa_mont_mul(zeta, t - a[j + len]);
-            }
-        }
+        for (int b = 0; b < ZV_MLDSA_N / 2; b++) zv_mldsa_invntt_butterfly(a, lg, b);
     }
     for (int j = 0; j < ZV_MLDSA_N; j++) a[j] = zv_mldsa_mont_mul(ZV_MLDSA_INVNTT_F, a[j]);
 }
@@ -203,18 +213,30 @@ ZV_HD int zv_mldsa_hint_is_valid(const zv_u8 *y) {
     return 1;
 }
 
-/* z_j = BitUnpack(sig bytes, γ1 − 1, γ1) (Alg. 19), then the norm check of Alg. 8 step 13:
- * returns 0 when some |z| ≥ γ1 − β.  On success z holds the coefficients, |z| < γ1 − β < q. */
+/* Coefficient j of z = BitUnpack(sig bytes, γ1 − 1, γ1) (Alg. 19), each in [−γ1 + 1, γ1],
+ * and the norm check of Alg. 8 step 13: returns 0 when |z_j| ≥ γ1 − β, else 1 with *c = z_j
+ * (|z_j| < γ1 − β < q). */
+template <class P>
+ZV_HD int zv_mldsa_z_coefficient(zv_i32 *c, const zv_u8 *bytes, int j) {
+    typedef zv_mldsa_sizes<P> S;
+    zv_i32 v = S::GAMMA1 - (zv_i32)zv_mldsa_unpack_bits(bytes, j, S::Z_BITS);
+    ZV_CHECK(v <= S::GAMMA1 && v > -S::GAMMA1);
+    if (v >= S::GAMMA1 - S::BETA || v <= -(S::GAMMA1 - S::BETA)) return 0;
+    *c = v;
+    return 1;
+}
+
+/* z = BitUnpack(·) of one polynomial with the norm check: 0 when some |z| ≥ γ1 − β. */
 template <class P>
 ZV_HD int zv_mldsa_unpack_z(zv_i32 z[ZV_MLDSA_N], const zv_u8 *bytes) {
-    typedef zv_mldsa_sizes<P> S;
-    for (int j = 0; j < ZV_MLDSA_N; j++) {
-        zv_i32 c = S::GAMMA1 - (zv_i32)zv_mldsa_unpack_bits(bytes, j, S::Z_BITS);
-        ZV_CHECK(c <= S::GAMMA1 && c > -S::GAMMA1);
-        if (c >= S::GAMMA1 - S::BETA || c <= -(S::GAMMA1 - S::BETA)) return 0;
-        z[j] = c;
-    }
+    for (int j = 0; j < ZV_MLDSA_N; j++)
+        if (!zv_mldsa_z_coefficient<P>(&z[j], bytes, j)) return 0;
     return 1;
+}
+
+/* Coefficient j of t1·2^d (pkEncode's 10-bit t1, Alg. 23), < 2^23 < q. */
+ZV_HD zv_i32 zv_mldsa_t1_coefficient(const zv_u8 *t1_poly, int j) {
+    return (zv_i32)(zv_mldsa_unpack_bits(t1_poly, j, 10) << ZV_MLDSA_D);
 }
 
 /* ------------------------------------------------------------------ sampling */
@@ -239,12 +261,13 @@ ZV_HD void zv_mldsa_sample_in_ball(zv_i32 c[ZV_MLDSA_N], const zv_u8 *ct) {
     }
 }
 
-/* acc += Â[r][s] ∘ ẑ (Montgomery products), with Â[r][s] = RejNTTPoly(ρ ‖ s ‖ r)
- * (Alg. 32 and 30): SHAKE128 output read 3 bytes at a time, CoeffFromThreeBytes (Alg. 14)
- * keeps the 23-bit value when < q.  Each coefficient goes straight into the accumulator,
- * so Â is never stored.  A SHAKE128 block is 168 = 56·3 bytes, so no triple straddles two. */
-ZV_HD void zv_mldsa_expand_a_mac(zv_i32 acc[ZV_MLDSA_N], const zv_u8 rho[ZV_MLDSA_SEED_BYTES], int r, int s,
-                              const zv_i32 zhat[ZV_MLDSA_N]) {
+/* Â[r][s] = RejNTTPoly(ρ ‖ s ‖ r) (Alg. 32 and 30), coefficient by coefficient:
+ * emit(j, a) for j = 0..255 in order, a in [0, q).  SHAKE128 output is read 3 bytes at a
+ * time, CoeffFromThreeBytes (Alg. 14) keeps the 23-bit value when < q.  Nothing is stored:
+ * each caller multiplies the coefficient into its accumulator as it leaves the sampler.  A
+ * SHAKE128 block is 168 = 56·3 bytes, so no triple straddles two. */
+template <class EMIT>
+ZV_HD void zv_mldsa_expand_a_entry(const zv_u8 *rho, int r, int s, EMIT emit) {
     zv_keccak_ctx g;
     zv_shake128_init(&g);
     zv_keccak_absorb(&g, rho, ZV_MLDSA_SEED_BYTES);
@@ -256,12 +279,46 @@ ZV_HD void zv_mldsa_expand_a_mac(zv_i32 acc[ZV_MLDSA_N], const zv_u8 rho[ZV_MLDS
         zv_keccak_squeeze(&g, block, ZV_SHAKE128_RATE);
         for (int b = 0; b < (int)ZV_SHAKE128_RATE && j < ZV_MLDSA_N; b += 3) {
             zv_i32 a = (zv_i32)(block[b] | ((zv_u32)block[b + 1] << 8) | ((zv_u32)(block[b + 2] & 0x7F) << 16));
-            if (a < ZV_MLDSA_Q) {
-                acc[j] += zv_mldsa_mont_mul(a, zhat[j]); /* |Â·ẑ| < q·9q */
-                j++;
-            }
+            if (a < ZV_MLDSA_Q) emit(j++, a);
         }
     }
+}
+
+/* acc += Â[r][s] ∘ ẑ (Montgomery products; |Â·ẑ| < q·9q). */
+ZV_HD void zv_mldsa_expand_a_mac(zv_i32 acc[ZV_MLDSA_N], const zv_u8 rho[ZV_MLDSA_SEED_BYTES], int r, int s,
+                              const zv_i32 zhat[ZV_MLDSA_N]) {
+    zv_mldsa_expand_a_entry(rho, r, s, [&](int j, zv_i32 a) { acc[j] += zv_mldsa_mont_mul(a, zhat[j]); });
+}
+
+/* The mu = H(H(pk, 64) ‖ 0 ‖ ctx_len ‖ ctx ‖ M, 64) of Alg. 3 step 5 and Alg. 8 step 7. */
+template <class P>
+ZV_HD void zv_mldsa_mu(zv_u8 mu[ZV_MLDSA_MU_BYTES], const zv_u8 *pk, const zv_u8 *msg, zv_u64 msg_len,
+                       const zv_u8 *ctx, zv_u32 ctx_len) {
+    zv_keccak_ctx h;
+    zv_u8 tr[ZV_MLDSA_TR_BYTES];
+    zv_shake256(pk, zv_mldsa_sizes<P>::PK_BYTES, tr, ZV_MLDSA_TR_BYTES);
+    zv_shake256_init(&h);
+    zv_keccak_absorb(&h, tr, ZV_MLDSA_TR_BYTES);
+    zv_u8 prefix[2] = {0, (zv_u8)ctx_len};
+    zv_keccak_absorb(&h, prefix, 2);
+    zv_keccak_absorb(&h, ctx, ctx_len);
+    zv_keccak_absorb(&h, msg, msg_len);
+    zv_keccak_squeeze(&h, mu, ZV_MLDSA_MU_BYTES);
+}
+
+/* c̃′ = H(μ ‖ w1Encode(w1′), λ/4) == c̃ (Alg. 8 steps 12-13); 1 when equal. */
+template <class P>
+ZV_HD int zv_mldsa_challenge_matches(const zv_u8 *ct, const zv_u8 mu[ZV_MLDSA_MU_BYTES], const zv_u8 *w1) {
+    typedef zv_mldsa_sizes<P> S;
+    zv_keccak_ctx h;
+    zv_shake256_init(&h);
+    zv_keccak_absorb(&h, mu, ZV_MLDSA_MU_BYTES);
+    zv_keccak_absorb(&h, w1, P::K * S::W1_POLY_BYTES);
+    zv_u8 ct2[S::CT_BYTES];
+    zv_keccak_squeeze(&h, ct2, S::CT_BYTES);
+    zv_u8 diff = 0;
+    for (int i = 0; i < S::CT_BYTES; i++) diff |= (zv_u8)(ct2[i] ^ ct[i]);
+    return diff == 0;
 }
 
 /* ------------------------------------------------------------------ hints and w1 */
@@ -310,18 +367,7 @@ ZV_HD int zv_mldsa_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u
 
     /* μ = H(H(pk, 64) ‖ 0 ‖ ctx_len ‖ ctx ‖ M, 64). */
     zv_u8 mu[ZV_MLDSA_MU_BYTES];
-    {
-        zv_keccak_ctx h;
-        zv_u8 tr[ZV_MLDSA_TR_BYTES];
-        zv_shake256(pk, S::PK_BYTES, tr, ZV_MLDSA_TR_BYTES);
-        zv_shake256_init(&h);
-        zv_keccak_absorb(&h, tr, ZV_MLDSA_TR_BYTES);
-        zv_u8 prefix[2] = {0, (zv_u8)ctx_len};
-        zv_keccak_absorb(&h, prefix, 2);
-        zv_keccak_absorb(&h, ctx, ctx_len);
-        zv_keccak_absorb(&h, msg, msg_len);
-        zv_keccak_squeeze(&h, mu, ZV_MLDSA_MU_BYTES);
-    }
+    zv_mldsa_mu<P>(mu, pk, msg, msg_len, ctx, ctx_len);
 
     /* ĉ = NTT(SampleInBall(c̃)); |c| ≤ 1. */
     zv_i32 chat[ZV_MLDSA_N];
@@ -337,7 +383,7 @@ ZV_HD int zv_mldsa_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u
         for (int j = 0; j < ZV_MLDSA_N; j++) acc[j] = 0;
         for (int s = 0; s < P::L; s++) zv_mldsa_expand_a_mac(acc, rho, r, s, zhat[s]);
         const zv_u8 *t1r = t1_bytes + r * ZV_MLDSA_T1_POLY_BYTES;
-        for (int j = 0; j < ZV_MLDSA_N; j++) t[j] = (zv_i32)(zv_mldsa_unpack_bits(t1r, j, 10) << ZV_MLDSA_D); /* < 2^23 < q */
+        for (int j = 0; j < ZV_MLDSA_N; j++) t[j] = zv_mldsa_t1_coefficient(t1r, j);
         zv_mldsa_ntt(t);
         for (int j = 0; j < ZV_MLDSA_N; j++) {
             ZV_CHECK(acc[j] < P::L * ZV_MLDSA_Q && acc[j] > -P::L * ZV_MLDSA_Q);
@@ -365,16 +411,154 @@ ZV_HD int zv_mldsa_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u
         ZV_CHECK(nout == S::W1_POLY_BYTES && nbits == 0 && hint == end);
     }
 
-    /* c̃′ = H(μ ‖ w1Encode(w1′), λ/4) compared with c̃ (Alg. 8 steps 12-13). */
-    zv_keccak_ctx h;
-    zv_shake256_init(&h);
-    zv_keccak_absorb(&h, mu, ZV_MLDSA_MU_BYTES);
-    zv_keccak_absorb(&h, w1, sizeof(w1));
-    zv_u8 ct2[S::CT_BYTES];
-    zv_keccak_squeeze(&h, ct2, S::CT_BYTES);
-    zv_u8 diff = 0;
-    for (int i = 0; i < S::CT_BYTES; i++) diff |= (zv_u8)(ct2[i] ^ ct[i]);
-    return diff == 0;
+    return zv_mldsa_challenge_matches<P>(ct, mu, w1);
+}
+
+/* ------------------------------------------------------------------ one block per signature
+ * The block kernel (zv_verify_ml_dsa_block_<level>, ml_dsa.cu): the same verdict as
+ * zv_mldsa_verify, bit for bit (the same checks in the same functions), computed by a block
+ * of ZV_MLDSA_BLOCK threads that keeps the signature's polynomials in shared memory.
+ *
+ * Block size 128: a layer of the NTT is 128 butterflies, so every thread has exactly one per
+ * polynomial per layer and no thread idles in the 16 NTT layers that dominate the
+ * barriers; 256 threads would leave half of them idle there and in ExpandA (K·L ≤ 56
+ * streams), and double the registers a block holds for nothing.  The phases, each ended
+ * by a barrier (ZV_SYNC):
+ *   1. thread 0: the hint encoding (Alg. 21's checks, zv_mldsa_hint_is_valid);
+ *   2. all: z decoded with its norm check (zv_mldsa_z_coefficient) and t1·2^d
+ *      (zv_mldsa_t1_coefficient) into shared memory, one coefficient per thread and
+ *      step; the last thread: c = SampleInBall(c̃);  then a failed check ends the item;
+ *   3. all: NTT of the L + K + 1 polynomials (ẑ, t̂1, ĉ) together, one butterfly
+ *      (zv_mldsa_ntt_butterfly) per thread and step, a barrier per layer (8);
+ *   4. threads 0 .. K·L − 1: one matrix entry Â[r][s] each (zv_mldsa_expand_a_entry, its
+ *      own SHAKE128 stream), multiplied into the row accumulator as it is sampled (shared
+ *      atomic adds: integer sums, exact in any order); meanwhile the last thread computes
+ *      μ (tr = H(pk) and the message: the longest serial hash) and the one before it the
+ *      hint bitmap.  Keccak is spread one stream per thread: the 24 rounds of one
+ *      permutation are serial, and spreading a permutation's 25 lanes over threads would
+ *      add a barrier (or shuffle) per round step for K·L independent streams that
+ *      already fill 16–56 threads;
+ *   5. all: Σ Â∘ẑ − ĉ∘t̂1, reduced (zv_mldsa_reduce32);
+ *   6. all: NTT^-1 of the K rows, one butterfly (zv_mldsa_invntt_butterfly) per thread and
+ *      step, a barrier per layer (8);
+ *   7. all: the factor F, UseHint (zv_mldsa_use_hint) and w1Encode, each thread a group of
+ *      coefficients that fills whole bytes (2 of 4 bits, or 4 of 6 bits);
+ *   8. thread 0: c̃′ = H(μ ‖ w1) == c̃ (zv_mldsa_challenge_matches).
+ * Shared memory (zv_mldsa_block): (2K + L + 1) KiB of polynomials, K/4 KiB of hint bytes,
+ * the packed w1 and μ: 15,172 / 20,804 / 27,716 bytes for ML-DSA-44 / 65 / 87 (ptxas),
+ * under the 48 KiB of static shared memory a block may have.  The bounds of every intermediate are those of the
+ * header, checked by the same ZV_CHECKs. */
+#define ZV_MLDSA_BLOCK 128
+
+template <class P> struct zv_mldsa_block {
+    zv_i32 poly[P::L + P::K + 1][ZV_MLDSA_N]; /* z → ẑ (L), t1·2^d → t̂1 (K), c → ĉ (1) */
+    zv_i32 acc[P::K][ZV_MLDSA_N];             /* Σ_s Â[r][s]∘ẑ_s, then w′ */
+    zv_u8 hint[P::K][ZV_MLDSA_N];             /* h as one byte per coefficient */
+    zv_u8 w1[P::K * zv_mldsa_sizes<P>::W1_POLY_BYTES];
+    zv_u8 mu[ZV_MLDSA_MU_BYTES];
+    zv_u32 bad;                               /* a check of phases 1–2 failed */
+};
+
+/* The verdict of one item whose lengths are checked (semantics in the header), by every
+ * thread of the block; thread 0's return value is the verdict (the others return 0).
+ * Holds barriers: called by all threads of the block, with the same item. */
+template <class P>
+ZV_HD int zv_mldsa_verify_block(zv_mldsa_block<P> *b, const zv_u8 *pk, const zv_u8 *sig, const zv_u8 *msg,
+                                zv_u64 msg_len, const zv_u8 *ctx, zv_u32 ctx_len) {
+    typedef zv_mldsa_sizes<P> S;
+    const int L = P::L, K = P::K, N = ZV_MLDSA_N, HALF = ZV_MLDSA_N / 2;
+    const zv_u8 *rho = pk, *t1_bytes = pk + ZV_MLDSA_SEED_BYTES;
+    const zv_u8 *ct = sig, *z_bytes = sig + S::CT_BYTES, *y = z_bytes + L * S::Z_POLY_BYTES;
+    const zv_u64 tid = ZV_BLOCK_TID, last = ZV_BLOCK_NTHREADS - 1, second = last > 0 ? last - 1 : 0;
+
+    if (tid == 0) b->bad = !zv_mldsa_hint_is_valid<P>(y);
+    ZV_SYNC();
+    ZV_BLOCK_FOR(x, L * N) {
+        zv_i32 c = 0;
+        if (!zv_mldsa_z_coefficient<P>(&c, z_bytes + (x / N) * S::Z_POLY_BYTES, (int)(x % N))) b->bad = 1;
+        b->poly[x / N][x % N] = c;
+    }
+    ZV_BLOCK_FOR(x, K * N) {
+        b->poly[L + x / N][x % N] = zv_mldsa_t1_coefficient(t1_bytes + (x / N) * ZV_MLDSA_T1_POLY_BYTES, (int)(x % N));
+        b->acc[x / N][x % N] = 0;
+        b->hint[x / N][x % N] = 0;
+    }
+    if (tid == last) zv_mldsa_sample_in_ball<P>(b->poly[L + K], ct);
+    ZV_SYNC();
+    if (b->bad) return 0; /* uniform; `bad` is next written after the caller's closing barrier */
+
+    ZV_NO_UNROLL
+    for (int lg = 7; lg >= 0; lg--) {
+        ZV_BLOCK_FOR(x, (L + K + 1) * HALF) zv_mldsa_ntt_butterfly(b->poly[x / HALF], lg, (int)(x % HALF));
+        ZV_SYNC();
+    }
+
+    ZV_BLOCK_FOR(x, (L + K + 1) * N) ZV_CHECK(b->poly[x / N][x % N] < 9 * ZV_MLDSA_Q && b->poly[x / N][x % N] > -9 * ZV_MLDSA_Q);
+    ZV_BLOCK_FOR(e, K * L) {
+        zv_i32 *acc = b->acc[e / L];
+        const zv_i32 *zhat = b->poly[e % L];
+        zv_mldsa_expand_a_entry(rho, (int)(e / L), (int)(e % L),
+                                [&](int j, zv_i32 a) { zv_shared_add_i32(&acc[j], zv_mldsa_mont_mul(a, zhat[j])); });
+    }
+    if (tid == last) zv_mldsa_mu<P>(b->mu, pk, msg, msg_len, ctx, ctx_len);
+    if (tid == second) {
+        int start = 0;
+        for (int r = 0; r < K; r++) {
+            int end = y[P::OMEGA + r]; /* increasing and ≤ ω (phase 1) */
+            for (int p = start; p < end; p++) b->hint[r][y[p]] = 1;
+            start = end;
+        }
+    }
+    ZV_SYNC();
+
+    ZV_BLOCK_FOR(x, K * N) {
+        zv_i32 a = b->acc[x / N][x % N];
+        ZV_CHECK(a < L * ZV_MLDSA_Q && a > -L * ZV_MLDSA_Q);
+        b->acc[x / N][x % N] = zv_mldsa_reduce32(a - zv_mldsa_mont_mul(b->poly[L + K][x % N], b->poly[L + x / N][x % N]));
+    }
+    ZV_SYNC();
+
+    ZV_NO_UNROLL
+    for (int lg = 0; lg <= 7; lg++) {
+        ZV_BLOCK_FOR(x, K * HALF) zv_mldsa_invntt_butterfly(b->acc[x / HALF], lg, (int)(x % HALF));
+        ZV_SYNC();
+    }
+
+    /* SimpleBitPack (Alg. 16) by groups of GC coefficients = GB whole bytes. */
+    const int GC = S::W1_BITS == 6 ? 4 : 2, GB = GC * S::W1_BITS / 8, GROUPS = N / GC;
+    ZV_BLOCK_FOR(x, K * GROUPS) {
+        int r = (int)(x / GROUPS), j0 = (int)(x % GROUPS) * GC;
+        zv_u32 bits = 0;
+        for (int c = 0; c < GC; c++) {
+            zv_i32 w = zv_mldsa_caddq(zv_mldsa_mont_mul(ZV_MLDSA_INVNTT_F, b->acc[r][j0 + c]));
+            bits |= (zv_u32)zv_mldsa_use_hint<P>(w, b->hint[r][j0 + c]) << (c * S::W1_BITS);
+        }
+        zv_u8 *out = b->w1 + r * S::W1_POLY_BYTES + (j0 / GC) * GB;
+        for (int k = 0; k < GB; k++) out[k] = (zv_u8)(bits >> (8 * k));
+    }
+    ZV_SYNC();
+    return tid == 0 ? zv_mldsa_challenge_matches<P>(ct, b->mu, b->w1) : 0;
+}
+
+/* The batch loop of the block kernel (kernel contract, docs/kernels.md "Entry points"): one
+ * block per item, grid-stride; every check of zv_mldsa_verify's step 1 (lengths, context)
+ * and the contract's decreasing offsets give 0 exactly as the thread kernel does. */
+template <int LEVEL>
+ZV_HD void zv_mldsa_verify_batch_block(zv_mldsa_block<zv_mldsa_params<LEVEL>> *b, const zv_u8 *pks, zv_u32 pk_len,
+                                       const zv_u8 *sigs, zv_u32 sig_len, const zv_u8 *msgs, const zv_u64 *offsets,
+                                       const zv_u8 *ctx, zv_u32 ctx_len, zv_u64 n, zv_u8 *verdicts) {
+    typedef zv_mldsa_params<LEVEL> P;
+    typedef zv_mldsa_sizes<P> S;
+    /* Uniform over the batch: a bad length or context reads nothing. */
+    int sizes_ok = pk_len == (zv_u32)S::PK_BYTES && sig_len == (zv_u32)S::SIG_BYTES && ctx_len <= ZV_MLDSA_MAX_CTX;
+    ZV_FOR_EACH_BLOCK(i, n) {
+        zv_u64 lo = offsets[i], hi = offsets[i + 1];
+        int ok = 0;
+        if (sizes_ok && hi >= lo) /* uniform over the block: every thread skips every barrier */
+            ok = zv_mldsa_verify_block<P>(b, pks + i * pk_len, sigs + i * sig_len, msgs + lo, hi - lo, ctx, ctx_len);
+        if (ZV_BLOCK_TID == 0) verdicts[i] = (zv_u8)ok;
+        ZV_SYNC(); /* the next item rewrites the block state */
+    }
 }
 
 #endif /* ZV_MLDSA_CUH */

@@ -45,8 +45,10 @@
  * or Keccak state in 32-bit halves (16 and 50 registers) plus the block under compression
  * cannot fit without heavy spilling.
  *
- * Host build: the "block" is one thread, so every cooperative loop (ZV_BLOCK_FOR) visits all
- * its indices in order and the barriers are empty — the same code, one lane.
+ * Host build: the entry points run the block as 32 fibers with real barriers (ZV_BLOCK_RUN,
+ * zv_port.cuh), the block state shared by them, so a missing ZV_SYNC or a race on the block
+ * state changes verdicts there too; the hash-count builds (ZV_SLH_STATS) run one fiber,
+ * whose bookkeeping models the 32 lanes.
  *
  * Parameter sets: ZV_SLH_PARAM_SETS below (FIPS 205 Table 2); lg_w = 4 (w = 16) for all, so
  * len = 2n + 3 (len1 = 2n digits, len2 = 3 checksum digits).
@@ -503,7 +505,7 @@ struct zv_slh_block {
 };
 
 /* The atomic "take a ticket" of the chain queue: shared-memory atomicAdd on the GPU; the
- * host's one lane just counts. */
+ * host's fibers run one at a time between barriers, so a plain increment is atomic there. */
 ZV_HD zv_u32 zv_slh_take(zv_u32 *next) {
 #if ZV_DEVICE_BUILD
     return atomicAdd(next, 1u);
