@@ -33,9 +33,12 @@ from app.core.errors import KernelBuildError
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 #: The host-only headers of zv_port.cuh's block emulation (fibers: makecontext, _setjmp,
 #: malloc) are included here, so no kernel source names a system header (NVRTC has none).
+#: -U_FORTIFY_SOURCE: where the compiler fortifies by default (Ubuntu's gcc), glibc's checked
+#: _longjmp refuses a jump to another stack ("longjmp causes uninitialized stack frame"),
+#: and switching stacks is what the fibers do.
 CXXFLAGS = ["-x", "c++", "-std=c++17", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing",
-            "-Wall", "-Wno-unused-function", "-include", "ucontext.h", "-include", "setjmp.h",
-            "-include", "stdlib.h"]
+            "-Wall", "-Wno-unused-function", "-U_FORTIFY_SOURCE", "-include", "ucontext.h",
+            "-include", "setjmp.h", "-include", "stdlib.h"]
 
 _lock = threading.Lock()
 _loaded: dict[Path, ctypes.CDLL] = {}
