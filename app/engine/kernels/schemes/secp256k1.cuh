@@ -27,10 +27,9 @@
  * (zv_k1_ge_lift_x); x(R) is compared without an inversion.  Inversions and the square
  * root are Fermat exponentiations with fixed addition chains or windows (field and scalar
  * headers say why: branch-free, the same for every thread of a warp, no 62-bit arithmetic
- * that a GPU would emulate).
- *   - The scalar inversion is shared by a block (secp256k1.cu: zv_k1_sc_block_batch_inv_mont over a
- *     chunk of items) and the group operations are inlined, so the accumulator stays in
- *     registers.
+ * that a GPU would emulate).  The scalar inversion is shared by a block (secp256k1.cu:
+ * zv_k1_sc_block_batch_inv_mont over a chunk of items) and the group operations are
+ * inlined, so the accumulator stays in registers.
  */
 #ifndef ZV_SECP256K1_CUH
 #define ZV_SECP256K1_CUH
