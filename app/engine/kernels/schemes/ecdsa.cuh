@@ -11,6 +11,8 @@
  *   zv_ecdsa_u1_u2      e = digest mod n (§4.1.4 step 5: n has 256 bits on both curves, so
  *                       the digest is used whole), u1 = e·w and u2 = r·w for the Montgomery
  *                       inverse w = s^−1·R of a block's batched inversion;
+ *   zv_ecdsa_verify_chunks  an entry point's body: chunks of a block's items, their s
+ *                       inverted together, each item finished with its w.
  */
 #ifndef ZV_ECDSA_CUH
 #define ZV_ECDSA_CUH
@@ -59,6 +61,57 @@ ZV_HD void zv_ecdsa_u1_u2(zv_u32 u1[8], zv_u32 u2[8], const zv_u8 digest[32], co
     zv_mont_mul<M>(u1, e, w);
     ZV_COUNT(OP);
     zv_mont_mul<M>(u2, r, w);
+}
+
+/* The body of an ECDSA entry point (the kernel contract's shape, docs/kernels.md), the same
+ * for every curve: items go CHUNK at a time per block; each thread parses its signature's
+ * s (1 for an invalid signature, which is then rejected anyway) and puts it in Montgomery
+ * form, the block inverts every s of the chunk at once (one inversion per block, not one per
+ * warp), and each thread finishes its item with its w.  Signatures are read with 16-byte
+ * vector loads (zv_load_item).  C is the curve's side:
+ *   C::sc                                   its scalar (8 limbs, mod n);
+ *   C::sig_parse(r, s, sig64, options)      r ‖ s with the range and the curve's high-S rule;
+ *   C::to_mont(w, s)                        w = s·R mod n;
+ *   C::batch_inv(ws, prefix, count, tops, tops_prefix)
+ *                                           every ws[j] inverted, by the whole block;
+ *   C::verify_with_w(pk, pk_len, sig, sig_len, msg, msg_len, options, w)
+ *                                           the item's verdict given w = s^−1·R.
+ * ws and prefix hold CHUNK scalars, tops and tops_prefix ZV_BATCH_LANES: the entry point's
+ * shared arrays (a block's, on the GPU). */
+template <class C, int CHUNK>
+ZV_HD void zv_ecdsa_verify_chunks(const zv_u8 *pks, zv_u32 pk_len, const zv_u8 *sigs, zv_u32 sig_len,
+                                  const zv_u8 *msgs, const zv_u64 *offsets, zv_u32 options, zv_u64 n,
+                                  zv_u8 *verdicts, typename C::sc *ws, typename C::sc *prefix,
+                                  typename C::sc *tops, typename C::sc *tops_prefix) {
+    ZV_CHUNK_FOR(base, n, CHUNK) {
+        zv_u64 count = n - base < CHUNK ? n - base : CHUNK;
+        ZV_BLOCK_FOR(j, count) {
+            zv_u64 i = base + j;
+            typename C::sc r, s;
+            int ok = 0;
+            if (sig_len == 64) {
+                alignas(16) zv_u8 sig[64];
+                zv_load_item(sig, sigs + i * 64, 64);
+                ok = C::sig_parse(&r, &s, sig, options);
+            }
+            if (!ok) for (int k = 0; k < 8; k++) s.v[k] = (zv_u32)(k == 0);
+            C::to_mont(&ws[j], &s);  /* s·R, in parallel */
+        }
+        ZV_SYNC();
+        C::batch_inv(ws, prefix, (int)count, tops, tops_prefix);
+        ZV_SYNC();
+        ZV_BLOCK_FOR(j, count) {
+            zv_u64 i = base + j, lo = offsets[i], hi = offsets[i + 1];
+            int ok = 0;
+            if (hi >= lo && sig_len == 64) {  /* decreasing offsets are a malformed item, not a huge read */
+                alignas(16) zv_u8 sig[64];
+                zv_load_item(sig, sigs + i * 64, 64);
+                ok = C::verify_with_w(pks + i * pk_len, pk_len, sig, sig_len, msgs + lo, hi - lo, options, &ws[j]);
+            }
+            verdicts[i] = (zv_u8)ok;
+        }
+        ZV_SYNC();  /* the next chunk reuses the shared arrays */
+    }
 }
 
 #endif /* ZV_ECDSA_CUH */

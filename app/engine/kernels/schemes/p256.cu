@@ -4,10 +4,9 @@
  * item i's message is msgs[offsets[i] .. offsets[i+1]).  ctx is unused (ECDSA has no
  * context string).  options: bit0 prehashed, bit2 low_s (app/core/schemes.py OPTIONS).
  *
- * Chunks, as secp256k1.cu: items go ZV_P256_CHUNK at a time per block; each thread parses
- * its signature's s (1 for an invalid signature, which is then rejected anyway), the block
- * inverts every s of the chunk at once (zv_p256_sc_block_batch_inv_mont), and each thread
- * finishes its item with its w.  Signatures are read with 16-byte vector loads.
+ * Chunks of ZV_P256_CHUNK items per block with one batched inversion of their s
+ * (zv_p256_sc_block_batch_inv_mont): zv_ecdsa_verify_chunks (schemes/ecdsa.cuh), shared
+ * with the secp256k1 kernel.
  */
 #include "zv_port.cuh"
 #include "schemes/p256.cuh"
@@ -25,43 +24,31 @@
 /* Items per block chunk: the block size the registry launches (app/engine/device/registry.py). */
 #define ZV_P256_CHUNK 128
 
+/* The curve's side of zv_ecdsa_verify_chunks (schemes/ecdsa.cuh). */
+struct zv_p256_ecdsa {
+    typedef zv_p256_sc sc;
+    static ZV_HD_MEMBER int sig_parse(sc *r, sc *s, const zv_u8 *sig, zv_u32 options) {
+        return zv_p256_sig_parse(r, s, sig, (options & ZV_P256_OPT_LOW_S) != 0);
+    }
+    static ZV_HD_MEMBER void to_mont(sc *w, const sc *s) { zv_p256_sc_mont_mul(w, s->v, ZV_P256_N_R2); }
+    static ZV_HD_MEMBER void batch_inv(sc *ws, sc *prefix, int count, sc *tops, sc *tops_prefix) {
+        zv_p256_sc_block_batch_inv_mont(ws, prefix, count, tops, tops_prefix);
+    }
+    static ZV_HD_MEMBER int verify_with_w(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
+                                          const zv_u8 *msg, zv_u64 msg_len, zv_u32 options, const sc *w) {
+        return zv_p256_verify_with_w(pk, pk_len, sig, sig_len, msg, msg_len, options, w);
+    }
+};
+
 ZV_KERNEL ZV_P256_MAXNREG void zv_verify_p256(const zv_u8 *pks, zv_u32 pk_len,
-                                              const zv_u8 *sigs, zv_u32 sig_len,
-                                              const zv_u8 *msgs, const zv_u64 *offsets,
-                                              const zv_u8 *ctx, zv_u32 ctx_len,
-                                              zv_u32 options, zv_u64 n, zv_u8 *verdicts) {
+                                   const zv_u8 *sigs, zv_u32 sig_len,
+                                   const zv_u8 *msgs, const zv_u64 *offsets,
+                                   const zv_u8 *ctx, zv_u32 ctx_len,
+                                   zv_u32 options, zv_u64 n, zv_u8 *verdicts) {
     (void)ctx;
     (void)ctx_len;
     ZV_SHARED zv_p256_sc ws[ZV_P256_CHUNK], prefix[ZV_P256_CHUNK];
     ZV_SHARED zv_p256_sc tops[ZV_BATCH_LANES], tops_prefix[ZV_BATCH_LANES];
-    int low_s = (options & ZV_P256_OPT_LOW_S) != 0;
-    ZV_CHUNK_FOR(base, n, ZV_P256_CHUNK) {
-        zv_u64 count = n - base < ZV_P256_CHUNK ? n - base : ZV_P256_CHUNK;
-        ZV_BLOCK_FOR(j, count) {
-            zv_u64 i = base + j;
-            zv_p256_sc r, s;
-            int ok = 0;
-            if (sig_len == 64) {
-                alignas(16) zv_u8 sig[64];
-                zv_load_item(sig, sigs + i * 64, 64);
-                ok = zv_p256_sig_parse(&r, &s, sig, low_s);
-            }
-            if (!ok) for (int k = 0; k < 8; k++) s.v[k] = (zv_u32)(k == 0);
-            zv_p256_sc_mont_mul(&ws[j], s.v, ZV_P256_N_R2);  /* s·R, in parallel */
-        }
-        ZV_SYNC();
-        zv_p256_sc_block_batch_inv_mont(ws, prefix, (int)count, tops, tops_prefix);
-        ZV_SYNC();
-        ZV_BLOCK_FOR(j, count) {
-            zv_u64 i = base + j, lo = offsets[i], hi = offsets[i + 1];
-            int ok = 0;
-            if (hi >= lo && sig_len == 64) {  /* decreasing offsets are a malformed item, not a huge read */
-                alignas(16) zv_u8 sig[64];
-                zv_load_item(sig, sigs + i * 64, 64);
-                ok = zv_p256_verify_with_w(pks + i * pk_len, pk_len, sig, sig_len, msgs + lo, hi - lo, options, &ws[j]);
-            }
-            verdicts[i] = (zv_u8)ok;
-        }
-        ZV_SYNC();  /* the next chunk reuses the shared arrays */
-    }
+    zv_ecdsa_verify_chunks<zv_p256_ecdsa, ZV_P256_CHUNK>(pks, pk_len, sigs, sig_len, msgs, offsets, options,
+                                                         n, verdicts, ws, prefix, tops, tops_prefix);
 }

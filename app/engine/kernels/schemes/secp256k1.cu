@@ -4,11 +4,9 @@
  * is msgs[offsets[i] .. offsets[i+1]).  ctx is unused (ECDSA has no context string).
  * options: bit0 prehashed, bit1 allow_high_s.
  *
- * Chunks: items go ZV_SECP256K1_CHUNK at a time per block.  Each thread parses its
- * signature's s (1 for an invalid signature, which is then rejected anyway), the block
- * inverts every s of the chunk at once (zv_k1_sc_block_batch_inv_mont: one inversion per block,
- * not one per warp), and each thread finishes its item with its w.  Signatures are
- * read with 16-byte vector loads (zv_load_item).
+ * Chunks of ZV_SECP256K1_CHUNK items per block with one batched inversion of their s
+ * (zv_k1_sc_block_batch_inv_mont): zv_ecdsa_verify_chunks (schemes/ecdsa.cuh), shared with
+ * the P-256 kernel.
  */
 #include "zv_port.cuh"
 #include "schemes/secp256k1.cuh"
@@ -29,6 +27,22 @@
 /* Items per block chunk: the block size the registry launches (app/engine/device/registry.py). */
 #define ZV_SECP256K1_CHUNK 128
 
+/* The curve's side of zv_ecdsa_verify_chunks (schemes/ecdsa.cuh). */
+struct zv_k1_ecdsa {
+    typedef zv_k1_sc sc;
+    static ZV_HD_MEMBER int sig_parse(sc *r, sc *s, const zv_u8 *sig, zv_u32 options) {
+        return zv_k1_sig_parse(r, s, sig, (options & ZV_SECP256K1_OPT_ALLOW_HIGH_S) != 0);
+    }
+    static ZV_HD_MEMBER void to_mont(sc *w, const sc *s) { zv_k1_sc_mont_mul(w, s->v, ZV_SECP256K1_N_R2); }
+    static ZV_HD_MEMBER void batch_inv(sc *ws, sc *prefix, int count, sc *tops, sc *tops_prefix) {
+        zv_k1_sc_block_batch_inv_mont(ws, prefix, count, tops, tops_prefix);
+    }
+    static ZV_HD_MEMBER int verify_with_w(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u32 sig_len,
+                                          const zv_u8 *msg, zv_u64 msg_len, zv_u32 options, const sc *w) {
+        return zv_k1_verify_with_w(pk, pk_len, sig, sig_len, msg, msg_len, options, w);
+    }
+};
+
 ZV_KERNEL ZV_SECP256K1_MAXNREG void zv_verify_secp256k1(const zv_u8 *pks, zv_u32 pk_len,
                                    const zv_u8 *sigs, zv_u32 sig_len,
                                    const zv_u8 *msgs, const zv_u64 *offsets,
@@ -38,34 +52,6 @@ ZV_KERNEL ZV_SECP256K1_MAXNREG void zv_verify_secp256k1(const zv_u8 *pks, zv_u32
     (void)ctx_len;
     ZV_SHARED zv_k1_sc ws[ZV_SECP256K1_CHUNK], prefix[ZV_SECP256K1_CHUNK];
     ZV_SHARED zv_k1_sc tops[ZV_BATCH_LANES], tops_prefix[ZV_BATCH_LANES];
-    int allow_high_s = (options & ZV_SECP256K1_OPT_ALLOW_HIGH_S) != 0;
-    ZV_CHUNK_FOR(base, n, ZV_SECP256K1_CHUNK) {
-        zv_u64 count = n - base < ZV_SECP256K1_CHUNK ? n - base : ZV_SECP256K1_CHUNK;
-        ZV_BLOCK_FOR(j, count) {
-            zv_u64 i = base + j;
-            zv_k1_sc r, s;
-            int ok = 0;
-            if (sig_len == 64) {
-                alignas(16) zv_u8 sig[64];
-                zv_load_item(sig, sigs + i * 64, 64);
-                ok = zv_k1_sig_parse(&r, &s, sig, allow_high_s);
-            }
-            if (!ok) for (int k = 0; k < 8; k++) s.v[k] = (zv_u32)(k == 0);
-            zv_k1_sc_mont_mul(&ws[j], s.v, ZV_SECP256K1_N_R2);  /* s·R, in parallel */
-        }
-        ZV_SYNC();
-        zv_k1_sc_block_batch_inv_mont(ws, prefix, (int)count, tops, tops_prefix);
-        ZV_SYNC();
-        ZV_BLOCK_FOR(j, count) {
-            zv_u64 i = base + j, lo = offsets[i], hi = offsets[i + 1];
-            int ok = 0;
-            if (hi >= lo && sig_len == 64) {  /* decreasing offsets are a malformed item, not a huge read */
-                alignas(16) zv_u8 sig[64];
-                zv_load_item(sig, sigs + i * 64, 64);
-                ok = zv_k1_verify_with_w(pks + i * pk_len, pk_len, sig, sig_len, msgs + lo, hi - lo, options, &ws[j]);
-            }
-            verdicts[i] = (zv_u8)ok;
-        }
-        ZV_SYNC();  /* the next chunk reuses the shared arrays */
-    }
+    zv_ecdsa_verify_chunks<zv_k1_ecdsa, ZV_SECP256K1_CHUNK>(pks, pk_len, sigs, sig_len, msgs, offsets, options,
+                                                            n, verdicts, ws, prefix, tops, tops_prefix);
 }
