@@ -65,18 +65,26 @@ OVERHEAD_PROBE = "ZV_KERNEL void zv_probe_fp12_mul(zv_fp12 *r, const zv_fp12 *a,
 
 
 class CountingDevice(HostDevice):
-    """The host device, its libraries built with -DZV_COUNT_OPS (one per source, cached)."""
+    """The host device, its libraries built with -DZV_COUNT_OPS (one per source, shared by the
+    process).  Every library a measurement may touch is loaded up front (``sources``), so a
+    count taken before a run covers it: a library loaded mid-run would bring the counts of
+    its earlier use in this process."""
 
-    def __init__(self) -> None:
+    def __init__(self, sources=()) -> None:
         super().__init__()
         self.libs: dict[str, Any] = {}
+        for source in sources:
+            self._lib(source)
 
-    def function(self, source, entry):
+    def _lib(self, source):
         lib = self.libs.get(source.name)
         if lib is None:
             lib = self.libs[source.name] = hostbuild.load_code(
                 source.path.read_text(), f"{source.name}_counted", [source.directory], defines=["ZV_COUNT_OPS"])
-        fn = getattr(lib, entry)
+        return lib
+
+    def function(self, source, entry):
+        fn = getattr(self._lib(source), entry)
         fn.restype = None
         return fn
 
@@ -104,7 +112,7 @@ def shape_counts(fast_keys=FAST_KEYS, aggregate_pairs=AGGREGATE_PAIRS, rlc_items
     ``rlc_items`` and single CoreVerify of the same items."""
     from scripts.lib.agreement.bls12_381_aggregate import Signers
 
-    dev = CountingDevice()
+    dev = CountingDevice([registry.BLS_AGGREGATE, registry.VERIFY_KERNELS["bls12-381"].source])
     s = Signers("gpu-model-aggregates")
     r = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001  # group order (RFC 9380 §8.8.1)
     sks = [s.key() for _ in range(max(tuple(fast_keys) + tuple(aggregate_pairs)))]
