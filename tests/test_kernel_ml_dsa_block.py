@@ -26,6 +26,7 @@ from app.engine.device import hostbuild, registry
 from app.engine.reference import kat
 from app.engine.verify import calibrate
 from app.engine.verify.engine import Engine, EngineConfig
+from app.engine.verify.status import engine_status
 from tests.fake_cupy import FakeCupy
 from tests.oracles.ml_dsa_model import kernel_verdicts, openssl_verdicts
 from tests.toy_scheme import BROKEN, NO_SHADOW, TOY, TOY_ALL, ToyCpu, toy_answers
@@ -190,6 +191,7 @@ def test_calibration_measures_each_variant_and_keeps_the_backend_on_its_choice(t
     assert chosen in ("a", "b") and cuda.variant("ed25519") == chosen
     assert eng.routes["ed25519"].rates["cuda"] > 0 and "cuda" in eng.routes["ed25519"].crossover
     assert all(not r.kernel for s, r in eng.routes.items() if s != "ed25519")
+    assert engine_status(eng)["schemes"]["ed25519"]["kernel"] == {"cuda": chosen}
 
 
 def test_a_variant_that_does_not_build_falls_back_to_the_default(toy_kat):

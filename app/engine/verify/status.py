@@ -65,6 +65,7 @@ def engine_status(engine: Engine) -> dict[str, Any]:
                 "crossover": {**_crossover_shown(r),
                               **({"configured": cfg.crossover[s]} if s in cfg.crossover else {})},
                 "rates": {b: round(v, 1) for b, v in r.rates.items()},
+                "kernel": dict(r.kernel),
                 "degraded_since": {b: iso(t) for b, t in r.degraded_since.items()}}
             for s, r in engine.routes.items()
         },
