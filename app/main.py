@@ -267,7 +267,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
 
     # FastAPIOffline serves /docs and /redoc from packaged assets: no CDN, works air-gapped.
     app = FastAPIOffline(title="zapverify", version=__version__, lifespan=lifespan,
-                  description="Batch signature verification: Ed25519, secp256k1, P-256, BLS12-381, ML-DSA, SLH-DSA.")
+                  description="Batch signature verification: Ed25519, secp256k1 and P-256 ECDSA, BIP-340, "
+                              "BLS12-381, ML-DSA, SLH-DSA.")
     app.state.settings = settings
     app.state.ws_stats = ws.WsStats()
 

@@ -118,6 +118,10 @@ def test_schemes_status_health_and_dashboard(client):
     assert client.get("/readyz").status_code == 200
     schemes = client.get("/v1/schemes").json()["schemes"]
     assert len(schemes) == len(SCHEMES) and schemes[0]["id"] == "ed25519"
+    by = {s["id"]: s for s in schemes}  # what a client needs to build a request of each
+    assert by["p256"]["options"] == ["prehashed", "low_s"] and by["p256"]["signature_formats"] == ["raw", "der"]
+    assert by["bip340"]["options"] == [] and by["bip340"]["signature_formats"] == ["raw"]
+    assert by["bip340"]["public_key_bytes"] == [32] and by["p256"]["code"] == 4 and by["bip340"]["code"] == 5
     st = client.get("/v1/status").json()
     assert st["engine"]["ready"] and st["engine"]["schemes"]["ed25519"]["selftest"]["cpu"] is True
     assert st["host"]["cpus"] >= 1 and st["limits"]["max_items"] == 50

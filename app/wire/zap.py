@@ -212,9 +212,14 @@ def _u8(buf: Buffer) -> np.ndarray:
     return arr
 
 
-def _takers(bits: int) -> str:
-    """The schemes that accept option ``bits``, as an error names them (``secp256k1``)."""
-    return "/".join(schemes.accepting(bits))
+def _refused(bits: int, scheme: schemes.Scheme) -> str:
+    """The error of option ``bits`` set on a ``scheme`` that does not take them: their names
+    and bits, and the schemes that do take them ("option low_s (0x04) applies to p256 only,
+    not bip340")."""
+    names = [o.name for o in schemes.OPTIONS.values() if o.bit & bits]
+    noun, verb = ("option", "applies") if len(names) == 1 else ("options", "apply")
+    return (f"{noun} {', '.join(names)} (0x{bits:02x}) {verb} to {'/'.join(schemes.accepting(bits))} only, "
+            f"not {scheme.id}")
 
 
 def _check_padding(arr: np.ndarray, start: int, end: int, field: str) -> None:
@@ -310,8 +315,7 @@ def decode_request(buf: Buffer, limits: Limits = DEFAULT_LIMITS) -> Request:
         raise BadOptions(f"unknown option bits 0x{options & ~KNOWN_OPTIONS:02x}", field="options")
     refused = options & ~scheme.option_bits
     if refused:
-        raise BadOptions(f"options 0x{refused:02x} apply to {_takers(refused)} only, not {scheme.id}",
-                         field="options")
+        raise BadOptions(_refused(refused, scheme), field="options")
     if ctx_len and not scheme.has_context:
         raise BadContext(f"{scheme.id} takes no context, ctx_len is {ctx_len}", field="ctx_len")
     if count == 0:
@@ -481,7 +485,7 @@ def encode_request(batch: Batch, request_id: int = 0, *, want_batch_id: bool = F
         raise BadContext(f"{scheme.id} takes no context", field="ctx")
     refused = batch.options & ~scheme.option_bits
     if refused:
-        raise BadOptions(f"options apply to {_takers(refused)} only, not {scheme.id}", field="options")
+        raise BadOptions(_refused(refused, scheme), field="options")
     pk_len, sig_len = batch.pks.shape[1], scheme.sig_len
     base = int(batch.offsets[0])
     offsets = batch.offsets.astype(np.uint64) - base

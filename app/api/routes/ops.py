@@ -78,13 +78,18 @@ async def readyz(engine: Engine = Depends(get_engine), store: ReceiptStore | Non
 
 
 @router.get("/v1/schemes", responses={200: {"content": {"application/json": {"example": {"schemes": [
-        {"id": "ed25519", "code": 1, "family": "ed25519", "public_key_bytes": [32], "signature_bytes": 64,
-         "context": False, "standard": "RFC 8032 §5.1.7 (libsodium rules)"}]}}}}})
+        {"id": "p256", "code": 4, "family": "p256", "public_key_bytes": [33, 65], "signature_bytes": 64,
+         "context": False, "standard": "FIPS 186-5 §6.4.2 (OpenSSL rules)", "options": ["prehashed", "low_s"],
+         "signature_formats": ["raw", "der"]}]}}}}})
 async def list_schemes() -> dict:
-    """Every scheme with its wire code, key and signature sizes and the standard it implements."""
+    """Every scheme with its wire code, key and signature sizes, the standard it implements,
+    the batch options it takes (``prehashed``, ``allow_high_s``, ``low_s``: a request's flag
+    applies to the items of the schemes listed here) and the signature formats a JSON request
+    may send it (``raw`` first)."""
     return {"schemes": [
         {"id": s.id, "code": s.code, "family": s.family, "public_key_bytes": list(s.pk_lens),
-         "signature_bytes": s.sig_len, "context": s.has_context, "standard": s.standard}
+         "signature_bytes": s.sig_len, "context": s.has_context, "standard": s.standard,
+         "options": list(s.options), "signature_formats": list(s.signature_formats)}
         for s in SCHEMES.values()]}
 
 
