@@ -14,10 +14,9 @@ family            pool       threads vs processes
 ================  =========  ==========================================================
 ed25519           thread     native loop: 35,948 vs 36,034 (equal)
 secp256k1         thread     native loop: 52,224 vs 50,981 (equal)
-p256              process    4,987 vs 5,147 (equal; 5 rounds on a machine shared by other jobs,
-                             load 5.4 on 2 cores: OpenSSL releases the GIL, 2.05-2.12x on two
-                             threads when the cores are free, so the Python loop decides)
-bip340            thread     native loop: 24,435 vs 23,974 (equal; one core free when measured)
+p256              process    16,571 vs 20,991 (OpenSSL releases the GIL, 1.84x on two threads,
+                             but the Python loop around it decides)
+bip340            thread     native loop: 48,629 vs 48,820 (equal)
 bls12-381         process    715 vs 2,214
 ml-dsa            process    11,419 vs 14,392 (44), 7,619 vs 9,742 (65), 5,483 vs 6,586 (87)
 slh-dsa           process    2.15–2.25× faster on processes in all twelve sets
