@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from app.core.batch import Batch
-from app.core.schemes import SCHEMES
+from app.core.schemes import OPTIONS, SCHEMES
 from app.engine.device import hostbuild, hostlib, ops, registry
 from bench import provenance
 
@@ -199,6 +199,22 @@ def kernel_by_lengths(scheme_id: str, items: list[tuple[bytes, bytes, bytes]], o
             raise RuntimeError(f"kernel wrote verdicts other than 0/1: {sorted(set(verdicts.tolist()))}")
         for j, i in enumerate(idx):
             out[i] = bool(verdicts[j])
+    return out
+
+
+def kernel_by_options(scheme_id: str, cases: list, names: tuple[str, ...]) -> list[bool]:
+    """Verdicts of ``scheme_id``'s kernel (:func:`kernel_by_lengths`) for cases that each carry
+    their own options: objects with ``pk``, ``msg``, ``sig`` and a ``bool`` attribute per
+    option name in ``names`` (``("prehashed", "low_s")``); one kernel call per combination."""
+    out = [False] * len(cases)
+    groups: dict[tuple[bool, ...], list[int]] = {}
+    for i, c in enumerate(cases):
+        groups.setdefault(tuple(bool(getattr(c, n)) for n in names), []).append(i)
+    for flags, idx in groups.items():
+        bits = sum(OPTIONS[n].bit for n, on in zip(names, flags) if on)
+        for i, v in zip(idx, kernel_by_lengths(scheme_id, [(cases[i].pk, cases[i].msg, cases[i].sig) for i in idx],
+                                               bits)):
+            out[i] = v
     return out
 
 

@@ -18,7 +18,16 @@ from dataclasses import dataclass
 
 from app.core.batch import OPT_LOW_S, OPT_PREHASHED
 from app.engine.reference import kat, reference
-from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare, hexed, host_library, kernel_by_lengths
+from scripts.lib.agreement import (
+    CheckFailures,
+    Chunk,
+    Tally,
+    compare,
+    hexed,
+    host_library,
+    kernel_by_lengths,
+    kernel_by_options,
+)
 
 SCHEME = "p256"
 TITLE = "P-256 ECDSA kernel (host build) vs OpenSSL (cryptography)"
@@ -174,15 +183,7 @@ def prepare(args) -> None:
 
 def _kernel(cases: list[Case]) -> list[bool]:
     """Kernel verdicts of cases with any options: one call per (prehashed, low_s)."""
-    out = [False] * len(cases)
-    groups: dict[tuple[bool, bool], list[int]] = {}
-    for i, c in enumerate(cases):
-        groups.setdefault((c.prehashed, c.low_s), []).append(i)
-    for (pre, low), idx in groups.items():
-        for i, v in zip(idx, kernel_verify([(cases[i].pk, cases[i].msg, cases[i].sig) for i in idx],
-                                           prehashed=pre, low_s=low)):
-            out[i] = v
-    return out
+    return kernel_by_options(SCHEME, cases, ("prehashed", "low_s"))
 
 
 def _reference(cases: list[Case]) -> list[bool]:

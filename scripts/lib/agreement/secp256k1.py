@@ -17,7 +17,16 @@ from dataclasses import dataclass
 
 from app.core.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED
 from app.engine.reference import kat, reference
-from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare, hexed, host_library, kernel_by_lengths
+from scripts.lib.agreement import (
+    CheckFailures,
+    Chunk,
+    Tally,
+    compare,
+    hexed,
+    host_library,
+    kernel_by_lengths,
+    kernel_by_options,
+)
 
 SCHEME = "secp256k1"
 TITLE = "secp256k1 kernel (host build) vs libsecp256k1 (coincurve)"
@@ -170,15 +179,7 @@ def prepare(args) -> None:
 
 def _kernel(cases: list[Case]) -> list[bool]:
     """Kernel verdicts of cases with any options: one call per (prehashed, allow_high_s)."""
-    out = [False] * len(cases)
-    groups: dict[tuple[bool, bool], list[int]] = {}
-    for i, c in enumerate(cases):
-        groups.setdefault((c.prehashed, c.allow_high_s), []).append(i)
-    for (pre, hs), idx in groups.items():
-        for i, v in zip(idx, kernel_verify([(cases[i].pk, cases[i].msg, cases[i].sig) for i in idx],
-                                           prehashed=pre, allow_high_s=hs)):
-            out[i] = v
-    return out
+    return kernel_by_options(SCHEME, cases, ("prehashed", "allow_high_s"))
 
 
 def _reference(cases: list[Case]) -> list[bool]:
