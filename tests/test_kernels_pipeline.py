@@ -53,6 +53,22 @@ def test_chunks_are_whole_waves_unless_set():
     assert b.plan(toy_batch(10)).chunk == 3072
 
 
+def test_a_chosen_kernel_variant_resizes_the_batches_the_gpu_asks_for():
+    # The capabilities are built once; a variant chosen later by the calibration (ML-DSA's
+    # block kernel: a block of threads per item) must change the batch size callers join
+    # small frames into, or coalescing keeps the other kernel's waves.
+    import dataclasses
+
+    fake = FakeCupy()
+    fake.num_regs["zv_verify_toy"] = 168
+    block = dataclasses.replace(TOY, lanes=128)
+    b = CudaBackend(cupy=fake, kernels=TOY_ALL, variants={"ed25519": {"thread": TOY, "block": block}})
+    assert b.capabilities().batch_items["ed25519"] == 2 * 4 * 3 * 128  # 2 waves, a thread per item
+    b.choose_variant("ed25519", "block")
+    assert b.capabilities().batch_items["ed25519"] == 2 * 4 * 3  # 2 waves, a 128-thread block per item
+    assert b.preferred_batch_items("ed25519") == 2 * 4 * 3
+
+
 # ------------------------------------------------------------------ results
 def test_pipelined_batch_is_queued_whole_before_the_host_waits_and_equals_one_launch():
     batch = toy_batch(100)

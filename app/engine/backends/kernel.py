@@ -12,6 +12,7 @@ combination (:func:`app.engine.device.ops.verify_bls_rlc`; docs/bls-aggregate.md
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Mapping
@@ -178,6 +179,8 @@ class KernelBackend(Backend):
             if row is None or not self._builds(row):
                 raise KernelError(f"{self.name} has no kernel variant {variant!r} for {scheme_id}", field="backend")
             self._chosen[scheme_id] = variant
+            if self._capabilities is not None:  # a GPU's batch sizes follow the kernel's waves
+                self._capabilities = dataclasses.replace(self._capabilities, batch_items=self.batch_items())
 
     def availability(self) -> dict[str, str]:
         """Per scheme id: ``"ready"``, ``"no kernel"``, ``"build failed: …"`` or
