@@ -28,6 +28,7 @@ from scripts.lib.agreement import (
     kernel_by_lengths,
     kernel_by_options,
 )
+from scripts.lib.agreement.ecdsa import RS_KINDS, out_of_range
 
 SCHEME = "p256"
 TITLE = "P-256 ECDSA kernel (host build) vs OpenSSL (cryptography)"
@@ -92,11 +93,6 @@ def _non_residue_x(x: int) -> int:
     return x
 
 
-def _above(v: int, rng: random.Random) -> int:
-    """A value ≥ n: v + n when it fits in 256 bits, else random in [n, 2^256)."""
-    return v + N if v + N < 2**256 else rng.randrange(N, 2**256)
-
-
 def mutate(c: Case, kind: str, rng: random.Random, other_pk: bytes) -> Case:
     """``c`` (a valid case) changed as ``kind`` (one of MUTATIONS) says; ``other_pk`` is a
     valid key of another chunk's signer."""
@@ -111,18 +107,8 @@ def mutate(c: Case, kind: str, rng: random.Random, other_pk: bytes) -> Case:
     elif kind == "low-s-low_s":  # valid under low_s too
         sig = _i2b(r) + _i2b(s if s <= N // 2 else N - s)
         low = True
-    elif kind == "r=0":
-        sig = _i2b(0) + _i2b(s)
-    elif kind == "s=0":
-        sig = _i2b(r) + _i2b(0)
-    elif kind == "r>=n":
-        sig = _i2b(_above(r, rng)) + _i2b(s)
-    elif kind == "s>=n":
-        sig = _i2b(r) + _i2b(_above(s, rng))
-    elif kind == "r=n":
-        sig = _i2b(N) + _i2b(s)
-    elif kind == "s=n":
-        sig = _i2b(r) + _i2b(N)
+    elif kind in RS_KINDS:
+        sig = out_of_range(kind, r, s, N, rng)
     elif kind == "off-curve-key":
         if len(pk) == 65:
             y = (int.from_bytes(pk[33:], "big") + rng.choice([-2, -1, 1, 2])) % P

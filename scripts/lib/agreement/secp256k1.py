@@ -27,6 +27,7 @@ from scripts.lib.agreement import (
     kernel_by_lengths,
     kernel_by_options,
 )
+from scripts.lib.agreement.ecdsa import RS_KINDS, out_of_range
 
 SCHEME = "secp256k1"
 TITLE = "secp256k1 kernel (host build) vs libsecp256k1 (coincurve)"
@@ -104,11 +105,6 @@ def _non_residue_x(x: int) -> int:
     return x
 
 
-def _above(v: int, rng: random.Random) -> int:
-    """A value ≥ n congruent-looking to v: v + n when it fits in 256 bits, else random in [n, 2^256)."""
-    return v + N if v + N < 2**256 else rng.randrange(N, 2**256)
-
-
 def mutate(c: Case, kind: str, rng: random.Random) -> Case:
     r, s = int.from_bytes(c.sig[:32], "big"), int.from_bytes(c.sig[32:], "big")
     pk, msg, sig, pre, hs = c.pk, c.msg, c.sig, c.prehashed, False
@@ -118,18 +114,8 @@ def mutate(c: Case, kind: str, rng: random.Random) -> Case:
     elif kind in ("high-s", "high-s-allowed"):
         sig = _i2b(r) + _i2b(N - s)
         hs = kind == "high-s-allowed"
-    elif kind == "r=0":
-        sig = _i2b(0) + _i2b(s)
-    elif kind == "s=0":
-        sig = _i2b(r) + _i2b(0)
-    elif kind == "r>=n":
-        sig = _i2b(_above(r, rng)) + _i2b(s)
-    elif kind == "s>=n":
-        sig = _i2b(r) + _i2b(_above(s, rng))
-    elif kind == "r=n":
-        sig = _i2b(N) + _i2b(s)
-    elif kind == "s=n":
-        sig = _i2b(r) + _i2b(N)
+    elif kind in RS_KINDS:
+        sig = out_of_range(kind, r, s, N, rng)
     elif kind == "off-curve-key":
         if len(pk) == 65:
             y = (_y_of(pk) + rng.choice([-2, -1, 1, 2])) % P
