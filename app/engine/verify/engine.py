@@ -436,19 +436,23 @@ class Engine:
         configured (``crossover["bls12-381-aggregates"]``), else measured at start, else
         bls12-381's crossover (one pairing of an aggregate item costs about what one of a
         single verify does)."""
-        if calibrate.AGGREGATES in self.config.crossover:
-            return self.config.crossover[calibrate.AGGREGATES]
-        if backend.name in self.aggregate_route.crossover:
-            measured = self.aggregate_route.crossover[backend.name]
-            return calibrate.NEVER if measured is None else measured
-        return self.crossover(backend, SCHEMES["bls12-381"])
+        found = self._set_crossover(calibrate.AGGREGATES, self.aggregate_route, backend)
+        return self.crossover(backend, SCHEMES["bls12-381"]) if found is None else found
 
     def crossover(self, backend: Backend, scheme: Scheme) -> int:
         """Smallest batch of ``scheme`` that goes to ``backend`` (configured, else measured,
         else 1)."""
-        if scheme.id in self.config.crossover:
-            return self.config.crossover[scheme.id]
-        measured = self.routes[scheme.id].crossover.get(backend.name, 1)
+        found = self._set_crossover(scheme.id, self.routes[scheme.id], backend)
+        return 1 if found is None else found
+
+    def _set_crossover(self, key: str, route: SchemeRoute, backend: Backend) -> int | None:
+        """The crossover configured under ``key``, else the one measured into ``route`` for
+        ``backend`` (:data:`calibrate.NEVER` where it is never faster), else None."""
+        if key in self.config.crossover:
+            return self.config.crossover[key]
+        if backend.name not in route.crossover:
+            return None
+        measured = route.crossover[backend.name]
         return calibrate.NEVER if measured is None else measured
 
     # ------------------------------------------------------------------ routing
