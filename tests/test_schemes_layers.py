@@ -273,6 +273,6 @@ def test_a_reference_verifier_gets_only_its_schemes_options(toy, monkeypatch):
         return prehashed
 
     monkeypatch.setitem(reference._CACHE, toy.id, verify)
-    flags, _ = cpu_worker.verify_range(toy.id, 32, bytes(32), bytes(64), bytes(32), [0, 32], b"", True, True, True)
+    flags, _ = cpu_worker.verify_range(toy.id, 32, bytes(32), bytes(64), bytes(32), [0, 32], b"", 0x07)
     assert flags == b"\x01" and seen == [True]
     assert toy.verifier_options(Item(toy.id, b"", b"", b"", prehashed=True, low_s=True)) == {"prehashed": True}

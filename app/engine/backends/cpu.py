@@ -264,8 +264,8 @@ class CpuBackend(Backend):
         shared: shared_columns.SharedBatch | None = None
         try:
             shared = shared_columns.SharedBatch(batch, seg)
-            args = (shared.name, shared.layout, batch.scheme.id, batch.ctx, batch.prehashed, batch.allow_high_s,
-                    batch.low_s, use_native, self.bls_batch, self.claim_items(batch.scheme, len(batch)), self.workers)
+            args = (shared.name, shared.layout, batch.scheme.id, batch.ctx, batch.options, use_native, self.bls_batch,
+                    self.claim_items(batch.scheme, len(batch)), self.workers)
             for _ in range(self.workers):  # one at a time: a failed submit must not lose those already made
                 futures.append(ex.submit(cpu_worker.shared_batch, *args))
             try:

@@ -20,11 +20,12 @@ import os
 import signal
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
 from app.core.batch import Batch, message_span
-from app.core.schemes import SCHEMES
+from app.core.schemes import SCHEMES, option_flags
 from app.engine.backends import native, shared_columns
 from app.engine.commit import merkle
 from app.engine.reference import reference
@@ -34,7 +35,7 @@ from app.engine.reference.bls_batch import BlsBatchVerifier
 Bytes = bytes | memoryview
 
 #: The arguments of :func:`verify_range`, as :func:`chunk_args` builds them.
-ChunkArgs = tuple[str, int, bytes, bytes, bytes, list[int], bytes, bool, bool, bool, bool, bool]
+ChunkArgs = tuple[str, int, bytes, bytes, bytes, list[int], bytes, int, bool, bool]
 
 #: How often a process worker looks whether the server that started it is still there, in seconds.
 PARENT_POLL_SECONDS = 1.0
@@ -47,8 +48,8 @@ _claim_lock = None
 
 
 def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Bytes,
-                 offsets: list[int], ctx: bytes, prehashed: bool, allow_high_s: bool, low_s: bool,
-                 use_native: bool = False, bls_batch: bool = False) -> tuple[bytes, bytes]:
+                 offsets: list[int], ctx: bytes, options: int, use_native: bool = False,
+                 bls_batch: bool = False) -> tuple[bytes, bytes]:
     """Verify a chunk of ``n = len(offsets) - 1`` items given as flat bytes (in the native
     loop where ``use_native``, the scheme's family has one and it builds).
 
@@ -58,7 +59,8 @@ def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Byt
         pks: ``n · pk_len`` bytes, the keys one after another; sigs: ``n · sig_len`` bytes
             (the scheme's signature length); msgs: the messages one after another.
         offsets: ``n + 1`` message offsets in bytes, relative to ``msgs``.
-        ctx, prehashed, allow_high_s, low_s: the batch's options (:class:`app.core.batch.Batch`).
+        ctx, options: the batch's context and option bits (:attr:`app.core.batch.Batch.options`,
+            as on the wire).
         use_native: run Ed25519 and secp256k1 in :func:`app.engine.backends.native.loops`.
         bls_batch: verify BLS12-381 chunks with :class:`BlsBatchVerifier` (same verdicts as
             the one-by-one loop, see app/engine/reference/bls_batch.py).
@@ -74,17 +76,16 @@ def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Byt
     """
     scheme = SCHEMES[scheme_id]
     sig_len, code = scheme.sig_len, scheme.code
+    opts = SimpleNamespace(**option_flags(options))
     n = len(offsets) - 1
     u8 = np.uint8
     columns = (np.frombuffer(pks, u8).reshape(n, pk_len), np.frombuffer(sigs, u8).reshape(n, sig_len),
                np.frombuffer(msgs, u8), np.asarray(offsets, np.uint64))
     loops = native.loops() if use_native and scheme.family in native.FAMILIES else None
     if loops is not None:
-        return loops.run(scheme.family, code, *columns, prehashed, allow_high_s)
+        return loops.run(scheme.family, code, *columns, opts.prehashed, opts.allow_high_s)
     fn = reference.verifier(scheme)
-    # The verifier takes the options its scheme accepts, by name (Scheme.verifier_options).
-    given = {"prehashed": prehashed, "allow_high_s": allow_high_s, "low_s": low_s}
-    options = {name: given[name] for name in scheme.options}
+    kwargs = scheme.verifier_options(opts)  # the options its scheme accepts, by name
     mv_pk, mv_sig, mv_msg = memoryview(pks), memoryview(sigs), memoryview(msgs)
     rows = [(mv_pk[i * pk_len:(i + 1) * pk_len], mv_msg[offsets[i]:offsets[i + 1]],
              mv_sig[i * sig_len:(i + 1) * sig_len]) for i in range(n)]
@@ -97,7 +98,7 @@ def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Byt
     if not verdicts:
         for pk, msg, sig in rows:
             try:
-                ok = fn(pk, msg, sig, ctx, **options)
+                ok = fn(pk, msg, sig, ctx, **kwargs)
             except Exception:  # a library surprise on one item must not fail the batch
                 ok = False
             verdicts.append(ok)
@@ -115,20 +116,18 @@ def chunk_args(batch: Batch, lo: int, hi: int, use_native: bool, bls_batch: bool
     batch's options, then ``use_native`` and ``bls_batch``.  Needs ``0 <= lo < hi <= len(batch)``."""
     base, end, off = message_span(batch.offsets, lo, hi)
     return (batch.scheme.id, batch.pks.shape[1], batch.pks[lo:hi].tobytes(), batch.sigs[lo:hi].tobytes(),
-            batch.msgs[base:end].tobytes(), off.tolist(), batch.ctx, batch.prehashed, batch.allow_high_s,
-            batch.low_s, use_native, bls_batch)
+            batch.msgs[base:end].tobytes(), off.tolist(), batch.ctx, batch.options, use_native, bls_batch)
 
 
-def shared_batch(name: str, layout: shared_columns.Layout, scheme_id: str, ctx: bytes, prehashed: bool,
-                 allow_high_s: bool, low_s: bool, use_native: bool, bls_batch: bool, min_items: int,
-                 workers: int) -> list[shared_columns.Span]:
+def shared_batch(name: str, layout: shared_columns.Layout, scheme_id: str, ctx: bytes, options: int,
+                 use_native: bool, bls_batch: bool, min_items: int, workers: int) -> list[shared_columns.Span]:
     """In a process worker: claim ranges of the batch in segment ``name`` until none is left
     (app/engine/backends/shared_columns.py), verify each with :func:`verify_range` and write
     its verdicts and leaves back.
 
     Args:
         name: the segment's name; layout: its batch's :data:`shared_columns.Layout`.
-        scheme_id, ctx, prehashed, allow_high_s, low_s, use_native, bls_batch: as :func:`verify_range`.
+        scheme_id, ctx, options, use_native, bls_batch: as :func:`verify_range`.
         min_items: the smallest claim, in items; workers: the pool's worker count (claims
             shrink towards ``min_items`` as the batch runs out, :meth:`shared_columns.Claims.claim`).
 
@@ -142,8 +141,8 @@ def shared_batch(name: str, layout: shared_columns.Layout, scheme_id: str, ctx: 
     batch = shared_columns.Claims(name, layout)
     done: list[shared_columns.Span] = []
     while (span := batch.claim(_claim_lock, min_items, workers)) is not None:
-        batch.put(*span, *verify_range(scheme_id, layout[1], *batch.chunk(*span), ctx, prehashed, allow_high_s,
-                                       low_s, use_native, bls_batch))
+        batch.put(*span, *verify_range(scheme_id, layout[1], *batch.chunk(*span), ctx, options, use_native,
+                                       bls_batch))
         done.append(span)
     return done
 
