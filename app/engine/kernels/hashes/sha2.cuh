@@ -55,171 +55,163 @@ ZV_CONSTANT zv_u64 ZV_SHA512_IV[8] = {
     0x510e527fade682d1ull, 0x9b05688c2b3e6c1full, 0x1f83d9abfb41bd6bull, 0x5be0cd19137e2179ull,
 };
 
-typedef struct {
-    zv_u32 h[8];
-    zv_u8 buf[64];
-    zv_u64 len;   /* bytes absorbed so far */
-} zv_sha256_ctx;
-
-typedef struct {
-    zv_u64 h[8];
-    zv_u8 buf[128];
-    zv_u64 len;
-} zv_sha512_ctx;
-
+/* One compression function, one buffer walk, one padding for both widths (FIPS 180-4
+ * §6.2.2 and §6.4.2 differ only in the word, the round count, the rotation amounts and
+ * the constants).  A parameter type P names them (blst's fields.h style: the public
+ * zv_sha256_* / zv_sha512_* below are thin wrappers over the templates):
+ *   struct P {
+ *       typedef ... word;                          // zv_u32 or zv_u64
+ *       static constexpr int ROUNDS, BLOCK, LEN;   // rounds; block and length field, bytes
+ *       static constexpr int S0a, S0b, S0c, S1a, S1b, S1c;       // Σ0, Σ1 rotations (§4.1.2/3)
+ *       static constexpr int s0a, s0b, s0r, s1a, s1b, s1r;       // σ0, σ1 rotations and shift
+ *       static constexpr int OP;                   // ZV_OP_SHA*_BLOCK, for ZV_COUNT
+ *       static ZV_HD_MEMBER word k(int t);         // K_t
+ *       static ZV_HD_MEMBER word iv(int i);        // H(0)_i
+ *       static ZV_HD_MEMBER word load(const zv_u8 *p);      // big-endian word
+ *       static ZV_HD_MEMBER void store(zv_u8 *p, word w);
+ *   };
+ * Every amount is a compile-time constant and the round loop is unrolled, so each width
+ * compiles to the code it had when written out by hand (the ring indices of w[] constant:
+ * it stays in registers on the GPU). */
 ZV_HD zv_u32 zv_rotr32(zv_u32 x, int n) { return (x >> n) | (x << (32 - n)); }
 ZV_HD zv_u64 zv_rotr64(zv_u64 x, int n) { return (x >> n) | (x << (64 - n)); }
+ZV_HD zv_u32 zv_rotr(zv_u32 x, int n) { return zv_rotr32(x, n); }
+ZV_HD zv_u64 zv_rotr(zv_u64 x, int n) { return zv_rotr64(x, n); }
 
-/* ------------------------------------------------------------------ SHA-256 */
-ZV_HD void zv_sha256_block(zv_u32 h[8], const zv_u8 *p) {
-    ZV_COUNT(ZV_OP_SHA256_BLOCK);
-    zv_u32 w[16];
+struct zv_sha256_params {
+    typedef zv_u32 word;
+    static constexpr int ROUNDS = 64, BLOCK = 64, LEN = 8;
+    static constexpr int S0a = 2, S0b = 13, S0c = 22, S1a = 6, S1b = 11, S1c = 25;
+    static constexpr int s0a = 7, s0b = 18, s0r = 3, s1a = 17, s1b = 19, s1r = 10;
+    static constexpr int OP = ZV_OP_SHA256_BLOCK;
+    static ZV_HD_MEMBER word k(int t) { return ZV_SHA256_K[t]; }
+    static ZV_HD_MEMBER word iv(int i) { return ZV_SHA256_IV[i]; }
+    static ZV_HD_MEMBER word load(const zv_u8 *p) { return zv_load_be32(p); }
+    static ZV_HD_MEMBER void store(zv_u8 *p, word w) { zv_store_be32(p, w); }
+};
+
+struct zv_sha512_params {
+    typedef zv_u64 word;
+    static constexpr int ROUNDS = 80, BLOCK = 128, LEN = 16;
+    static constexpr int S0a = 28, S0b = 34, S0c = 39, S1a = 14, S1b = 18, S1c = 41;
+    static constexpr int s0a = 1, s0b = 8, s0r = 7, s1a = 19, s1b = 61, s1r = 6;
+    static constexpr int OP = ZV_OP_SHA512_BLOCK;
+    static ZV_HD_MEMBER word k(int t) { return ZV_SHA512_K[t]; }
+    static ZV_HD_MEMBER word iv(int i) { return ZV_SHA512_IV[i]; }
+    static ZV_HD_MEMBER word load(const zv_u8 *p) { return zv_load_be64(p); }
+    static ZV_HD_MEMBER void store(zv_u8 *p, word w) { zv_store_be64(p, w); }
+};
+
+/* The running state: chaining value, the partial block, and the bytes absorbed so far. */
+template <class P> struct zv_sha2_ctx {
+    typename P::word h[8];
+    zv_u8 buf[P::BLOCK];
+    zv_u64 len;   /* bytes absorbed so far */
+};
+typedef zv_sha2_ctx<zv_sha256_params> zv_sha256_ctx;
+typedef zv_sha2_ctx<zv_sha512_params> zv_sha512_ctx;
+
+/* Compress one block (FIPS 180-4 §6.2.2 / §6.4.2).
+ * On input: h holds the chaining value; p points at P::BLOCK readable bytes.
+ * On output: h holds the next chaining value. */
+template <class P> ZV_HD void zv_sha2_block(typename P::word h[8], const zv_u8 *p) {
+    typedef typename P::word W;
+    ZV_COUNT(P::OP);
+    W w[16];
     ZV_UNROLL
-    for (int i = 0; i < 16; i++) w[i] = zv_load_be32(p + 4 * i);
-    zv_u32 a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+    for (int i = 0; i < 16; i++) w[i] = P::load(p + (int)sizeof(W) * i);
+    W a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
     ZV_UNROLL  /* constant ring indices keep w[] in registers on the GPU */
-    for (int t = 0; t < 64; t++) {
-        zv_u32 wt;
+    for (int t = 0; t < P::ROUNDS; t++) {
+        W wt;
         if (t < 16) {
             wt = w[t];
         } else {  /* message schedule kept in a 16-word ring to save registers */
-            zv_u32 w15 = w[(t - 15) & 15], w2 = w[(t - 2) & 15];
-            zv_u32 s0 = zv_rotr32(w15, 7) ^ zv_rotr32(w15, 18) ^ (w15 >> 3);
-            zv_u32 s1 = zv_rotr32(w2, 17) ^ zv_rotr32(w2, 19) ^ (w2 >> 10);
+            W w15 = w[(t - 15) & 15], w2 = w[(t - 2) & 15];
+            W s0 = zv_rotr(w15, P::s0a) ^ zv_rotr(w15, P::s0b) ^ (w15 >> P::s0r);
+            W s1 = zv_rotr(w2, P::s1a) ^ zv_rotr(w2, P::s1b) ^ (w2 >> P::s1r);
             wt = w[t & 15] = w[t & 15] + s0 + w[(t - 7) & 15] + s1;
         }
-        zv_u32 S1 = zv_rotr32(e, 6) ^ zv_rotr32(e, 11) ^ zv_rotr32(e, 25);
-        zv_u32 ch = (e & f) ^ (~e & g);
-        zv_u32 t1 = hh + S1 + ch + ZV_SHA256_K[t] + wt;
-        zv_u32 S0 = zv_rotr32(a, 2) ^ zv_rotr32(a, 13) ^ zv_rotr32(a, 22);
-        zv_u32 maj = (a & b) ^ (a & c) ^ (b & c);
-        zv_u32 t2 = S0 + maj;
+        W S1 = zv_rotr(e, P::S1a) ^ zv_rotr(e, P::S1b) ^ zv_rotr(e, P::S1c);
+        W ch = (e & f) ^ (~e & g);
+        W t1 = hh + S1 + ch + P::k(t) + wt;
+        W S0 = zv_rotr(a, P::S0a) ^ zv_rotr(a, P::S0b) ^ zv_rotr(a, P::S0c);
+        W maj = (a & b) ^ (a & c) ^ (b & c);
+        W t2 = S0 + maj;
         hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
     }
     h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
 }
 
-ZV_HD void zv_sha256_init(zv_sha256_ctx *c) {
-    for (int i = 0; i < 8; i++) c->h[i] = ZV_SHA256_IV[i];
+template <class P> ZV_HD void zv_sha2_init(zv_sha2_ctx<P> *c) {
+    for (int i = 0; i < 8; i++) c->h[i] = P::iv(i);
     c->len = 0;
 }
 
-/* Midstate API: resume hashing from a chaining value h saved after `len` bytes, a whole
- * number of blocks (FIPS 205 §11.2 reuses the state after the padded PK.seed block). */
-ZV_HD void zv_sha256_resume(zv_sha256_ctx *c, const zv_u32 h[8], zv_u64 len) {
+/* Midstate: resume from a chaining value h saved after `len` bytes.
+ * On input: len is a whole number of blocks (a multiple of P::BLOCK). */
+template <class P> ZV_HD void zv_sha2_resume(zv_sha2_ctx<P> *c, const typename P::word h[8], zv_u64 len) {
     for (int i = 0; i < 8; i++) c->h[i] = h[i];
     c->len = len;
 }
 
-ZV_HD void zv_sha256_update(zv_sha256_ctx *c, const zv_u8 *in, zv_u64 n) {
-    zv_u32 fill = (zv_u32)(c->len & 63);
+/* Absorb n bytes.
+ * On input: c->len + n < 2^61 (the bit length fits the 64 bits final writes). */
+template <class P> ZV_HD void zv_sha2_update(zv_sha2_ctx<P> *c, const zv_u8 *in, zv_u64 n) {
+    zv_u32 fill = (zv_u32)(c->len & (P::BLOCK - 1));
     c->len += n;
     if (fill) {
-        zv_u64 take = 64 - fill < n ? 64 - fill : n;
+        zv_u64 take = P::BLOCK - fill < n ? P::BLOCK - fill : n;
         zv_memcpy(c->buf + fill, in, take);
         in += take; n -= take; fill += (zv_u32)take;
-        if (fill < 64) return;
-        zv_sha256_block(c->h, c->buf);
+        if (fill < (zv_u32)P::BLOCK) return;
+        zv_sha2_block<P>(c->h, c->buf);
     }
-    for (; n >= 64; in += 64, n -= 64) zv_sha256_block(c->h, in);
+    for (; n >= (zv_u64)P::BLOCK; in += P::BLOCK, n -= P::BLOCK) zv_sha2_block<P>(c->h, in);
     zv_memcpy(c->buf, in, n);
 }
 
-ZV_HD void zv_sha256_final(zv_sha256_ctx *c, zv_u8 out[32]) {
-    zv_u32 fill = (zv_u32)(c->len & 63);
+/* Pad (§5.1.1 / §5.1.2) and write the digest, 4 or 8 words big-endian.
+ * On output: out holds 8·sizeof(word) bytes; c is spent (init or resume it again to reuse). */
+template <class P> ZV_HD void zv_sha2_final(zv_sha2_ctx<P> *c, zv_u8 *out) {
+    const zv_u32 end = P::BLOCK - 8;  /* the low 64 bits of the length; any higher ones are zero */
+    zv_u32 fill = (zv_u32)(c->len & (P::BLOCK - 1));
     zv_u64 bits = c->len << 3;
     c->buf[fill++] = 0x80;
-    if (fill > 56) {
-        zv_memset(c->buf + fill, 0, 64 - fill);
-        zv_sha256_block(c->h, c->buf);
+    if (fill > (zv_u32)(P::BLOCK - P::LEN)) {
+        zv_memset(c->buf + fill, 0, P::BLOCK - fill);
+        zv_sha2_block<P>(c->h, c->buf);
         fill = 0;
     }
-    zv_memset(c->buf + fill, 0, 56 - fill);
-    zv_store_be64(c->buf + 56, bits);
-    zv_sha256_block(c->h, c->buf);
-    for (int i = 0; i < 8; i++) zv_store_be32(out + 4 * i, c->h[i]);
+    zv_memset(c->buf + fill, 0, end - fill);
+    zv_store_be64(c->buf + end, bits);
+    zv_sha2_block<P>(c->h, c->buf);
+    for (int i = 0; i < 8; i++) P::store(out + (int)sizeof(typename P::word) * i, c->h[i]);
 }
 
-ZV_HD void zv_sha256(const zv_u8 *in, zv_u64 n, zv_u8 out[32]) {
-    zv_sha256_ctx c;
-    zv_sha256_init(&c);
-    zv_sha256_update(&c, in, n);
-    zv_sha256_final(&c, out);
-}
+/* ------------------------------------------------------------------ SHA-256 */
+ZV_HD void zv_sha256_block(zv_u32 h[8], const zv_u8 *p) { zv_sha2_block<zv_sha256_params>(h, p); }
+ZV_HD void zv_sha256_init(zv_sha256_ctx *c) { zv_sha2_init(c); }
+/* FIPS 205 §11.2 reuses the state after the padded PK.seed block. */
+ZV_HD void zv_sha256_resume(zv_sha256_ctx *c, const zv_u32 h[8], zv_u64 len) { zv_sha2_resume(c, h, len); }
+ZV_HD void zv_sha256_update(zv_sha256_ctx *c, const zv_u8 *in, zv_u64 n) { zv_sha2_update(c, in, n); }
+ZV_HD void zv_sha256_final(zv_sha256_ctx *c, zv_u8 out[32]) { zv_sha2_final(c, out); }
 
 /* ------------------------------------------------------------------ SHA-512 */
-ZV_HD void zv_sha512_block(zv_u64 h[8], const zv_u8 *p) {
-    ZV_COUNT(ZV_OP_SHA512_BLOCK);
-    zv_u64 w[16];
-    ZV_UNROLL
-    for (int i = 0; i < 16; i++) w[i] = zv_load_be64(p + 8 * i);
-    zv_u64 a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
-    ZV_UNROLL
-    for (int t = 0; t < 80; t++) {
-        zv_u64 wt;
-        if (t < 16) {
-            wt = w[t];
-        } else {
-            zv_u64 w15 = w[(t - 15) & 15], w2 = w[(t - 2) & 15];
-            zv_u64 s0 = zv_rotr64(w15, 1) ^ zv_rotr64(w15, 8) ^ (w15 >> 7);
-            zv_u64 s1 = zv_rotr64(w2, 19) ^ zv_rotr64(w2, 61) ^ (w2 >> 6);
-            wt = w[t & 15] = w[t & 15] + s0 + w[(t - 7) & 15] + s1;
-        }
-        zv_u64 S1 = zv_rotr64(e, 14) ^ zv_rotr64(e, 18) ^ zv_rotr64(e, 41);
-        zv_u64 ch = (e & f) ^ (~e & g);
-        zv_u64 t1 = hh + S1 + ch + ZV_SHA512_K[t] + wt;
-        zv_u64 S0 = zv_rotr64(a, 28) ^ zv_rotr64(a, 34) ^ zv_rotr64(a, 39);
-        zv_u64 maj = (a & b) ^ (a & c) ^ (b & c);
-        zv_u64 t2 = S0 + maj;
-        hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
-    }
-    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
-}
+ZV_HD void zv_sha512_block(zv_u64 h[8], const zv_u8 *p) { zv_sha2_block<zv_sha512_params>(h, p); }
+ZV_HD void zv_sha512_init(zv_sha512_ctx *c) { zv_sha2_init(c); }
+ZV_HD void zv_sha512_resume(zv_sha512_ctx *c, const zv_u64 h[8], zv_u64 len) { zv_sha2_resume(c, h, len); }
+ZV_HD void zv_sha512_update(zv_sha512_ctx *c, const zv_u8 *in, zv_u64 n) { zv_sha2_update(c, in, n); }
+ZV_HD void zv_sha512_final(zv_sha512_ctx *c, zv_u8 out[64]) { zv_sha2_final(c, out); }
 
-ZV_HD void zv_sha512_init(zv_sha512_ctx *c) {
-    for (int i = 0; i < 8; i++) c->h[i] = ZV_SHA512_IV[i];
-    c->len = 0;
+/* One-shot digests of a whole buffer. */
+template <class P> ZV_HD void zv_sha2(const zv_u8 *in, zv_u64 n, zv_u8 *out) {
+    zv_sha2_ctx<P> c;
+    zv_sha2_init(&c);
+    zv_sha2_update(&c, in, n);
+    zv_sha2_final(&c, out);
 }
-
-ZV_HD void zv_sha512_resume(zv_sha512_ctx *c, const zv_u64 h[8], zv_u64 len) {
-    for (int i = 0; i < 8; i++) c->h[i] = h[i];
-    c->len = len;
-}
-
-ZV_HD void zv_sha512_update(zv_sha512_ctx *c, const zv_u8 *in, zv_u64 n) {
-    zv_u32 fill = (zv_u32)(c->len & 127);
-    c->len += n;
-    if (fill) {
-        zv_u64 take = 128 - fill < n ? 128 - fill : n;
-        zv_memcpy(c->buf + fill, in, take);
-        in += take; n -= take; fill += (zv_u32)take;
-        if (fill < 128) return;
-        zv_sha512_block(c->h, c->buf);
-    }
-    for (; n >= 128; in += 128, n -= 128) zv_sha512_block(c->h, in);
-    zv_memcpy(c->buf, in, n);
-}
-
-ZV_HD void zv_sha512_final(zv_sha512_ctx *c, zv_u8 out[64]) {
-    zv_u32 fill = (zv_u32)(c->len & 127);
-    zv_u64 bits = c->len << 3;  /* the high 64 bits of the 128-bit length are zero here */
-    c->buf[fill++] = 0x80;
-    if (fill > 112) {
-        zv_memset(c->buf + fill, 0, 128 - fill);
-        zv_sha512_block(c->h, c->buf);
-        fill = 0;
-    }
-    zv_memset(c->buf + fill, 0, 120 - fill);
-    zv_store_be64(c->buf + 120, bits);
-    zv_sha512_block(c->h, c->buf);
-    for (int i = 0; i < 8; i++) zv_store_be64(out + 8 * i, c->h[i]);
-}
-
-ZV_HD void zv_sha512(const zv_u8 *in, zv_u64 n, zv_u8 out[64]) {
-    zv_sha512_ctx c;
-    zv_sha512_init(&c);
-    zv_sha512_update(&c, in, n);
-    zv_sha512_final(&c, out);
-}
+ZV_HD void zv_sha256(const zv_u8 *in, zv_u64 n, zv_u8 out[32]) { zv_sha2<zv_sha256_params>(in, n, out); }
+ZV_HD void zv_sha512(const zv_u8 *in, zv_u64 n, zv_u8 out[64]) { zv_sha2<zv_sha512_params>(in, n, out); }
 
 #endif /* ZV_SHA2_CUH */
