@@ -119,10 +119,10 @@ def _check_vectors(args: argparse.Namespace) -> int:
         aggregate = [ka for ka in records if isinstance(ka, AggregateAnswer)]
         for lo in range(0, len(plain), args.chunk):
             part = plain[lo:lo + args.chunk]
-            count(part, engine.verify_items([ka.item for ka in part]).verdicts.tolist())
+            count(part, engine.run([ka.item for ka in part]).verdicts.tolist())
         for lo in range(0, len(aggregate), args.chunk):
             agg_part = aggregate[lo:lo + args.chunk]
-            count(agg_part, engine.verify_aggregate([ka.item for ka in agg_part]).verdicts.tolist())
+            count(agg_part, engine.run([ka.item for ka in agg_part]).verdicts.tolist())
         width = max(len(f"{s}  {src}") for s, src in tally)
         print(f"{'scheme  source':<{width}}  {'agree':>7}  {'disagree':>8}")
         for (scheme, source), (ok, bad) in sorted(tally.items()):

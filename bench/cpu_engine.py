@@ -5,7 +5,7 @@ For every scheme, side by side and interleaved (``--runs`` rounds of: raw, 2-thr
 all-cores raw, the engine, the engine on the other pool kind), so a noisy neighbour hits
 every configuration alike:
   raw      the reference library called in a plain loop on one thread (verifies/s);
-  engine   Engine.verify on a 4096-item batch with the CPU backend on all cores, on the
+  engine   Engine.run on a 4096-item batch with the CPU backend on all cores, on the
            pool kind its fixed policy names (app/engine/backends/cpu_policy.py: threads for
            the native loops, processes for the Python loop), and with the other kind
            forced, for comparison;
@@ -112,11 +112,11 @@ def _raw_pool(cores: int, scheme_ids: list[str]) -> ProcessPoolExecutor:
 
 
 def engine_rate(engine: Engine, batch: Batch, repeats: int) -> float:
-    engine.verify(batch)  # warm: pools started, libraries imported in workers
+    engine.run(batch)  # warm: pools started, libraries imported in workers
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        res = engine.verify(batch)
+        res = engine.run(batch)
         times.append(time.perf_counter() - t0)
         assert res.valid == len(batch)
     return len(batch) / statistics.median(times)

@@ -3,7 +3,7 @@
 For Ed25519 batches of ``--batch`` items (default 4096) on the CPU backend, measures
 items verified per second
 
-- ``engine``: :meth:`Engine.verify` on a columnar batch, in this process;
+- ``engine``: :meth:`Engine.run` on a columnar batch, in this process;
 - ``zap``: ``POST /v1/verify/zap`` with the batch as one ZAP frame;
 - ``json``: ``POST /v1/verify`` with the batch as JSON (base64 fields),
 
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         with Client(f"http://127.0.0.1:{port}", timeout=300) as client:
             wait_ready(client, proc)
             modes = {
-                "engine": lambda: engine.verify(batch).valid,
+                "engine": lambda: engine.run(batch).valid,
                 "zap": lambda: client.verify_frame(frame).valid,
                 "json": lambda: client.verify_json_body(body).valid,
             }

@@ -2,7 +2,7 @@
 
 For Ed25519 on the CPU backend, measures items verified per second
 
-- ``engine``: :meth:`Engine.verify` on one columnar batch of ``--batch`` items (default 4096),
+- ``engine``: :meth:`Engine.run` on one columnar batch of ``--batch`` items (default 4096),
   in this process, one call at a time;
 - ``tcp``: the same batch as one ZAP frame to the server's TCP ingest port, ``--in-flight``
   (default 2) frames pipelined on one connection;
@@ -112,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
             status = client.status()
         assert status["ingest"]["transports"]["tcp"]["port"] == ingest_port
         modes = {
-            "engine": lambda: timed(lambda: engine.verify(batch), args.reps, args.batch),
+            "engine": lambda: timed(lambda: engine.run(batch), args.reps, args.batch),
             "tcp": lambda: asyncio.run(pipelined(ingest_port, frame, args.reps, args.in_flight, args.batch)),
-            "engine_small": lambda: timed(lambda: engine.verify(small_batch), small_frames, args.small),
+            "engine_small": lambda: timed(lambda: engine.run(small_batch), small_frames, args.small),
             "tcp_small": lambda: asyncio.run(pipelined(ingest_port, small_frame, small_frames,
                                                        args.small_in_flight, args.small)),
         }

@@ -109,7 +109,7 @@ def test_every_scheme_runs_on_the_device_with_its_merkle_tree(toy_kat):
         for key, idx in group_items([ka.item for ka in kas]).items():
             batch = batch_of(key, [kas[i].item for i in idx])
             calls = len(cpu.calls)
-            res = eng.verify(batch)
+            res = eng.run(batch)
             assert res.backend == "cuda" and res.merkle_backend == "cuda" and len(cpu.calls) == calls
             assert res.verdicts.tolist() == [kas[i].expected for i in idx]
             assert np.array_equal(res.leaves, merkle.batch_leaves(batch, res.verdicts))
@@ -124,7 +124,7 @@ def test_mixed_request_root_is_built_on_the_device(toy_kat):
     fake = FakeCupy()
     eng, _ = toy_engine(fake)
     items = [ka.item for s in ("ed25519", "ml-dsa-65", "secp256k1") for ka in toy_kat[s]]
-    res = eng.verify_items(items)
+    res = eng.run(items)
     want = [ka.expected for s in ("ed25519", "ml-dsa-65", "secp256k1") for ka in toy_kat[s]]
     assert res.verdicts.tolist() == want and set(res.backends.values()) == {"cuda"}
     leaves = [merkle.leaf_hash(SCHEMES[it.scheme].code, v, it.public_key, it.message, it.signature)
@@ -168,7 +168,7 @@ def test_selftest_failure_routes_the_scheme_to_cpu_and_says_so(toy_kat):
     assert eng.routes["ed25519"].selftest["cuda"] is False
     assert "verdicts" in eng.routes["ed25519"].failures["cuda"]
     batch = toy_batch()
-    res = eng.verify(batch)
+    res = eng.run(batch)
     assert res.backend == "cpu" and res.verdicts.tolist() == truth(batch)
     status = engine_status(eng)
     assert status["schemes"]["ed25519"]["backend"] == "cpu"
@@ -182,7 +182,7 @@ def test_real_known_answers_fail_a_wrong_kernel():
     try:
         assert eng.routes["ed25519"].selftest == {"cuda": False, "cpu": True}
         items = [ka.item for ka in kat.known_answers()["ed25519"]]
-        res = eng.verify_items(items)
+        res = eng.run(items)
         assert res.backends == {"ed25519": "cpu"}
         assert res.verdicts.tolist() == [ka.expected for ka in kat.known_answers()["ed25519"]]
     finally:
@@ -193,9 +193,9 @@ def test_launch_error_falls_back_to_cpu_with_right_verdicts(toy_kat):
     fake = FakeCupy()
     eng, cpu = toy_engine(fake)
     batch = toy_batch()
-    assert eng.verify(batch).backend == "cuda"
+    assert eng.run(batch).backend == "cuda"
     fake.fail_launch.add("zv_verify_toy")
-    res = eng.verify(batch)
+    res = eng.run(batch)
     assert res.backend == "cpu" and res.verdicts.tolist() == truth(batch) and res.merkle_backend == "cpu"
     assert "KernelLaunchError" in eng.routes["ed25519"].failures["cuda"]
     assert eng.backend_for(SCHEMES["ed25519"], 10**6).name == "cpu"  # until restarted
@@ -207,7 +207,7 @@ def test_asynchronous_fault_seen_at_copy_back_falls_back(toy_kat):
     eng, _ = toy_engine(fake)
     fake.fail_async.add("zv_merkle_leaves")
     batch = toy_batch(seed=3)
-    res = eng.verify(batch)
+    res = eng.run(batch)
     assert res.backend == "cpu" and res.verdicts.tolist() == truth(batch)
     assert res.root == merkle.root(merkle.batch_leaves(batch, res.verdicts))
 
@@ -230,7 +230,7 @@ def test_wrong_merkle_kernel_keeps_roots_on_the_cpu(toy_kat):
     eng, _ = toy_engine(fake)
     assert eng.merkle["cuda"].startswith("Merkle tree of")
     batch = toy_batch()
-    res = eng.verify(batch)
+    res = eng.run(batch)
     assert res.backend == "cuda" and res.merkle_backend == "cpu"
     assert res.root == merkle.root(merkle.batch_leaves(batch, res.verdicts))
 
@@ -245,8 +245,8 @@ def test_crossover_arithmetic():
 
 def test_configured_crossover_keeps_small_batches_on_cpu(toy_kat):
     eng, _ = toy_engine(FakeCupy(), crossover={"ed25519": 8})
-    assert eng.verify(toy_batch(n=7)).backend == "cpu"
-    assert eng.verify(toy_batch(n=8)).backend == "cuda"
+    assert eng.run(toy_batch(n=7)).backend == "cpu"
+    assert eng.run(toy_batch(n=8)).backend == "cuda"
     assert engine_status(eng)["schemes"]["ed25519"]["crossover"]["configured"] == 8
 
 
@@ -256,10 +256,10 @@ def test_measured_crossover_routes_and_is_reported(toy_kat):
     assert "cuda" in route.crossover and route.rates["cuda"] > 0 and route.rates["cpu"] > 0
     # Routing follows whatever was measured; pin values to check both sides of it.
     route.crossover["cuda"] = 5
-    assert eng.verify(toy_batch(n=4)).backend == "cpu" and eng.verify(toy_batch(n=5)).backend == "cuda"
+    assert eng.run(toy_batch(n=4)).backend == "cpu" and eng.run(toy_batch(n=5)).backend == "cuda"
     route.crossover["cuda"] = None  # never faster than the CPU
     assert eng.crossover(eng.backends[0], SCHEMES["ed25519"]) == NEVER
-    assert eng.verify(toy_batch(n=50)).backend == "cpu"
+    assert eng.run(toy_batch(n=50)).backend == "cpu"
     assert engine_status(eng)["schemes"]["ed25519"]["crossover"]["cuda"] is None
 
 
@@ -282,7 +282,7 @@ def test_hybrid_splits_by_rates_and_joins_in_order(toy_kat):
     batch = toy_batch(n=40, bad=(0, 5, 31, 39))
     fake.launches.clear()
     cpu.calls.clear()
-    res = eng.verify(batch)
+    res = eng.run(batch)
     assert res.backend == "cuda+cpu" and res.verdicts.tolist() == truth(batch)
     verify_n = [int(args[9]) for name, _, _, args in fake.launches if name == "zv_verify_toy"]
     assert verify_n == [30] and cpu.calls == [10]
@@ -293,7 +293,7 @@ def test_hybrid_splits_by_rates_and_joins_in_order(toy_kat):
     rates = eng.routes["ed25519"].rates  # refined from this batch
     assert rates["cuda"] != 3.0 and rates["cpu"] != 1.0
     # Below hybrid_min the batch is not split.
-    assert eng.verify(toy_batch(n=15)).backend == "cuda"
+    assert eng.run(toy_batch(n=15)).backend == "cuda"
 
 
 def test_hybrid_device_failure_runs_both_parts_on_cpu(toy_kat):
@@ -303,7 +303,7 @@ def test_hybrid_device_failure_runs_both_parts_on_cpu(toy_kat):
     fake.fail_launch.add("zv_verify_toy")
     batch = toy_batch(n=32, bad=(2, 20))
     cpu.calls.clear()
-    res = eng.verify(batch)
+    res = eng.run(batch)
     assert res.backend == "cpu" and res.verdicts.tolist() == truth(batch)
     assert sorted(cpu.calls) == [16, 16] and res.merkle_backend == "cpu"
 

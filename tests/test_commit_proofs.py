@@ -112,7 +112,7 @@ def test_paths_match_rfc6962_recursive_definition(n):
 
 
 def test_proof_of_a_real_engine_batch():
-    """Receipt from Engine.verify_items: a user who holds (pk, msg, sig) proves their verdict."""
+    """Receipt from Engine.run on items: a user who holds (pk, msg, sig) proves their verdict."""
     import nacl.signing
 
     from app.core.batch import Item
@@ -126,7 +126,7 @@ def test_proof_of_a_real_engine_batch():
     items[5] = Item("ed25519", pk, msgs[5] + b"!", items[5].signature)  # signature no longer matches
     engine = Engine()
     try:
-        result = engine.verify_items(items)
+        result = engine.run(items)
     finally:
         engine.close()
     receipt = Receipt.build(verdicts=result.verdicts, leaves=result.leaves, merkle_root=result.root,

@@ -90,14 +90,14 @@ def test_configured_aggregate_crossover_is_used_and_a_forced_backend_takes_every
                  backends=[mock])
     eng.start()
     assert eng.aggregate_crossover(mock) == 10
-    assert set(eng.verify_aggregate(_items(8)).backends.values()) == {"cpu"}
-    res = eng.verify_aggregate(_items(10))
+    assert set(eng.run(_items(8)).backends.values()) == {"cpu"}
+    res = eng.run(_items(10))
     assert set(res.backends.values()) == {"mock"} and res.verdicts.all()
     assert engine_status(eng)["bls12-381-aggregates"]["crossover"]["configured"] == 10
     forced = Engine(EngineConfig(cpu_workers=1, backend="mock", crossover={"bls12-381-aggregates": 1000}),
                     backends=[AggregateMock()])
     forced.start()
-    assert set(forced.verify_aggregate(_items(2)).backends.values()) == {"mock"}
+    assert set(forced.run(_items(2)).backends.values()) == {"mock"}
 
 
 def test_measured_aggregate_crossover_is_its_own(monkeypatch):
@@ -112,8 +112,8 @@ def test_measured_aggregate_crossover_is_its_own(monkeypatch):
     assert eng.routes["bls12-381"].crossover["mock"] == 1
     assert eng.aggregate_route.crossover["mock"] == 56 and eng.aggregate_crossover(mock) == 56
     assert eng.aggregate_route.rates == {"mock": 1e4, "cpu": 1e3}
-    assert set(eng.verify_aggregate(_items(54)).backends.values()) == {"cpu"}
-    assert set(eng.verify_aggregate(_items(56)).backends.values()) == {"mock"}
+    assert set(eng.run(_items(54)).backends.values()) == {"cpu"}
+    assert set(eng.run(_items(56)).backends.values()) == {"mock"}
     status = engine_status(eng)["bls12-381-aggregates"]
     assert status["crossover"] == {"mock": 56} and status["backend"] == "mock"
 
@@ -126,7 +126,7 @@ def test_aggregates_never_faster_stay_on_the_cpu(monkeypatch):
     eng = Engine(EngineConfig(cpu_workers=1), backends=[mock])
     eng.start()
     assert eng.aggregate_route.crossover["mock"] is None and eng.aggregate_crossover(mock) == calibrate.NEVER
-    assert set(eng.verify_aggregate(_items(4000)).backends.values()) == {"cpu"} and mock.aggregate_runs == 0
+    assert set(eng.run(_items(4000)).backends.values()) == {"cpu"} and mock.aggregate_runs == 0
     assert engine_status(eng)["bls12-381-aggregates"]["crossover"] == {"mock": None}
 
 
@@ -139,8 +139,8 @@ def test_a_failed_aggregate_measurement_falls_back_to_bls12_381s_crossover(monke
     eng.start()
     assert eng.routes["bls12-381"].crossover["mock"] == 7 and "mock" not in eng.aggregate_route.crossover
     assert eng.aggregate_crossover(mock) == 7
-    assert set(eng.verify_aggregate(_items(6)).backends.values()) == {"cpu"}
-    assert set(eng.verify_aggregate(_items(8)).backends.values()) == {"mock"}
+    assert set(eng.run(_items(6)).backends.values()) == {"cpu"}
+    assert set(eng.run(_items(8)).backends.values()) == {"mock"}
 
 
 def test_a_backend_without_aggregates_is_not_calibrated_for_them_nor_given_any(monkeypatch):
@@ -150,4 +150,4 @@ def test_a_backend_without_aggregates_is_not_calibrated_for_them_nor_given_any(m
     eng = Engine(EngineConfig(cpu_workers=1), backends=[plain])
     eng.start()
     assert eng.aggregate_route.crossover == {}
-    assert set(eng.verify_aggregate(_items(4000)).backends.values()) == {"cpu"} and plain.aggregate_runs == 0
+    assert set(eng.run(_items(4000)).backends.values()) == {"cpu"} and plain.aggregate_runs == 0

@@ -57,7 +57,7 @@ def test_selftest_fault_degrades_the_backend():
     eng = Engine(EngineConfig(cpu_workers=1, faults={"twin:ed25519": "selftest"}), backends=[twin])
     eng.start()
     assert eng.ready and "fault injected" in eng.degraded()["ed25519"]["twin"]
-    res = eng.verify_items(ED)
+    res = eng.run(ED)
     assert res.backends == {"ed25519": "cpu"} and res.verdicts.tolist() == ED_EXPECTED
 
 
@@ -67,7 +67,7 @@ def test_runtime_faults_fall_back_to_the_cpu_with_right_verdicts(mode):
     eng = Engine(EngineConfig(cpu_workers=1, faults={"twin:ed25519": mode}), backends=[twin])
     eng.start()
     assert eng.routes["ed25519"].selftest["twin"] is True and eng.degraded() == {}  # passed at start
-    res = eng.verify_items(ED)
+    res = eng.run(ED)
     assert res.backends == {"ed25519": "cpu"} and res.verdicts.tolist() == ED_EXPECTED
     assert "runtime" in eng.degraded()["ed25519"]["twin"]
 
@@ -118,7 +118,7 @@ def test_a_kernel_build_failure_is_degraded_everywhere():
     eng = Engine(EngineConfig(backend="kernel-host", cpu_workers=1), backends=[backend])
     eng.start()
     assert "build failed" in eng.degraded()["ed25519"]["kernel-host"]
-    assert eng.verify_items(ED).backends == {"ed25519": "cpu"}  # forced, but its kernel did not build
+    assert eng.run(ED).backends == {"ed25519": "cpu"}  # forced, but its kernel did not build
     refresh_gauges(Runtime(eng))
     assert _gauge("kernel-host", "ed25519") == 0
     with TestClient(create_app(Settings(receipts=False), runtime=Runtime(eng))) as client:

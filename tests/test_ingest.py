@@ -591,13 +591,13 @@ def test_the_next_batch_verifies_while_the_last_one_commits(engine_p, catalogue,
 
     store.group_commit.insert = slow_insert
     verified = []
-    real_verify = engine_p.engine.verify
+    real_verify = engine_p.engine.run
 
     def counting_verify(batch):
         verified.append(len(batch))
         return real_verify(batch)
 
-    engine_p.engine.verify = counting_verify
+    engine_p.engine.run = counting_verify
     try:
         with running(engine_p, store=store, udp_port=None, quic_port=None, coalesce_items=1) as ing:
             async def go():
@@ -618,5 +618,5 @@ def test_the_next_batch_verifies_while_the_last_one_commits(engine_p, catalogue,
         assert store.count() == 4
     finally:
         gate.set()
-        del engine_p.engine.verify
+        del engine_p.engine.run
         store.close()

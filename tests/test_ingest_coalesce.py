@@ -46,7 +46,7 @@ def test_a_joined_batch_answers_each_frame_with_its_own_verdicts_and_root(engine
     recs = verify_and_record_parts(engine, None, join([b for _, b in parts]),
                                    [Part(2, 0.0, "tcp"), Part(3, 0.0, "tcp")])
     for (part, batch), rec in zip(parts, recs):
-        alone = engine.verify(batch)
+        alone = engine.run(batch)
         assert rec.verdicts.tolist() == alone.verdicts.tolist() == [True, False] + [True] * (len(part) - 2)
         assert np.array_equal(rec.leaves, alone.leaves) and rec.root == alone.root == merkle.root(alone.leaves)
 
@@ -54,7 +54,7 @@ def test_a_joined_batch_answers_each_frame_with_its_own_verdicts_and_root(engine
 def test_one_part_keeps_the_batch_root(engine):
     (_, batch), = frames("ed25519", [4])
     rec, = verify_and_record_parts(engine, None, batch, [Part(4, 0.0, "udp")])
-    assert rec.root == engine.verify(batch).root
+    assert rec.root == engine.run(batch).root
 
 
 def test_join_into_a_pool_buffer():

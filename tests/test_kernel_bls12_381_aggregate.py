@@ -295,7 +295,7 @@ def test_kernel_host_backend_declares_and_serves_aggregates():
     assert backend.capabilities().aggregates
     eng = Engine(EngineConfig(backend="kernel-host"), backends=[backend])
     items = generated_aggregates(42, 1)[:12]
-    res = eng.verify_aggregate(items)
+    res = eng.run(items)
     assert res.verdicts.tolist() == [bls_aggregate.verify_item(it) for it in items]
     assert set(res.backends.values()) == {"kernel-host"}
     batch = _batch(kat.sign_items("bls12-381", 6, seed=43))

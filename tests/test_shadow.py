@@ -166,7 +166,7 @@ def test_zero_everything_checks_nothing():
     eng, twin = twin_engine(shadow_rate=0.0, shadow_min_per_batch=0, shadow_warmup_items=0)
     twin.broken = True
     items, truth = ed_items(12, 1)
-    res = eng.verify_items(items)
+    res = eng.run(items)
     eng.shadow.drain()
     assert res.verdicts.tolist() == [not t for t in truth] and eng.degraded() == {} and eng.shadow.counts() == {}
     eng.close()
@@ -176,9 +176,9 @@ def test_zero_everything_checks_nothing():
 def test_a_mismatch_degrades_the_scheme_and_reaches_the_ticket_bound_before_or_after():
     eng, twin = twin_engine(shadow_warmup_items=0)
     items, truth = ed_items(20, 2)
-    assert eng.verify_items(items).verdicts.tolist() == truth
+    assert eng.run(items).verdicts.tolist() == truth
     twin.broken = True
-    res = eng.verify_items(items)
+    res = eng.run(items)
     assert res.backends == {"ed25519": "twin"} and res.verdicts.tolist() == [not t for t in truth]  # async: answered
     assert eng.shadow.drain()
     assert eng.degraded()["ed25519"]["twin"].startswith("shadow:")
@@ -188,7 +188,7 @@ def test_a_mismatch_degrades_the_scheme_and_reaches_the_ticket_bound_before_or_a
     got = []
     res.shadow.bind(got.extend)  # bound after the mismatch was found
     assert got == [(where, m)]
-    later = eng.verify_items(items)
+    later = eng.run(items)
     assert later.backends == {"ed25519": "cpu"} and later.verdicts.tolist() == truth
     eng.close()
 
@@ -235,7 +235,7 @@ def test_hybrid_device_part_is_shadow_checked():
     twin.broken = True
     batch, truth = ed_batch(16, 4)
     k = eng.split_point(twin, ED, 16)  # before the batch refines the rates
-    res = eng.verify(batch)
+    res = eng.run(batch)
     assert res.verdicts.tolist() == truth  # sync: the device's half re-run on the CPU
     found = sorted(w for w, _ in res.shadow.found)
     assert found == list(range(k))  # rate 1: the whole device part, nothing of the CPU's
@@ -250,7 +250,7 @@ def test_sync_mode_never_returns_a_wrong_verdict():
     calls = twin.calls  # the self-test's
     for seed in range(4):
         items, truth = ed_items(15, 10 + seed)
-        res = eng.verify_items(items)
+        res = eng.run(items)
         assert res.verdicts.tolist() == truth, seed
         assert res.backends == {"ed25519": "cpu"}
     assert twin.calls == calls + 1  # degraded by the first batch
@@ -289,10 +289,10 @@ def test_a_blocked_checker_drops_and_counts_samples_and_never_stalls_a_request(m
     before = sample("zapverify_shadow_dropped_items_total")
     items, truth = ed_items(10, 6)
     t0 = time.perf_counter()
-    assert eng.verify_items(items).verdicts.tolist() == truth
+    assert eng.run(items).verdicts.tolist() == truth
     assert started.wait(10)  # the worker holds one item, blocked
     for _ in range(5):
-        assert eng.verify_items(items).verdicts.tolist() == truth
+        assert eng.run(items).verdicts.tolist() == truth
     assert time.perf_counter() - t0 < 20  # nothing waited for the blocked worker
     assert eng.shadow.pending() <= 2
     dropped = eng.shadow.dropped
@@ -329,8 +329,8 @@ def test_a_delayed_garbage_fault_is_caught_by_the_shape_check_after_its_delay():
     eng, twin = twin_engine(faults={"twin:ed25519": "garbage@after=2"})
     items, truth = ed_items(6, 7)
     for _ in range(2):
-        assert eng.verify_items(items).backends == {"ed25519": "twin"}
-    res = eng.verify_items(items)
+        assert eng.run(items).backends == {"ed25519": "twin"}
+    res = eng.run(items)
     assert res.backends == {"ed25519": "cpu"} and res.verdicts.tolist() == truth
     assert eng.degraded()["ed25519"]["twin"].startswith("runtime")
     eng.close()
@@ -402,7 +402,7 @@ def test_kernel_host_delayed_invert_is_caught_in_the_first_faulty_batch(tmp_path
 def test_admin_re_enable_runs_the_self_test_first():
     eng, twin = twin_engine(shadow_rate=1.0)
     twin.broken = True
-    eng.verify_items(ed_items(6, 8)[0])
+    eng.run(ed_items(6, 8)[0])
     assert eng.shadow.drain() and "twin" in eng.degraded()["ed25519"]
     with TestClient(create_app(Settings(receipts=False), runtime=Runtime(eng))) as client:
         refused = client.post("/v1/admin/backends/twin/schemes/ed25519/enable")
@@ -414,7 +414,7 @@ def test_admin_re_enable_runs_the_self_test_first():
         assert ok.json()["enabled"] is True and ok.json()["was_degraded"].startswith("re-enable refused")
         assert eng.degraded() == {} and "twin" not in eng.routes["ed25519"].degraded_since
         items, truth = ed_items(6, 9)
-        assert eng.verify_items(items).backends == {"ed25519": "twin"}
+        assert eng.run(items).backends == {"ed25519": "twin"}
         for path, field in [("/v1/admin/backends/gpu9/schemes/ed25519/enable", "backend"),
                             ("/v1/admin/backends/cpu/schemes/ed25519/enable", "backend"),
                             ("/v1/admin/backends/twin/schemes/nope/enable", "scheme"),
@@ -444,7 +444,7 @@ def test_the_admin_endpoint_needs_the_admin_scope():
 def test_the_dashboard_and_its_feed_show_the_shadow_state():
     eng, twin = twin_engine(shadow_rate=1.0)
     twin.broken = True
-    eng.verify_items(ed_items(5, 11)[0])
+    eng.run(ed_items(5, 11)[0])
     assert eng.shadow.drain()
     with TestClient(create_app(Settings(receipts=False), runtime=Runtime(eng))) as client:
         html = client.get("/").text

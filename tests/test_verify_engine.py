@@ -27,7 +27,7 @@ def mixed_items():
 
 def test_mixed_request_verdicts_in_input_order_and_root(engine):
     items, expected = mixed_items()
-    res = engine.verify_items(items)
+    res = engine.run(items)
     assert res.verdicts.tolist() == expected
     leaves = [merkle.leaf_hash(SCHEMES[it.scheme].code, v, it.public_key, it.message, it.signature)
               for it, v in zip(items, expected)]
@@ -44,12 +44,12 @@ def test_malformed_items_are_false_and_do_not_fail_the_batch(engine):
              kat.Item("secp256k1", b"\x02" + bytes(32), b"m", bytes(64)),
              kat.Item("ml-dsa-44", bytes(1312), b"m", bytes(2420), bytes(300)),  # context > 255
              good]
-    assert engine.verify_items(items).verdicts.tolist() == [True, False, False, False, False, True]
+    assert engine.run(items).verdicts.tolist() == [True, False, False, False, False, True]
 
 
 def test_empty_request_is_a_named_error(engine):
     with pytest.raises(EmptyBatch) as e:
-        engine.verify_items([])
+        engine.run([])
     assert e.value.field == "items"
 
 
@@ -58,11 +58,11 @@ def test_columnar_batch_verify_and_validation(engine):
     items = [ka.item for ka in kas if not ka.item.prehashed and len(ka.item.public_key) == 33]
     batch = Batch.from_items(SCHEMES["secp256k1"], [i.public_key for i in items], [i.message for i in items],
                              [i.signature for i in items])
-    res = engine.verify(batch)
+    res = engine.run(batch)
     assert res.leaves.shape == (len(items), 32) and res.root == merkle.root(res.leaves)
     batch.offsets = batch.offsets[::-1].copy()
     with pytest.raises(RequestError) as e:
-        engine.verify(batch)
+        engine.run(batch)
     assert e.value.field == "offsets"
 
 
@@ -94,7 +94,7 @@ def test_backend_that_fails_selftest_is_routed_to_cpu():
     assert "verdicts" in eng.routes["ed25519"].failures["mock"]
     items = [ka.item for ka in kat.known_answers()["ed25519"]]
     calls = liar.calls
-    res = eng.verify_items(items)
+    res = eng.run(items)
     assert res.backends == {"ed25519": "cpu"} and liar.calls == calls
     assert res.verdicts.tolist() == [True, True, False, False]
     assert engine_status(eng)["schemes"]["ed25519"]["backend"] == "cpu"
@@ -112,9 +112,9 @@ def test_backend_error_mid_batch_falls_back_to_cpu_with_right_verdicts():
     eng = Engine(EngineConfig(cpu_workers=1), backends=[flaky])
     eng.start()
     items = [ka.item for ka in kat.known_answers()["ed25519"]]
-    assert eng.verify_items(items).backends == {"ed25519": "mock"}
+    assert eng.run(items).backends == {"ed25519": "mock"}
     state["fail"] = True
-    res = eng.verify_items(items)
+    res = eng.run(items)
     assert res.backends == {"ed25519": "cpu"} and res.verdicts.tolist() == [True, True, False, False]
     assert "runtime" in eng.routes["ed25519"].failures["mock"]
 
@@ -124,8 +124,8 @@ def test_crossover_keeps_small_batches_on_cpu():
     eng = Engine(EngineConfig(cpu_workers=1, crossover={"ed25519": 3}), backends=[good])
     eng.start()
     items = [ka.item for ka in kat.known_answers()["ed25519"]]
-    assert eng.verify_items(items[:2]).backends == {"ed25519": "cpu"}
-    assert eng.verify_items(items[:3]).backends == {"ed25519": "mock"}
+    assert eng.run(items[:2]).backends == {"ed25519": "cpu"}
+    assert eng.run(items[:3]).backends == {"ed25519": "mock"}
 
 
 def test_forcing_an_absent_backend_is_a_clear_error():
@@ -136,7 +136,7 @@ def test_forcing_an_absent_backend_is_a_clear_error():
 
 def test_stats_count_items_per_scheme(engine):
     before = engine.stats.snapshot()["schemes"].get("bls12-381", {}).get("items", 0)
-    engine.verify_items([ka.item for ka in kat.known_answers()["bls12-381"]])
+    engine.run([ka.item for ka in kat.known_answers()["bls12-381"]])
     snap = engine.stats.snapshot()["schemes"]["bls12-381"]
     assert snap["items"] == before + 4 and snap["backends"]["cpu"] >= 4
 
@@ -144,7 +144,7 @@ def test_stats_count_items_per_scheme(engine):
 def test_items_refused_before_any_backend_are_counted(engine):
     before = engine.stats.snapshot()["schemes"].get("ml-dsa-87", {}).get("items", 0)
     bad = kat.Item("ml-dsa-87", b"\x01" * 10, b"m", b"\x02" * 10)
-    assert engine.verify_items([bad, bad]).verdicts.tolist() == [False, False]
+    assert engine.run([bad, bad]).verdicts.tolist() == [False, False]
     snap = engine.stats.snapshot()["schemes"]["ml-dsa-87"]
     assert snap["items"] == before + 2 and snap["backends"]["precheck"] >= 2 and snap["invalid"] >= 2
 
@@ -152,7 +152,7 @@ def test_items_refused_before_any_backend_are_counted(engine):
 def test_the_result_names_precheck_where_it_decided_items(engine):
     ka = kat.known_answers()["ed25519"][0]
     bad = kat.Item("ed25519", b"\x01" * 31, b"m", b"\x02" * 64)  # a key one byte short
-    assert engine.verify_items([bad]).backends == {"ed25519": "precheck"}
-    both = engine.verify_items([ka.item, bad, ka.item])
+    assert engine.run([bad]).backends == {"ed25519": "precheck"}
+    both = engine.run([ka.item, bad, ka.item])
     assert sorted(both.backends["ed25519"].split("+")) == ["cpu", "precheck"]
     assert both.verdicts.tolist() == [ka.expected, False, ka.expected]

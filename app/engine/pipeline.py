@@ -25,25 +25,19 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeGuard, cast
 
 import numpy as np
 
-from app.core.batch import AGGREGATE_LABELS, AggregateItem, Batch, Item
 from app.core.context import REQUEST_ID
 from app.engine.commit import merkle
 from app.engine.receipts.ids import new_batch_id
 from app.engine.receipts.store import Receipt, ReceiptStore
 from app.engine.stats import RecentRequest
-from app.engine.verify.engine import Committed, Engine
+from app.engine.verify.engine import Engine
 from app.engine.verify.shadow import Found, ShadowTicket
+from app.engine.verify.verdicts import Work
 
 log = logging.getLogger("zapverify.pipeline")
-
-#: What can be verified: one columnar batch (ZAP, ingest), a mixed list of items (JSON), or
-#: a list of BLS aggregate items (docs/bls-aggregate.md).
-Work = Batch | Sequence[Item] | Sequence[AggregateItem]
-
 
 @dataclass(frozen=True)
 class Part:
@@ -81,11 +75,6 @@ class Recorded:
     @property
     def valid(self) -> int:
         return int(np.count_nonzero(self.verdicts))
-
-
-def _is_aggregate(work: Work) -> TypeGuard[Sequence[AggregateItem]]:
-    # A list is all of one kind: the aggregate route builds only AggregateItem lists.
-    return not isinstance(work, Batch) and bool(work) and isinstance(work[0], AggregateItem)
 
 
 def verify_and_record(engine: Engine, store: ReceiptStore | None, work: Work, *, source: str,
@@ -136,17 +125,8 @@ def verify_parts(engine: Engine, work: Work, parts: Sequence[Part]) -> Verified:
     if sum(p.count for p in parts) != len(work):
         raise ValueError(f"parts cover {sum(p.count for p in parts)} items, the work has {len(work)}")
     engine.require_ready()
-    result: Committed
-    if isinstance(work, Batch):
-        one = engine.verify(work)
-        result, backends, schemes = one, {work.scheme.id: one.backend}, [work.scheme.id]
-    elif _is_aggregate(work):
-        aggregate = engine.verify_aggregate(work)
-        result, backends, schemes = aggregate, aggregate.backends, [AGGREGATE_LABELS[it.mode] for it in work]
-    else:
-        items = cast(Sequence[Item], work)
-        mixed = engine.verify_items(items)
-        result, backends, schemes = mixed, mixed.backends, [it.scheme for it in items]
+    result = engine.run(work)
+    backends, schemes = result.backends, result.schemes
     done = []
     lo = 0
     for part in parts:

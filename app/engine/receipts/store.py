@@ -131,7 +131,7 @@ class Receipt:
 
         Args:
             verdicts: ``bool[N]`` in item order.
-            leaves: ``uint8[N, 32]`` leaf hashes (``ItemsResult.leaves`` / ``BatchResult.leaves``).
+            leaves: ``uint8[N, 32]`` leaf hashes (``Committed.leaves`` of :mod:`app.engine.verify.verdicts`).
             merkle_root: the 32-byte root of ``leaves``.
             schemes: scheme ids of the items (repeats are fine).
             id: the batch id; a new UUIDv7 when omitted.

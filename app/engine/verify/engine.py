@@ -1,6 +1,8 @@
 """The Engine: routes each batch to a backend and hands the result to the commit step.
 
-It routes and does nothing else: the backends verify (one ``run`` each,
+One verification entry, :meth:`Engine.run`, takes whatever a request carries (a columnar
+batch, a mixed list of items, BLS aggregate items) and returns one result type
+(:class:`app.engine.verify.verdicts.Committed`).  It routes and does nothing else: the backends verify (one ``run`` each,
 :mod:`app.engine.backends.base`), the commit step makes the leaves and root a backend did not
 (:mod:`app.engine.commit.step`), and the runtime (:mod:`app.engine.runtime`) owns the UMA pool,
 the stats the engine counts batches into and the receipt store.
@@ -49,7 +51,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -66,6 +68,7 @@ from app.engine.stats import Stats
 from app.engine.verify import calibrate, faults, selftest
 from app.engine.verify.grouping import batch_of, group_items
 from app.engine.verify.shadow import Mismatch, ShadowChecker, ShadowConfig, ShadowTicket
+from app.engine.verify.verdicts import PRECHECK, Committed, Work, note_backend
 
 log = logging.getLogger("zapverify.engine")
 
@@ -114,48 +117,6 @@ class EngineConfig:
 
 
 @dataclass
-class Committed:
-    """Verdicts committed to a Merkle tree (docs/architecture.md, "Merkle leaf and receipts").
-
-    Attributes:
-        verdicts: ``bool[N]`` in item order.
-        leaves: ``uint8[N, 32]`` Merkle leaf hashes.
-        root: the 32-byte RFC 6962 root of ``leaves``.
-        verify_seconds / merkle_seconds: wall time of each phase, seconds.
-    """
-
-    verdicts: np.ndarray
-    leaves: np.ndarray
-    root: bytes
-    verify_seconds: float
-    merkle_seconds: float
-    #: The shadow checks of these verdicts; :meth:`ShadowTicket.bind` it to the batch's
-    #: receipt (app/engine/pipeline.py) so a mismatch found later is recorded there.
-    shadow: ShadowTicket | None = None
-
-    @property
-    def valid(self) -> int:
-        return int(np.count_nonzero(self.verdicts))
-
-
-@dataclass
-class BatchResult(Committed):
-    """What :meth:`Engine.verify` returns for one batch; ``backend`` made the verdicts,
-    ``merkle_backend`` the root."""
-
-    backend: str = "cpu"
-    merkle_backend: str = "cpu"
-
-
-@dataclass
-class ItemsResult(Committed):
-    """What :meth:`Engine.verify_items` and :meth:`Engine.verify_aggregate` return: verdicts
-    in input order, and the backend that verified each scheme (or aggregate mode)."""
-
-    backends: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
 class SchemeRoute:
     """Self-test outcome of every backend for one scheme (shown on /v1/status)."""
 
@@ -170,20 +131,6 @@ class SchemeRoute:
     #: When (seconds since the epoch) a backend that passed its self-test was degraded at run
     #: time (a failed batch or a shadow mismatch), per backend.
     degraded_since: dict[str, float] = field(default_factory=dict)
-
-
-#: Backend name under which items refused before any backend (wrong key, signature or
-#: context length) are counted: they are ``False`` verdicts all the same.
-PRECHECK = "precheck"
-
-
-def _note_backend(backends: dict[str, str], scheme_id: str, name: str) -> None:
-    """Add ``name`` to what decided ``scheme_id``'s items ("cpu", "cuda+cpu", "precheck", ...)."""
-    prev = backends.get(scheme_id)
-    if prev is None:
-        backends[scheme_id] = name
-    elif name not in prev.split("+"):
-        backends[scheme_id] = f"{prev}+{name}"
 
 
 class Engine:
@@ -470,12 +417,25 @@ class Engine:
         return self.cpu
 
     # ------------------------------------------------------------------ verification
-    def verify(self, batch: Batch) -> BatchResult:
-        """Verify one columnar batch and commit it to a Merkle root.
+    def run(self, work: Work) -> Committed:
+        """Verify ``work`` and commit it to a Merkle root: the one verification entry, for a
+        columnar batch, a mixed list of items and a list of BLS aggregate items alike (the
+        kind is the request's: a :class:`Batch`, or a list whose first item is an
+        :class:`AggregateItem` or an :class:`Item`).
 
-        Raises :class:`EmptyBatch` for zero items, :class:`app.core.errors.RequestError` for
-        columns of the wrong shape.
+        Verdicts and leaves come back in input order.  Raises :class:`EmptyBatch` for no
+        items, :class:`app.core.errors.RequestError` for a batch's columns of the wrong
+        shape, :class:`BackendUnavailable` for aggregate items the CPU backend given cannot
+        verify.
         """
+        if isinstance(work, Batch):
+            return self._verify_batch(work)
+        if work and isinstance(work[0], AggregateItem):
+            return self._verify_aggregate(cast(Sequence[AggregateItem], work))
+        return self._verify_items(cast(Sequence[Item], work))
+
+    def _verify_batch(self, batch: Batch) -> Committed:
+        """One columnar batch (see :meth:`run`)."""
         if len(batch) == 0:
             raise EmptyBatch("a batch needs at least one item", field="count")
         batch.validate()
@@ -485,8 +445,8 @@ class Engine:
         merkle_backend = result.backend if result.root is not None else self.cpu.name
         done = self.commit(batch, result)
         assert done.leaves is not None and done.root is not None  # the commit step made what was missing
-        return BatchResult(done.verdicts, done.leaves, done.root, seconds, time.perf_counter() - t0, ticket,
-                           backend=result.backend, merkle_backend=merkle_backend)
+        return Committed(done.verdicts, done.leaves, done.root, seconds, time.perf_counter() - t0,
+                         {batch.scheme.id: result.backend}, [batch.scheme.id], ticket, merkle_backend)
 
     def _fail(self, backend: Backend, scheme: Scheme, exc: BaseException) -> None:
         log.error("%s failed on %s (%s); re-running on cpu", backend.name, scheme.id, exc)
@@ -597,8 +557,8 @@ class Engine:
         self.stats.record(scheme.id, self.cpu.name, n - k, r_cpu.valid, t_cpu)
         return Result.join([self.commit.with_leaves(dev_part, r_dev), r_cpu]), seconds
 
-    def verify_items(self, items: Sequence[Item]) -> ItemsResult:
-        """Verify a mixed list of items; verdicts and leaves come back in input order.
+    def _verify_items(self, items: Sequence[Item]) -> Committed:
+        """A mixed list of items (see :meth:`run`).
 
         Items are grouped into one batch per (scheme, key length, context, options).  An
         item whose key or signature length does not fit its scheme, or whose context is
@@ -623,7 +583,7 @@ class Engine:
                 # Counted like any verdict, so the dashboard and metrics see every item.
                 for scheme_id, count in Counter(it.scheme for it in given).items():
                     self.stats.record(scheme_id, PRECHECK, count, 0, 0.0)
-                    _note_backend(backends, scheme_id, PRECHECK)
+                    note_backend(backends, scheme_id, PRECHECK)
                 continue
             batch = batch_of(group, [items[i] for i in idx])
             result, seconds = self._run(batch, ticket, np.asarray(idx, dtype=np.int64))
@@ -634,11 +594,11 @@ class Engine:
             verdicts[idx] = result.verdicts
             leaves[idx] = result.leaves
             t_verify += seconds
-            _note_backend(backends, group[0], result.backend)
+            note_backend(backends, group[0], result.backend)
         t0 = time.perf_counter()
         root = self.commit.root(leaves)
-        return ItemsResult(verdicts, leaves, root, t_verify, t_merkle + time.perf_counter() - t0, ticket,
-                           backends=backends)
+        return Committed(verdicts, leaves, root, t_verify, t_merkle + time.perf_counter() - t0, backends,
+                         [it.scheme for it in items], ticket)
 
     def aggregate_backend(self, items: Sequence[AggregateItem]) -> Backend:
         """The backend BLS aggregate ``items`` go to: :meth:`aggregate_backend_for` their
@@ -661,8 +621,8 @@ class Engine:
                 return b
         return self.cpu
 
-    def verify_aggregate(self, items: Sequence[AggregateItem]) -> ItemsResult:
-        """Verify BLS aggregate items (FastAggregateVerify / AggregateVerify) on the backend
+    def _verify_aggregate(self, items: Sequence[AggregateItem]) -> Committed:
+        """BLS aggregate items (see :meth:`run`) (FastAggregateVerify / AggregateVerify) on the backend
         :meth:`aggregate_backend` picks; a failure there re-runs them on the CPU.
 
         Verdicts and aggregate leaves (docs/bls-aggregate.md) in input order, the root over
@@ -698,8 +658,8 @@ class Engine:
         t1 = time.perf_counter()
         done = self.commit(work, result)
         assert done.leaves is not None and done.root is not None
-        return ItemsResult(done.verdicts, done.leaves, done.root, t_verify, time.perf_counter() - t1,
-                           backends=backends)
+        return Committed(done.verdicts, done.leaves, done.root, t_verify, time.perf_counter() - t1, backends,
+                         [AGGREGATE_LABELS[it.mode] for it in items])
 
     def degraded(self) -> dict[str, dict[str, str]]:
         """Schemes an accelerated backend should serve but the CPU serves instead, because

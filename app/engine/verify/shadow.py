@@ -141,7 +141,7 @@ Found = tuple[int, Mismatch]
 
 
 class ShadowTicket:
-    """The shadow checks of one engine call (:meth:`Engine.verify`, :meth:`Engine.verify_items`):
+    """The shadow checks of one engine call (:meth:`Engine.run`):
     mismatches reported at any time (inline in ``sync`` mode, later from the worker in
     ``async`` mode) reach the sink given to :meth:`bind` exactly once, whether they were found
     before or after it was bound.  Indices are positions in the work the engine was given

@@ -538,14 +538,14 @@ def step_engine(ctx: Context, scheme: str | None) -> None:
         assert base is not None, "no generated Ed25519 items"
         batch = tile(base[0], 4096)
         want = base[1][np.arange(4096) % len(base[0])]
-        res = eng.verify(batch)
+        res = eng.run(batch)
         rec["hybrid"] = {"backend": res.backend, "verdicts_ok": bool(np.array_equal(res.verdicts, want)),
                          "device_used": accel.name in str(res.backend)}
         buf = land(rt.pool, batch.pks.nbytes)
         buf.array[:batch.pks.nbytes] = batch.pks.reshape(-1)
         pooled = Batch(batch.scheme, buf.array[:batch.pks.nbytes].reshape(batch.pks.shape), batch.sigs,
                        batch.msgs, batch.offsets)
-        res = eng.verify(pooled)
+        res = eng.run(pooled)
         buf.release()
         rec["pool"] = {"source": str(rt.pool.source) if rt.pool is not None else None,
                        "verdicts_ok": bool(np.array_equal(res.verdicts, want))}
