@@ -11,7 +11,7 @@ truncation, extension, a splice of another seed's header; then, half the time, `
 set to the new length so the decoder gets past the size check.
 
 Entry points, each run on every case: :func:`zap.decode_request`, :func:`zap.decode_response`,
-:func:`zap.decode` (server limits), and :class:`zap.FrameReader` fed the case in random
+:func:`zap.decode` (server limits), and :class:`FrameReader` fed the case in random
 chunks (then :func:`zap.decode_request` on what it assembled).  A decoded request's batch is
 also validated (:meth:`Batch.validate`).
 
@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from app.core.errors import ZapVerifyError  # noqa: E402
 from app.core.schemes import SCHEMES  # noqa: E402
 from app.wire import zap  # noqa: E402
+from app.wire.reader import FrameReader  # noqa: E402
 from bench import provenance  # noqa: E402
 
 U32_EDGES = (0, 1, 7, 8, 15, 16, 17, 31, 32, 255, 256, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFF8, 0xFFFF_FFFF)
@@ -106,7 +107,7 @@ def mutate(rng: random.Random, frame: bytes, others: list[bytes]) -> bytes:
 
 def chunked(rng: random.Random, data: bytes) -> zap.Request:
     """The FrameReader entry point: the case fed in random chunks, then decoded."""
-    reader = zap.FrameReader(zap.DEFAULT_LIMITS, expected=len(data) if rng.random() < 0.5 else None)
+    reader = FrameReader(zap.DEFAULT_LIMITS, expected=len(data) if rng.random() < 0.5 else None)
     i = 0
     while i < len(data):
         n = rng.choice((1, 3, 8, 16, 17, 64, 4096))

@@ -34,6 +34,7 @@ from app.core.errors import (
 )
 from app.core.schemes import SCHEMES
 from app.wire import zap
+from app.wire.reader import FrameReader
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -357,7 +358,7 @@ def test_hostile_offsets(offsets, blob):
 @FUZZ
 def test_frame_reader_reassembles_any_split(cuts):
     bounds = sorted(set([0, len(VALID)] + cuts))
-    reader = zap.FrameReader()
+    reader = FrameReader()
     for lo, hi in zip(bounds, bounds[1:]):
         reader.feed(VALID[lo:hi])
     header, buf = reader.finish()
@@ -373,28 +374,28 @@ def test_frame_reader_refuses_before_allocating():
         return bytearray(n)
 
     with pytest.raises(BadSize):
-        zap.FrameReader(alloc=alloc, expected=len(VALID) - 8).feed(VALID)
+        FrameReader(alloc=alloc, expected=len(VALID) - 8).feed(VALID)
     with pytest.raises(FrameTooLarge):
-        zap.FrameReader(zap.Limits(max_frame_bytes=64), alloc=alloc).feed(VALID[:16])
+        FrameReader(zap.Limits(max_frame_bytes=64), alloc=alloc).feed(VALID[:16])
     with pytest.raises(BadMagic):
-        zap.FrameReader(alloc=alloc).feed(b"HTTP/1.1 200 OK\r\n")
+        FrameReader(alloc=alloc).feed(b"HTTP/1.1 200 OK\r\n")
     assert allocated == []
-    r = zap.FrameReader(alloc=alloc)
+    r = FrameReader(alloc=alloc)
     r.feed(VALID[:20])
     assert allocated == [len(VALID)]
     with pytest.raises(BadSize):
         r.feed(VALID[20:] + b"\0" * 8)
-    short = zap.FrameReader()
+    short = FrameReader()
     short.feed(VALID[:-8])
     with pytest.raises(BadSize):
         short.finish()
     with pytest.raises(BadSize):
-        zap.FrameReader().finish()
+        FrameReader().finish()
 
 
 def test_frame_reader_fills_a_caller_buffer():
     slab = np.zeros(len(VALID) + 64, dtype=np.uint8)  # a pool slab is larger than the frame
-    r = zap.FrameReader(alloc=lambda n: slab)
+    r = FrameReader(alloc=lambda n: slab)
     r.feed(VALID)
     _, buf = r.finish()
     req = zap.decode_request(buf)

@@ -17,6 +17,7 @@ from app.api.schemas import ErrorResponse
 from app.api.service import is_zap, json_error_response, verify_frame, zap_error_of, zap_error_response
 from app.core.errors import BadContentType, ZapVerifyError
 from app.wire import zap
+from app.wire.reader import FrameReader
 from app.wire.zap import HEADER_SIZE
 
 router = APIRouter(prefix="/v1", tags=["verify"])
@@ -60,7 +61,7 @@ async def verify_zap(request: Request) -> Response:
     settings = request.app.state.settings
     runtime = get_runtime(request)
     engine = runtime.engine
-    reader: zap.FrameReader | None = None
+    reader: FrameReader | None = None
     if not is_zap(request.headers.get("content-type")) and _is_json(request.headers.get("content-type")):
         # A JSON client cannot read an error frame: it gets its refusal in JSON.
         runtime.stats.record_frame("http", BadContentType.code.lower())
@@ -70,7 +71,7 @@ async def verify_zap(request: Request) -> Response:
         if not is_zap(request.headers.get("content-type")):
             raise BadContentType(f"Content-Type must be {zap.CONTENT_TYPE}", field="content-type")
         length = request.headers.get("content-length")
-        reader = zap.FrameReader(zap_limits(settings), expected=int(length) if length and length.isdigit() else None)
+        reader = FrameReader(zap_limits(settings), expected=int(length) if length and length.isdigit() else None)
         async with AsyncExitStack() as stack:
             grow: GrowingLanding | None = None
             async for received in request.stream():

@@ -2,10 +2,11 @@
 
 One verification entry, :meth:`Engine.run`, takes whatever a request carries (a columnar
 batch, a mixed list of items, BLS aggregate items) and returns one result type
-(:class:`app.engine.verify.verdicts.Committed`).  It routes and does nothing else: the backends verify (one ``run`` each,
-:mod:`app.engine.backends.base`), the commit step makes the leaves and root a backend did not
-(:mod:`app.engine.commit.step`), and the runtime (:mod:`app.engine.runtime`) owns the UMA pool,
-the stats the engine counts batches into and the receipt store.
+(:class:`app.engine.verify.verdicts.Committed`).  It routes and does nothing else: the
+backends verify (one ``run`` each, :mod:`app.engine.backends.base`), the commit step makes
+the leaves and root a backend did not (:mod:`app.engine.commit.step`), and the runtime
+(:mod:`app.engine.runtime`) owns the UMA pool, the stats the engine counts batches into and
+the receipt store.
 
 Routing per scheme (docs/architecture.md, "Batches and routing"): an accelerated backend (anything but ``cpu``)
 is used when its start-up self-test for that scheme passed and the batch has at least its
