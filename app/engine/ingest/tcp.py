@@ -53,18 +53,15 @@ A connection that ends in the middle of a frame counts it ``truncated``.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import selectors
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 
 from app.core.errors import (
     BadMagic,
-    BadSize,
     BodyTimeout,
     BufferTooLarge,
     FrameTooLarge,
@@ -77,6 +74,7 @@ from app.core.errors import (
 )
 from app.engine.ingest.base import FrameLanding, Listener, ListenerContext
 from app.engine.ingest.ring import Entry
+from app.engine.ingest.tcp_conn import Conn, Done, Route
 from app.wire import zap
 
 log = logging.getLogger("zapverify.ingest.tcp")
@@ -84,66 +82,11 @@ log = logging.getLogger("zapverify.ingest.tcp")
 #: Frames one connection may complete per readiness event, so that one fast sender does
 #: not keep the thread from the others.
 _FRAMES_PER_EVENT = 32
-#: Replies gathered into one sendmsg(2).
-_IOV = 64
-
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 #: How long a connection the server closes keeps being read (and the bytes thrown away)
 #: after its FIN, so that unread bytes do not turn the close into a reset that could
 #: destroy replies the peer has not read yet (a "lingering close").
 LINGER_SECONDS = 2.0
-
-
-class _Conn:
-    """The receive thread's state of one connection (touched by that thread only, except
-    ``inbox``, which workers fill under the listener's lock)."""
-
-    route: _Route  # set right after construction (the route refers back to the connection)
-
-    def __init__(self, sock: socket.socket, peer: tuple):
-        self.sock, self.peer = sock, peer
-        self.head = bytearray(zap.HEADER_SIZE)
-        self.head_view = memoryview(self.head)
-        self.head_n = 0
-        self.header: zap.Header | None = None
-        self.frame: FrameLanding | None = None
-        self.skip = 0
-        # The handshake (keys configured): the challenge sent, the auth frame being read, by when.
-        self.authed = True
-        self.challenge = b""
-        self.auth: bytearray | None = None
-        self.auth_n = 0
-        self.auth_deadline = 0.0
-        self.key_name: str | None = None
-        # The read clock of the frame in progress (ListenerContext.frame_deadline), seconds and bytes.
-        self.t_start = self.t_last = 0.0
-        self.t_bytes = 0
-        self.t_paused: float | None = None
-        self.skip_reply: bytes | None = None
-        self.parked: Entry | None = None
-        self.pool_deadline: float | None = None
-        self.in_flight = 0
-        self.out: deque[tuple[memoryview, Callable[[bool], None]]] = deque()
-        self.inbox: list[tuple[bytes, Callable[[bool], None]]] = []
-        self.eof = self.closing = self.closed = False
-        self.linger_until: float | None = None
-        self.events = 0
-
-
-class _Route:
-    """Replies of one connection; ``send`` may be called from any thread."""
-
-    __slots__ = ("listener", "conn")
-
-    def __init__(self, listener: TcpListener, conn: _Conn):
-        self.listener, self.conn = listener, conn
-
-    @property
-    def alive(self) -> bool:
-        return not self.conn.closed
-
-    def send(self, data: bytes, done: Callable[[bool], None]) -> None:
-        self.listener._enqueue(self.conn, data, done)
 
 
 class TcpListener(Listener):
@@ -177,13 +120,13 @@ class TcpListener(Listener):
         self._wake_w.setblocking(False)
         self._sel.register(self._wake_r, _READ, None)
         self._lock = threading.Lock()
-        self._dirty: list[_Conn] = []
-        self._conns: set[_Conn] = set()
-        self._parked: deque[_Conn] = deque()
-        self._pool_waiters: list[_Conn] = []
-        self._lingering: list[_Conn] = []
+        self._dirty: list[Conn] = []
+        self._conns: set[Conn] = set()
+        self._parked: deque[Conn] = deque()
+        self._pool_waiters: list[Conn] = []
+        self._lingering: list[Conn] = []
         # Connections with a frame in progress or a handshake due (a superset: the sweep prunes it).
-        self._timed: set[_Conn] = set()
+        self._timed: set[Conn] = set()
         self._next_sweep = 0.0
         self._space = False
         self._scratch = bytearray(64 * 1024)
@@ -272,8 +215,7 @@ class TcpListener(Listener):
         with self._lock:
             dirty, self._dirty = self._dirty, []
             for conn in dirty:
-                conn.out.extend((memoryview(d), done) for d, done in conn.inbox)
-                conn.inbox.clear()
+                conn.take_inbox()
         for conn in dirty:
             if not conn.closed:
                 self._flush(conn)
@@ -318,7 +260,7 @@ class TcpListener(Listener):
         deadline = time.monotonic() + LINGER_SECONDS
         while self._lingering and time.monotonic() < deadline:
             for key, _ in self._sel.select(0.05):
-                if isinstance(key.data, _Conn):
+                if isinstance(key.data, Conn):
                     self._discard(key.data)
         for conn in list(self._lingering):
             self._hard_close(conn)
@@ -340,8 +282,8 @@ class TcpListener(Listener):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.sndbuf:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.sndbuf)
-            conn = _Conn(sock, peer)
-            conn.route = _Route(self, conn)
+            conn = Conn(sock, peer)
+            conn.route = Route(self._enqueue, conn)
             with self._lock:
                 self._conns.add(conn)
             self.ctx.counters.connection(+1)
@@ -355,11 +297,11 @@ class TcpListener(Listener):
             if not conn.closed:
                 self._update(conn)
 
-    def _wants_read(self, c: _Conn) -> bool:
+    def _wants_read(self, c: Conn) -> bool:
         return not (c.closed or c.eof or c.closing or self._draining or c.parked is not None
                     or c.pool_deadline is not None or c.in_flight >= self.max_in_flight)
 
-    def _update(self, c: _Conn) -> None:
+    def _update(self, c: Conn) -> None:
         if c.closed:
             return
         if (c.eof or c.closing) and not c.in_flight and not c.out:
@@ -376,7 +318,7 @@ class TcpListener(Listener):
             self._sel.modify(c.sock, want, c)
         c.events = want
 
-    def _close(self, c: _Conn, *, reset: bool = False) -> None:
+    def _close(self, c: Conn, *, reset: bool = False) -> None:
         """End the connection: what it still holds is dropped; unless the peer ``reset`` it,
         our side is shut down (FIN) and the socket read until the peer closes its side or
         :data:`LINGER_SECONDS` pass."""
@@ -409,12 +351,10 @@ class TcpListener(Listener):
             c.parked.buffer.release()
             c.parked = None
             counters.rejected("shutdown" if self._stopped else "disconnected")
-        for _, done in list(c.out) + inbox:
-            done(False)
-        c.out.clear()
+        c.fail_replies(inbox)
         counters.connection(-1)
 
-    def _hard_close(self, c: _Conn) -> None:
+    def _hard_close(self, c: Conn) -> None:
         if c.linger_until is not None:
             self._lingering.remove(c)
             c.linger_until = None
@@ -426,7 +366,7 @@ class TcpListener(Listener):
         except OSError:
             pass
 
-    def _discard(self, c: _Conn) -> None:
+    def _discard(self, c: Conn) -> None:
         """Read and throw away what a lingering connection still sends; close at its EOF."""
         try:
             while c.sock.recv_into(self._scratch):
@@ -437,7 +377,7 @@ class TcpListener(Listener):
             pass
         self._hard_close(c)
 
-    def _drop_partial(self, c: _Conn, reason: str) -> None:
+    def _drop_partial(self, c: Conn, reason: str) -> None:
         """Drop the frame in progress (its buffer and admission charge go back), counted ``reason``."""
         if c.frame is not None:
             c.frame.release()
@@ -446,7 +386,7 @@ class TcpListener(Listener):
         self.ctx.counters.rejected(reason)
 
     # ------------------------------------------------------------------ deadlines
-    def _time(self, c: _Conn) -> None:
+    def _time(self, c: Conn) -> None:
         """Put ``c`` under the sweep (a frame began, or a handshake is due)."""
         if not self._timed:
             self._next_sweep = time.monotonic() + self.ctx.sweep_seconds
@@ -465,7 +405,7 @@ class TcpListener(Listener):
                 self._timed.discard(c)
                 self._close(c, reset=True)
 
-    def _sweep_one(self, c: _Conn, now: float) -> None:
+    def _sweep_one(self, c: Conn, now: float) -> None:
         """The handshake deadline of ``c``, else its frame's read deadline (clock stopped while unread)."""
         if c.closed or c.closing:
             self._timed.discard(c)
@@ -481,21 +421,15 @@ class TcpListener(Listener):
         if not (c.skip or c.head_n or c.header is not None):
             self._timed.discard(c)  # between frames: idle connections are not cut
             return
-        if not (c.skip or self._wants_read(c)):  # we do not read it (pool wait, ...): its clock stops
-            if c.t_paused is None:
-                c.t_paused = now
-            return
-        if c.t_paused is not None:
-            pause, c.t_paused = now - c.t_paused, None
-            c.t_start += pause
-            c.t_last += pause
+        # Not read (pool wait, ...): its clock stops, and restarts shifted by the pause.
+        if not c.clock_runs(now, bool(c.skip or self._wants_read(c))):
             return
         if now >= self.ctx.frame_deadline(c.t_start, c.t_last, c.t_bytes):
             self._timed.discard(c)
             self._cut(c)
             self._update(c)
 
-    def _cut(self, c: _Conn) -> None:
+    def _cut(self, c: Conn) -> None:
         """A frame past its read deadline: ``BODY_TIMEOUT``, what it holds given back, closed."""
         size = c.header.size if c.header is not None else None
         request_id = c.header.request_id if c.header is not None else 0
@@ -513,7 +447,7 @@ class TcpListener(Listener):
         self._send_own(c, bytes(zap.error_frame(exc, request_id)))
 
     # ------------------------------------------------------------------ reading
-    def _read(self, c: _Conn) -> None:
+    def _read(self, c: Conn) -> None:
         frames = 0
         counters = self.ctx.counters
         while frames < _FRAMES_PER_EVENT and (c.skip or self._wants_read(c)):
@@ -539,12 +473,8 @@ class TcpListener(Listener):
                 self._eof(c)
                 return
             counters.received(n)
-            now = time.monotonic()
-            if not c.skip and c.header is None and c.head_n == 0:  # the first byte of a frame
-                c.t_start, c.t_bytes, c.t_paused = now, 0, None
+            if c.received(n, time.monotonic()):  # the first byte of a frame
                 self._time(c)
-            c.t_last = now
-            c.t_bytes += n
             if c.skip:
                 c.skip -= n
                 if not c.skip and c.skip_reply is not None:
@@ -586,41 +516,30 @@ class TcpListener(Listener):
                 frames += 1
 
     # ------------------------------------------------------------------ the handshake
-    def _begin_auth(self, c: _Conn) -> bool:
-        """The first header of a connection that must authenticate: an auth frame of the
-        right size goes on into ``c.auth``; anything else is refused.  False if refused."""
-        header = c.header
-        assert header is not None
-        if header.type != zap.TYPE_AUTH:
-            self._refuse_auth(c, Unauthorized("this server requires an API key: answer its challenge with an auth "
-                                              "frame before any other frame (docs/wire-format.md section 8)",
-                                              field="auth"))
-            return False
-        if header.size != zap.AUTH_FRAME_SIZE:
-            self._fatal(c, BadSize(f"an auth frame is {zap.AUTH_FRAME_SIZE} bytes, this one says {header.size}",
-                                   field="size"), "unauthorized")
-            return False
-        c.auth = bytearray(header.size)
-        c.auth[:zap.HEADER_SIZE] = c.head
-        c.auth_n = zap.HEADER_SIZE
-        return True
+    def _begin_auth(self, c: Conn) -> bool:
+        """The first header of a connection that must authenticate (:meth:`Conn.begin_auth`);
+        False if refused."""
+        exc = c.begin_auth()
+        if exc is None:
+            return True
+        if isinstance(exc, Unauthorized):
+            self._refuse_auth(c, exc)
+        else:  # a wrong size: the framing is lost
+            self._fatal(c, exc, "unauthorized")
+        return False
 
-    def _finish_auth(self, c: _Conn) -> bool:
+    def _finish_auth(self, c: Conn) -> bool:
         """The whole auth frame is in: check its MAC against every key.  False if refused."""
-        assert self.ctx.auth is not None and c.auth is not None
+        assert self.ctx.auth is not None
         try:
-            mac = zap.decode_auth(c.auth, zap.TYPE_AUTH, self.ctx.limits).value
-            name = self.ctx.auth.check(c.challenge, mac)
+            name = c.finish_auth(self.ctx.auth, self.ctx.limits)
         except ZapVerifyError as exc:  # a malformed frame, or Unauthorized / Forbidden
-            c.auth, c.auth_n = None, 0
             self._refuse_auth(c, exc)
             return False
-        c.authed, c.key_name = True, name
-        c.auth, c.auth_n, c.header, c.head_n = None, 0, None, 0
         log.debug("TCP ingest: %s authenticated with key %r", c.peer, name)
         return True
 
-    def _refuse_auth(self, c: _Conn, exc: ZapVerifyError) -> None:
+    def _refuse_auth(self, c: Conn, exc: ZapVerifyError) -> None:
         """A failed handshake: the error frame (``request_id`` 0: the connection's), then closed."""
         c.head_n, c.header = 0, None
         c.auth, c.auth_n = None, 0
@@ -630,7 +549,7 @@ class TcpListener(Listener):
         self._send_own(c, bytes(zap.error_frame(exc, 0)))
 
     # ------------------------------------------------------------------ landing
-    def _take_buffer(self, c: _Conn) -> bool:
+    def _take_buffer(self, c: Conn) -> bool:
         """Start landing the frame whose header is in (its key's rate limit first); False
         while it cannot be read on (no pool room yet, or refused and being read past)."""
         assert c.header is not None
@@ -644,7 +563,7 @@ class TcpListener(Listener):
         c.frame = FrameLanding(self.ctx, c.header, c.head)
         return self._make_room(c)
 
-    def _make_room(self, c: _Conn) -> bool:
+    def _make_room(self, c: Conn) -> bool:
         """Grow the frame's buffer and charge for the next bytes (:meth:`FrameLanding.make_room`);
         False while there is no pool room (the connection waits, unread, up to
         ``pool_wait_seconds``) or when the frame was refused and is being read past."""
@@ -668,14 +587,14 @@ class TcpListener(Listener):
         c.pool_deadline = None
         return True
 
-    def _give_up_pool(self, c: _Conn) -> None:
+    def _give_up_pool(self, c: Conn) -> None:
         assert c.header is not None and c.frame is not None
         c.pool_deadline = None
         self._abandon(c, PoolExhausted(f"UMA pool exhausted: no room for {c.frame.filled + 1} bytes of a "
                                        f"{c.header.size}-byte frame within {self.ctx.pool_wait_seconds:g} s",
                                        field="pool"), "pool_exhausted")
 
-    def _abandon(self, c: _Conn, exc: ZapVerifyError, reason: str) -> None:
+    def _abandon(self, c: Conn, exc: ZapVerifyError, reason: str) -> None:
         """Give back what the half-received frame holds, then read past the rest and answer ``exc``."""
         received = zap.HEADER_SIZE
         if c.frame is not None:
@@ -684,7 +603,7 @@ class TcpListener(Listener):
             c.frame = None
         self._skip_frame(c, exc, reason, received)
 
-    def _skip_frame(self, c: _Conn, exc: ZapVerifyError, reason: str, received: int = zap.HEADER_SIZE) -> None:
+    def _skip_frame(self, c: Conn, exc: ZapVerifyError, reason: str, received: int = zap.HEADER_SIZE) -> None:
         """Read the rest of this frame (``received`` bytes of it are in) into scratch memory,
         then answer it with ``exc``."""
         assert c.header is not None
@@ -696,7 +615,7 @@ class TcpListener(Listener):
             self._send_own(c, c.skip_reply)
             c.skip_reply = None
 
-    def _complete(self, c: _Conn) -> None:
+    def _complete(self, c: Conn) -> None:
         assert c.frame is not None and c.header is not None  # a whole frame has been read
         entry = Entry(c.frame.take(), c.header.size, c.route, self.transport)
         c.frame, c.header, c.head_n = None, None, 0
@@ -708,7 +627,7 @@ class TcpListener(Listener):
             self._parked.append(c)
             self.ctx.counters.stalled()
 
-    def _eof(self, c: _Conn) -> None:
+    def _eof(self, c: Conn) -> None:
         """The peer finished sending (it may still read): answer what is due, then close."""
         c.eof = True
         if c.frame is not None or c.head_n or c.pool_deadline is not None:
@@ -721,7 +640,7 @@ class TcpListener(Listener):
         c.skip = 0
         c.skip_reply = None
 
-    def _fatal(self, c: _Conn, exc: ZapVerifyError, reason: str) -> None:
+    def _fatal(self, c: Conn, exc: ZapVerifyError, reason: str) -> None:
         """A header that breaks ZAP v1: the framing is lost; answer, then close."""
         self.ctx.counters.rejected(reason)
         request_id = zap.peek_request_id(c.head) if c.head_n >= zap.HEADER_SIZE else 0
@@ -730,20 +649,18 @@ class TcpListener(Listener):
         c.closing = True
         self._send_own(c, bytes(zap.error_frame(exc, request_id)))
 
-    def _send_control(self, c: _Conn, data: bytes) -> None:
+    def _send_control(self, c: Conn, data: bytes) -> None:
         """A frame of the protocol itself (the challenge): not a reply, counted nowhere."""
-        c.in_flight += 1
-        c.out.append((memoryview(data), lambda sent: None))
+        c.push(data, lambda sent: None)
         self._flush(c)
 
     # ------------------------------------------------------------------ writing
-    def _send_own(self, c: _Conn, data: bytes) -> None:
+    def _send_own(self, c: Conn, data: bytes) -> None:
         """An error frame this thread answers itself (no buffer, no worker)."""
-        c.in_flight += 1
-        c.out.append((memoryview(data), lambda sent: self.ctx.counters.replied(sent, error=True)))
+        c.push(data, lambda sent: self.ctx.counters.replied(sent, error=True))
         self._flush(c)
 
-    def _enqueue(self, c: _Conn, data: bytes, done: Callable[[bool], None]) -> None:
+    def _enqueue(self, c: Conn, data: bytes, done: Done) -> None:
         with self._lock:
             queued = not c.closed
             if queued:
@@ -754,24 +671,9 @@ class TcpListener(Listener):
         else:
             self._wake()
 
-    def _flush(self, c: _Conn) -> None:
-        while c.out:
-            try:
-                n = c.sock.sendmsg([mv for mv, _ in itertools.islice(c.out, _IOV)])
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:  # the peer is gone
-                self._close(c, reset=True)
-                return
-            while n:
-                mv, done = c.out[0]
-                if n < len(mv):
-                    c.out[0] = (mv[n:], done)
-                    break
-                n -= len(mv)
-                c.out.popleft()
-                c.in_flight -= 1
-                done(True)
+    def _flush(self, c: Conn) -> None:
+        if not c.flush():  # the peer is gone
+            self._close(c, reset=True)
 
 
 def _family(host: str) -> socket.AddressFamily:
