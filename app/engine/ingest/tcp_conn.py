@@ -1,6 +1,6 @@
 """One TCP ingest connection: its state, and what it does without the listener — the read
 clock of the frame in progress, the keyed handshake's two steps, and its replies on their way
-out (docs/architecture.md, "Ingest").
+out (docs/architecture.md, "Layout").
 
 :class:`app.engine.ingest.tcp.TcpListener` serves many of these from one thread (selector,
 accept, ring, pool waits, sweeps); a :class:`Conn` is touched by that thread only, except
