@@ -202,12 +202,13 @@ def test_refusals_and_in_flight_work_reach_the_metrics():
     before = ADMISSION_REFUSALS.labels("wait")._value.get()
     with pytest.raises(Overloaded):
         adm.admit()
-    refresh_gauges(SimpleNamespace(engine=SimpleNamespace(routes={}), pool=None), adm)
+    runtime = SimpleNamespace(engine=SimpleNamespace(routes={}, ready=True, backends=()), pool=None, store=None)
+    refresh_gauges(runtime, adm)
     assert ADMISSION_REFUSALS.labels("wait")._value.get() == before + 1
     from app.api.metrics import ADMISSION_IN_FLIGHT, ADMISSION_WAIT
     assert ADMISSION_IN_FLIGHT.labels("items")._value.get() == 1000
     assert ADMISSION_WAIT._value.get() == pytest.approx(1.0)
-    refresh_gauges(SimpleNamespace(engine=SimpleNamespace(routes={}), pool=None), adm)  # counted once
+    refresh_gauges(runtime, adm)  # counted once
     assert ADMISSION_REFUSALS.labels("wait")._value.get() == before + 1
     a.release()
 

@@ -64,7 +64,7 @@ def test_overloaded_is_a_5xx_with_its_own_wire_code():
 
 
 def test_bytes_bound_refuses_json_and_zap_with_retry_after(app, client):
-    held = app.state.admission.admit(nbytes=1 << 20)  # the bound is full
+    held = app.state.runtime.admission.admit(nbytes=1 << 20)  # the bound is full
     try:
         r = client.post("/v1/verify", json=_json_body(1))
         assert r.status_code == 503 and r.json()["error"]["code"] == "OVERLOADED"
@@ -81,7 +81,7 @@ def test_bytes_bound_refuses_json_and_zap_with_retry_after(app, client):
 
 
 def test_items_bound_counts_the_items_of_json_and_zap(app, client):
-    held = app.state.admission.admit(items=6)
+    held = app.state.runtime.admission.admit(items=6)
     try:
         assert client.post("/v1/verify", json=_json_body(3)).status_code == 503  # 6 + 3 > 8
         r = client.post("/v1/verify/zap", content=_frame(3, request_id=9), headers=ZAP)
@@ -98,7 +98,7 @@ def test_a_lone_request_is_admitted_over_the_bound(client):
 
 
 def test_websocket_request_over_the_bound_gets_an_overloaded_frame(app, client):
-    held = app.state.admission.admit(nbytes=1 << 20)
+    held = app.state.runtime.admission.admit(nbytes=1 << 20)
     try:
         with client.websocket_connect("/v1/ws/verify") as ws:
             ws.send_bytes(_frame(1, request_id=31))
@@ -217,7 +217,7 @@ def test_a_stalled_body_is_cut_with_408(engine, path, headers):
         s.close()
     assert status == 408 and time.monotonic() - t0 < 5
     assert b"connection: close" in data.lower()
-    assert app.state.admission.snapshot()["requests_in_flight"] == 0
+    assert app.state.runtime.admission.snapshot()["requests_in_flight"] == 0
 
 
 def test_a_body_slower_than_the_minimum_rate_is_cut(engine):

@@ -121,7 +121,8 @@ def test_listener_records_frames_and_gauges_follow_the_pool():
     assert value("zapverify_ingest_frames_total", transport="tcp", outcome="bad_magic") == before + 1
     pool = SimpleNamespace(stats=lambda: {"in_use_bytes": 300, "capacity_bytes": 1000})
     routes = {"ed25519": SimpleNamespace(selftest={"cpu": True, "cuda": False})}
-    metrics.refresh_gauges(SimpleNamespace(engine=SimpleNamespace(routes=routes), pool=pool))
+    metrics.refresh_gauges(SimpleNamespace(engine=SimpleNamespace(routes=routes, ready=True, backends=()), pool=pool,
+                                           store=None))
     assert value("zapverify_pool_bytes", state="in_use") == 300 and value("zapverify_pool_bytes", state="free") == 700
     assert value("zapverify_backend_available", backend="cuda", scheme="ed25519") == 0
 
@@ -134,14 +135,16 @@ WORKER = textwrap.dedent("""
     metrics.LISTENER.batch("ed25519", "cpu", 10, 7, 0.02)
     pool = SimpleNamespace(stats=lambda: {"in_use_bytes": in_use, "capacity_bytes": 1000})
     routes = {"ed25519": SimpleNamespace(selftest={"cpu": True, "cuda": cuda_ok})}
-    metrics.refresh_gauges(SimpleNamespace(engine=SimpleNamespace(routes=routes), pool=pool))
+    metrics.refresh_gauges(SimpleNamespace(engine=SimpleNamespace(routes=routes, ready=True, backends=()), pool=pool,
+                                           store=None))
     print("ready", flush=True)
     sys.stdin.read()
 """)
 COLLECT = textwrap.dedent("""
     from types import SimpleNamespace
     from app.api import metrics
-    print(metrics.exposition(SimpleNamespace(engine=SimpleNamespace(routes={}), pool=None))[0].decode())
+    runtime = SimpleNamespace(engine=SimpleNamespace(routes={}, ready=True, backends=()), pool=None, store=None)
+    print(metrics.exposition(runtime)[0].decode())
 """)
 
 

@@ -402,9 +402,8 @@ def test_failed_gpu_scheme_is_shown_on_readyz_and_status(toy_kat):
 
 def test_settings_reach_the_engine():
     from app.config import Settings
-    from app.main import build_runtime
 
-    rt = build_runtime(Settings(backend="kernel-host", crossover={"ed25519": 7}, hybrid=True, hybrid_min=99,
+    rt = Runtime.build(Settings(backend="kernel-host", crossover={"ed25519": 7}, hybrid=True, hybrid_min=99,
                                 instance="t"))
     eng = rt.engine
     assert [b.name for b in eng.backends] == ["kernel-host", "cpu"]

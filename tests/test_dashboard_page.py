@@ -45,11 +45,7 @@ class PageRuntime(Runtime):
 
     def __init__(self, engine, stats: Stats, **kw):
         super().__init__(engine, **kw)
-        self._stats = stats
-
-    @property
-    def stats(self) -> Stats:
-        return self._stats
+        self.stats = stats
 
     def close(self) -> None:
         if self.pool is not None:

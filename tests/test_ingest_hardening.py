@@ -366,7 +366,7 @@ def test_with_keys_udp_refuses_to_start_unless_its_network_is_declared_trusted(r
 
 def test_the_settings_reach_the_listeners():
     from app.config import Settings
-    from app.main import ingest_config
+    from app.engine.configs import ingest_config
 
     s = Settings(body_read_timeout_seconds=7, body_min_bytes_per_second=123, zap_reserve_step_bytes=8192,
                  header_timeout_seconds=3, ingest_udp_unauthenticated=True)

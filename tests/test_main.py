@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-import app.main as main_mod
+import app.engine.runtime as runtime_mod
 from app.config import Settings
 from app.core.errors import NotReady, StoreUnavailable
 from app.engine.receipts.open import open_store
@@ -42,7 +42,7 @@ def test_start_up_waits_for_the_database(tmp_path, monkeypatch, engine):
             raise StoreUnavailable("connection refused")
         return open_store(url, **kw)
 
-    monkeypatch.setattr(main_mod, "open_store", flaky)
+    monkeypatch.setattr(runtime_mod, "open_store", flaky)
     settings = Settings(data_dir=tmp_path, database_wait_seconds=30)
     with TestClient(create_app(settings, runtime=Runtime(engine))) as c:
         assert c.get("/v1/receipts").status_code == 200
@@ -53,7 +53,7 @@ def test_without_a_wait_an_unreachable_database_stops_the_start(tmp_path, monkey
     def down(url, **kw):
         raise StoreUnavailable("connection refused")
 
-    monkeypatch.setattr(main_mod, "open_store", down)
+    monkeypatch.setattr(runtime_mod, "open_store", down)
     with pytest.raises(StoreUnavailable):
         with TestClient(create_app(Settings(data_dir=tmp_path), runtime=Runtime(engine))):
             pass

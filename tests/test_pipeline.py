@@ -109,7 +109,7 @@ def test_a_tcp_ingest_frame_shows_in_status_recent_batches_with_source_tcp(fresh
     settings = Settings(data_dir=tmp_path, ingest_tcp_port=_free_tcp_port(), instance="pipeline-1")
     items = kat.sign_items("ed25519", 3, seed=44)
     with TestClient(create_app(settings, runtime=Runtime(fresh))) as client:
-        port = client.app.state.ingest.ports["tcp"]
+        port = client.app.state.runtime.ingest.ports["tcp"]
 
         async def send():
             async with connect("tcp", "127.0.0.1", port, timeout=10) as stream:

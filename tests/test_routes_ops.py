@@ -6,9 +6,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.config import Settings
+from app.engine.configs import ingest_config, pool_config
 from app.engine.runtime import PoolConfig, Runtime
 from app.engine.verify.engine import EngineConfig
-from app.main import create_app, ingest_config, pool_config
+from app.main import create_app
 from tests.server import free_port, free_udp_port
 
 MIB = 1 << 20

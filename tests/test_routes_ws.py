@@ -86,7 +86,7 @@ def test_thousand_pipelined_requests_with_bad_messages_mid_stream(engine, signed
         # The connection is still usable after the bad messages.
         ws.send_bytes(_frame([b], 4242))
         assert zap.decode(ws.receive_bytes()).request_id == 4242
-        stats = app.state.ws_stats
+        stats = app.state.runtime.ws
         assert stats.in_flight_peak <= 16 and stats.messages_total == 1005 and stats.errors_total == 4
 
 
@@ -137,7 +137,7 @@ async def _drive(app, frame: bytes, *, total: int, peer_reads: bool, release=Non
     a server's does when the peer's TCP window is full.  Returns (requests the server
     read, replies it sent, stats) once nothing moves any more.
     """
-    stats = app.state.ws_stats
+    stats = app.state.runtime.ws
     pulled = 0
     replies: list = []
     connected = False
@@ -191,7 +191,6 @@ async def _drive(app, frame: bytes, *, total: int, peer_reads: bool, release=Non
 def test_a_peer_that_never_reads_holds_the_server_at_the_bound(engine, signed):
     bound = 4
     app = create_app(Settings(ws_max_in_flight=bound), runtime=Runtime(engine))
-    app.state.runtime = Runtime(engine)
     pulled, replies, stats = asyncio.run(_drive(app, _frame([signed[0]], 1), total=10_000, peer_reads=False))
     # The server read `bound` requests, verified them, blocked sending, and read no more.
     assert pulled == bound
@@ -204,7 +203,6 @@ def test_a_slow_engine_stops_the_reader_then_drains(signed):
     gate = threading.Event()
     eng = _GatedEngine(gate)
     app = create_app(Settings(ws_max_in_flight=bound), runtime=Runtime(eng))
-    app.state.runtime = Runtime(eng)
     try:
         pulled, replies, stats = asyncio.run(_drive(app, _frame([signed[0]], 9), total=40, peer_reads=True,
                                                     release=gate.set))
@@ -285,7 +283,6 @@ async def _converse(app, texts: list[str], *, replies: int, timeout: float = 15.
 
 def _app(engine, **settings):
     app = create_app(Settings(receipts=False, **settings), runtime=Runtime(engine))
-    app.state.runtime = Runtime(engine)
     return app
 
 
@@ -328,7 +325,7 @@ def test_a_text_message_over_the_json_body_limit_is_refused_before_it_is_parsed(
 def test_text_messages_are_charged_to_admission_before_they_are_parsed(engine, signed):
     a, b, _ = signed
     app = _app(engine, admission_max_bytes=4096)
-    held = app.state.admission.admit(nbytes=10_000)  # another request holds the whole bound
+    held = app.state.runtime.admission.admit(nbytes=10_000)  # another request holds the whole bound
     try:
         # Refused before it is parsed or validated: OVERLOADED, not the BAD_REQUEST of its items.
         got, closed = asyncio.run(_converse(app, ['{"request_id": 3, "items": "nope"}', _json([a, b], 4)],
@@ -339,10 +336,10 @@ def test_text_messages_are_charged_to_admission_before_they_are_parsed(engine, s
     errors = {r["request_id"]: r["error"] for r in got}
     assert set(errors) == {3, 4} and {e["code"] for e in errors.values()} == {"OVERLOADED"}
     assert all(e["retry_after"] > 0 for e in errors.values())
-    assert app.state.admission.snapshot()["refused_total"] == 2
+    assert app.state.runtime.admission.snapshot()["refused_total"] == 2
     got, _ = asyncio.run(_converse(app, [_json([a, b], 5)], replies=1))  # the bound free again: served
     assert got[0]["verdicts"] == [True, True]
-    snap = app.state.admission.snapshot()
+    snap = app.state.runtime.admission.snapshot()
     assert snap["bytes_in_flight"] == 0 and snap["requests_in_flight"] == 0
 
 

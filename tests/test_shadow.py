@@ -25,6 +25,7 @@ from app.core.result import Result
 from app.core.schemes import SCHEMES
 from app.engine.backends.base import READY, Backend, Capabilities
 from app.engine.backends.cpu import CpuBackend
+from app.engine.configs import engine_config
 from app.engine.device import hostbuild
 from app.engine.pipeline import verify_and_record
 from app.engine.receipts.sqlite import SqliteStore
@@ -32,7 +33,7 @@ from app.engine.runtime import Runtime
 from app.engine.verify import faults
 from app.engine.verify.engine import Engine, EngineConfig
 from app.engine.verify.shadow import ShadowChecker, ShadowConfig, ShadowTicket
-from app.main import create_app, engine_config
+from app.main import create_app
 
 ED = SCHEMES["ed25519"]
 

@@ -125,8 +125,8 @@ def test_cpu_backend_gives_the_same_verdicts_and_leaves_either_way(valid, bls_ba
 
 def test_setting_reaches_the_cpu_backend():
     from app.config import Settings
+    from app.engine.configs import engine_config
     from app.engine.verify.engine import Engine
-    from app.main import engine_config
 
     assert Engine(engine_config(Settings())).cpu.bls_batch is True
     assert Engine(engine_config(Settings(bls_batch=False))).cpu.bls_batch is False

@@ -1,39 +1,75 @@
-"""Shared request dependencies: the runtime (engine, stats, pool, store) and the settings live on
-``app.state`` (:mod:`app.engine.runtime`)."""
+"""What a route needs, as ``Annotated`` dependency aliases: the one way into the process's parts.
+
+The process is its :class:`app.engine.runtime.Runtime` (engine, stats, pool, store, admission,
+WebSocket counters, ingest, worker exchange) and its settings; ``app/main.py`` puts the runtime
+on ``app.state`` and nothing else, and only this module reads it there.  A route declares
+``engine: EngineDep`` (or ``RuntimeDep``, ``SettingsDep``, ...) rather than reaching for
+``request.app.state``.  Every alias works for HTTP and WebSocket routes alike
+(:class:`HTTPConnection`).
+"""
 
 from __future__ import annotations
 
-from fastapi import Request
+from typing import Annotated
+
+from fastapi import Depends, Request
+from starlette.requests import HTTPConnection
 
 from app.config import Settings
 from app.core.errors import BadContentType
+from app.engine.admission import Admission
+from app.engine.configs import zap_limits
 from app.engine.receipts.store import ReceiptStore
 from app.engine.runtime import Runtime
+from app.engine.stats import Stats, WsStats
 from app.engine.verify.engine import Engine
 from app.wire.zap import Limits
 
 
-def get_runtime(request: Request) -> Runtime:
-    return request.app.state.runtime
+def get_runtime(conn: HTTPConnection) -> Runtime:
+    return conn.app.state.runtime
 
 
-def get_engine(request: Request) -> Engine:
-    return get_runtime(request).engine
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
+def get_engine(runtime: RuntimeDep) -> Engine:
+    return runtime.engine
 
 
-def get_store(request: Request) -> ReceiptStore | None:
+def get_settings(runtime: RuntimeDep) -> Settings:
+    return runtime.settings
+
+
+def get_store(runtime: RuntimeDep) -> ReceiptStore | None:
     """The receipt store, or ``None`` when receipts are off."""
-    return get_runtime(request).store
+    return runtime.store
 
 
-def zap_limits(settings: Settings) -> Limits:
+def get_stats(runtime: RuntimeDep) -> Stats:
+    return runtime.stats
+
+
+def get_admission(runtime: RuntimeDep) -> Admission:
+    return runtime.admission
+
+
+def get_ws_stats(runtime: RuntimeDep) -> WsStats:
+    return runtime.ws
+
+
+def get_zap_limits(settings: Annotated[Settings, Depends(get_settings)]) -> Limits:
     """The ZAP decoder's bounds from the settings."""
-    return Limits(max_frame_bytes=settings.zap_max_frame_bytes, max_items=settings.zap_max_items,
-                  max_message_bytes=settings.max_message_bytes)
+    return zap_limits(settings)
+
+
+EngineDep = Annotated[Engine, Depends(get_engine)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+StoreDep = Annotated[ReceiptStore | None, Depends(get_store)]
+StatsDep = Annotated[Stats, Depends(get_stats)]
+AdmissionDep = Annotated[Admission, Depends(get_admission)]
+WsStatsDep = Annotated[WsStats, Depends(get_ws_stats)]
+ZapLimitsDep = Annotated[Limits, Depends(get_zap_limits)]
 
 
 def media_type(content_type: str | None) -> str:
@@ -48,3 +84,7 @@ def require_json(request: Request) -> None:
     kind = media_type(request.headers.get("content-type"))
     if kind != "application/json" and not (kind.startswith("application/") and kind.endswith("+json")):
         raise BadContentType("Content-Type must be application/json", field="content-type")
+
+
+#: ``dependencies=[RequireJson]`` on a route that takes a JSON body.
+RequireJson = Depends(require_json)

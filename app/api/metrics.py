@@ -324,7 +324,7 @@ def refresh_gauges(runtime: Any, admission: Any = None, ws: Any = None) -> None:
     """Set the pool and backend-availability gauges from ``runtime`` (an
     :class:`app.engine.runtime.Runtime`: its engine's routes and its pool), and the admission
     gauges and refusal counts from ``admission`` (an :class:`app.engine.admission.Admission`),
-    the WebSocket ones from ``ws`` (:class:`app.api.routes.ws.WsStats`), readiness, build
+    the WebSocket ones from ``ws`` (:class:`app.engine.stats.WsStats`), readiness, build
     info and this worker's process series (:func:`refresh_process`).
 
     The pool gauges are only set when the runtime has a UMA pool (``runtime.pool``).
@@ -349,10 +349,8 @@ def refresh_gauges(runtime: Any, admission: Any = None, ws: Any = None) -> None:
         stats = pool.stats()
         POOL_BYTES.labels("in_use").set(stats["in_use_bytes"])
         POOL_BYTES.labels("free").set(stats["capacity_bytes"] - stats["in_use_bytes"])
-    store = getattr(runtime, "store", None)
-    ready = getattr(runtime.engine, "ready", None)
-    if ready is not None:
-        READY.set(1 if ready and (store is None or store.health.up) else 0)
+    store = runtime.store
+    READY.set(1 if runtime.engine.ready and (store is None or store.health.up) else 0)
     if store is not None:
         health = store.health
         RECEIPT_STORE_UP.set(1 if health.up else 0)
@@ -364,7 +362,7 @@ _build_info: list[tuple[str, str, str]] = []
 
 
 def _refresh_build_info(runtime: Any) -> None:
-    labels = (__version__, COMMIT, ",".join(b.name for b in getattr(runtime.engine, "backends", ())))
+    labels = (__version__, COMMIT, ",".join(b.name for b in runtime.engine.backends))
     if _build_info != [labels]:
         for old in _build_info:
             BUILD_INFO.remove(*old)
@@ -379,7 +377,7 @@ async def refresh_forever(runtime: Any, admission: Any = None, interval: float =
     ``zapverify_receipt_store_up`` to down without waiting for a request to fail."""
     while True:
         try:
-            store = getattr(runtime, "store", None)
+            store = runtime.store
             if store is not None:
                 await asyncio.to_thread(store.health.check)
             refresh_gauges(runtime, admission, ws)

@@ -7,27 +7,22 @@ import platform
 import sys
 from typing import Any
 
-from starlette.datastructures import State
-
 from app import __version__
 from app.api.metrics import HTTP_ERRORS
-from app.config import Settings
 from app.engine.runtime import Runtime
 from app.engine.verify.status import engine_status
 
 
-def status_body(state: State) -> dict[str, Any]:
+def status_body(runtime: Runtime) -> dict[str, Any]:
     """Host (class and probe), transport pick, UMA pool use, backends and self-test per
     scheme, counters and throughput per scheme (and request latency: ``stats.latency``), limits,
     WebSocket and NIC ingest counters, admission control (items and bytes in flight, refusals),
     HTTP error answers of this process by route and code (``http_errors``),
-    from an app's ``state`` (its ``runtime``, ``settings``, ``ws_stats`` and ``ingest``).
-    ``pick`` and ``pool`` are null for a runtime built without a pool."""
-    runtime: Runtime = state.runtime
-    settings: Settings = state.settings
+    of ``runtime``.  ``pick`` and ``pool`` are null for a runtime built without a pool."""
+    settings = runtime.settings
     hs = runtime.host_status()
     pick = hs["pick"]
-    ingest = getattr(state, "ingest", None)  # None in an app whose lifespan has not run
+    ingest = runtime.ingest  # None in a runtime that has not started
     return {
         "instance": settings.instance,
         "version": __version__,
@@ -43,9 +38,9 @@ def status_body(state: State) -> dict[str, Any]:
                    "ws_max_in_flight": settings.ws_max_in_flight},
         "engine": engine_status(runtime.engine),
         "stats": runtime.stats.snapshot(),
-        "websocket": state.ws_stats.snapshot(),
+        "websocket": runtime.ws.snapshot(),
         "ingest": ingest.status() if ingest is not None else {"enabled": False, "transports": {}},
-        "admission": state.admission.snapshot() if hasattr(state, "admission") else None,
+        "admission": runtime.admission.snapshot(),
         "http_errors": http_errors(),
     }
 

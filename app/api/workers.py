@@ -11,19 +11,16 @@ for several workers; with one worker there is nothing to exchange.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("zapverify.workers")
+# One worker's side of the exchange is a part of its runtime (app/engine/workers.py).
+from app.engine.workers import STALE_SECONDS as STALE_SECONDS
+from app.engine.workers import WorkerExchange as WorkerExchange
+from app.engine.workers import pid_alive as pid_alive
 
-#: A worker's file older than this (seconds) is ignored: that worker is stuck or gone.
-STALE_SECONDS = 5.0
 SUBDIR = "zapverify-workers"
 
 
@@ -48,80 +45,6 @@ def clear_values(multiprocess_dir: str) -> None:
     os.makedirs(multiprocess_dir, exist_ok=True)
     for f in Path(multiprocess_dir).glob("*.db"):
         f.unlink(missing_ok=True)
-
-
-def pid_alive(pid: int) -> bool:
-    """True while process ``pid`` exists (signal 0 probes without signalling)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class WorkerExchange:
-    """One worker's side of the exchange.
-
-    Args:
-        path: the exchange directory (created if absent).
-        runtime: this worker's :class:`app.engine.runtime.Runtime` (its stats and pool).
-        pid: this worker's process id.
-    """
-
-    def __init__(self, path: Path, runtime: Any, pid: int | None = None):
-        self.path = Path(path)
-        self.runtime = runtime
-        self.pid = pid or os.getpid()
-        self.path.mkdir(parents=True, exist_ok=True)
-
-    def _pool_stats(self) -> dict | None:
-        pool = self.runtime.pool
-        return pool.stats() if pool is not None else None
-
-    def publish(self) -> None:
-        """Write this worker's stats and pool (OSError is logged, never raised)."""
-        data = {"pid": self.pid, "time": time.time(), "stats": self.runtime.stats.export(),
-                "pool": self._pool_stats()}
-        tmp = self.path / f".{self.pid}.tmp"
-        try:
-            tmp.write_text(json.dumps(data))
-            tmp.replace(self.path / f"{self.pid}.json")
-        except OSError as exc:
-            log.warning("cannot publish worker stats to %s: %s", self.path, exc)
-
-    async def publish_forever(self, interval: float = 1.0) -> None:
-        while True:
-            await asyncio.to_thread(self.publish)
-            await asyncio.sleep(interval)
-
-    def withdraw(self) -> None:
-        """Remove this worker's file (at shutdown)."""
-        (self.path / f"{self.pid}.json").unlink(missing_ok=True)
-
-    def peers(self) -> list[dict]:
-        """The latest files of the other live workers: ``[{"pid", "time", "stats", "pool"}]``."""
-        out = []
-        now = time.time()
-        for f in self.path.glob("*.json"):
-            try:
-                pid = int(f.stem)
-            except ValueError:
-                continue
-            if pid == self.pid or not pid_alive(pid):
-                continue
-            try:
-                data = json.loads(f.read_text())
-            except (OSError, ValueError):
-                continue  # being replaced, or gone
-            if now - data.get("time", 0) <= STALE_SECONDS:
-                out.append(data)
-        return out
-
-    def peer_stats(self) -> list[dict]:
-        """:meth:`peers`' stats exports, for :meth:`app.engine.stats.Stats.set_peers`."""
-        return [p["stats"] for p in self.peers()]
 
 
 _SUMMED = ("requested_bytes", "capacity_bytes", "in_use_bytes", "reserved_bytes", "free_chunk_bytes",

@@ -247,3 +247,23 @@ def _percentiles(ms: list[float]) -> dict:
         return ms[max(math.ceil(q * len(ms)) - 1, 0)]
 
     return {"count": len(ms), "p50_ms": rank(0.5), "p99_ms": rank(0.99), "max_ms": ms[-1]}
+
+
+@dataclass
+class WsStats:
+    """Gauges and counters of the WebSocket endpoint (/v1/ws/verify), for /v1/status and
+    /metrics; the runtime holds one per process.
+
+    ``in_flight_peak`` is the largest number of requests one connection has had in flight;
+    it never exceeds ``ws_max_in_flight``.
+    """
+
+    connections: int = 0
+    connections_total: int = 0
+    in_flight: int = 0
+    in_flight_peak: int = 0
+    messages_total: int = 0
+    errors_total: int = 0
+
+    def snapshot(self) -> dict:
+        return dict(self.__dict__)

@@ -5,25 +5,21 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Request
 
 from app.api.admission import ticket_of
 from app.api.bls_aggregate import EXAMPLE, BlsAggregateRequest
-from app.api.deps import get_engine, get_settings, get_store
+from app.api.deps import EngineDep, SettingsDep, StoreDep
 from app.api.schemas import ERROR_RESPONSES, VerifyResponse
 from app.api.service import verify_bls_aggregate as verify_and_answer
-from app.config import Settings
-from app.engine.receipts.store import ReceiptStore
-from app.engine.verify.engine import Engine
 
 router = APIRouter(prefix="/v1", tags=["verify"])
 
 
 @router.post("/verify/bls-aggregate", response_model=VerifyResponse, responses=ERROR_RESPONSES)
-async def verify_bls_aggregate(request: Request, req: BlsAggregateRequest = Body(openapi_examples={"fast_aggregate": {
-        "summary": "three keys, one message", "value": EXAMPLE}}),
-        engine: Engine = Depends(get_engine), settings: Settings = Depends(get_settings),
-        store: ReceiptStore | None = Depends(get_store)) -> VerifyResponse:
+async def verify_bls_aggregate(request: Request, engine: EngineDep, settings: SettingsDep, store: StoreDep,
+                               req: BlsAggregateRequest = Body(openapi_examples={"fast_aggregate": {
+                                   "summary": "three keys, one message", "value": EXAMPLE}})) -> VerifyResponse:
     """Verify BLS12-381 aggregate signatures (POP ciphersuite, as Ethereum uses it); verdicts
     in input order, the Merkle root over aggregate leaves, ``backends`` per mode.
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from app.api.deps import SettingsDep
 from app.api.security import HTML_SECURITY_HEADERS
 
 router = APIRouter(tags=["dashboard"])
@@ -15,6 +16,6 @@ templates = Jinja2Templates(directory=str(Path(__file__).resolve().parents[2] / 
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def dashboard(request: Request) -> HTMLResponse:
-    return templates.TemplateResponse(request, "dashboard.html", {"instance": request.app.state.settings.instance},
+async def dashboard(request: Request, settings: SettingsDep) -> HTMLResponse:
+    return templates.TemplateResponse(request, "dashboard.html", {"instance": settings.instance},
                                       headers=HTML_SECURITY_HEADERS)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from app.api import metrics
-from app.api.deps import get_runtime
-from app.engine.runtime import Runtime
+from app.api.deps import RuntimeDep
 
 router = APIRouter(tags=["ops"])
 
@@ -16,12 +15,10 @@ router = APIRouter(tags=["ops"])
 @router.get("/metrics", response_class=Response,
                   responses={200: {"content": {"text/plain": {"example":
         'zapverify_signatures_total{backend="cpu",result="valid",scheme="ed25519"} 4.0\n'}}}})
-async def prometheus_metrics(request: Request, runtime: Runtime = Depends(get_runtime)) -> Response:
+async def prometheus_metrics(runtime: RuntimeDep) -> Response:
     """Prometheus metrics of every worker of this server (text format 0.0.4)."""
     # In a thread: in multiprocess mode it reads files.
-    state = request.app.state
-    body, content_type = await run_in_threadpool(metrics.exposition, runtime, getattr(state, "admission", None),
-                                                 getattr(state, "ws_stats", None))
+    body, content_type = await run_in_threadpool(metrics.exposition, runtime, runtime.admission, runtime.ws)
     return Response(body, media_type=content_type)
 
 

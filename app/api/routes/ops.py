@@ -6,19 +6,17 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from app import __version__
-from app.api.deps import get_engine, get_store
+from app.api.deps import EngineDep, RuntimeDep, StoreDep
 from app.api.schemas import ErrorResponse
 from app.api.status import status_body
 from app.core.errors import ZapVerifyError
 from app.core.schemes import SCHEMES
-from app.engine.receipts.store import ReceiptStore
-from app.engine.verify.engine import Engine
 
 log = logging.getLogger("zapverify.admin")
 
@@ -54,7 +52,7 @@ async def healthz() -> dict:
     503: {"content": {"application/json": {"example": {"ready": False, "failed": [], "degraded": {}, "store": {
         "up": False, "reason": "disk_full", "for_seconds": 3.1,
         "message": "the disk of the receipt store is full: data/receipts.db: database or disk is full"}}}}}})
-async def readyz(engine: Engine = Depends(get_engine), store: ReceiptStore | None = Depends(get_store)) -> JSONResponse:
+async def readyz(engine: EngineDep, store: StoreDep) -> JSONResponse:
     """Readiness: 200 only once the engine is up, the known-answer check passed for every
     scheme, and the receipt store (when receipts are on) can be written.
 
@@ -95,7 +93,7 @@ async def list_schemes() -> dict:
 
 @router.get("/v1/status", responses={200: {"content": {"application/json": {"example": {
         "instance": "host-1234", "version": __version__, "ready": True}}}}})
-async def status(request: Request) -> dict:
+async def status(runtime: RuntimeDep) -> dict:
     """Host (class and probe), transport pick, UMA pool use, backends and self-test per scheme,
     counters and throughput per scheme, limits, NIC ingest.  ``pick`` and ``pool`` are null for
     a runtime built without a pool.
@@ -104,7 +102,7 @@ async def status(request: Request) -> dict:
     transport (``tcp``, ``udp``, ``quic``): ``port`` (null when off), frames and bytes
     received, frames verified, frames ``dropped`` by reason, ``ring_depth`` and
     ``ring_high_water``, replies sent; for QUIC the certificate's SHA-256 fingerprint."""
-    return status_body(request.app.state)
+    return status_body(runtime)
 
 
 @router.post("/v1/admin/backends/{backend}/schemes/{scheme}/enable", response_model=EnabledOut,
@@ -115,7 +113,7 @@ async def status(request: Request) -> dict:
                                                               "known-answer self-test again and stays degraded"}})
 async def enable_backend(backend: Annotated[str, Path(description="an accelerated backend: kernel-host, cuda")],
                          scheme: Annotated[str, Path(description="a scheme id, as in /v1/schemes")],
-                         engine: Engine = Depends(get_engine)) -> dict:
+                         engine: EngineDep) -> dict:
     """Route ``scheme`` to ``backend`` again after it was degraded at run time (a shadow
     mismatch, a failed batch) or at start: the scheme's known-answer self-test is run on the
     backend first, and the backend is re-enabled only if it passes (409 otherwise).  Logged;

@@ -7,7 +7,7 @@
                                           order (``null`` on the last)
 ``GET /v1/receipts/{id}/proof/{index}``   RFC 6962 §2.1.1 audit path of item ``index``
 
-The store is the runtime's (``request.app.state.runtime.store``, a
+The store is the runtime's (``StoreDep`` of :mod:`app.api.deps`, a
 :class:`app.engine.receipts.store.ReceiptStore`, or ``None`` when receipts are off).  Errors: 404 ``RECEIPT_NOT_FOUND``,
 ``LEAF_INDEX_OUT_OF_RANGE``, ``RECEIPTS_DISABLED``; 422 ``BAD_REQUEST`` for an id that is
 not a UUID; 503 ``STORE_UNAVAILABLE``.  Store calls block, so the handlers are plain
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, Field
 
-from app.api.deps import get_store
+from app.api.deps import StoreDep
 from app.api.schemas import UUID_PATTERN, ErrorResponse
 from app.core.errors import ReceiptNotFound, ReceiptsDisabled
 from app.engine.receipts.store import MAX_PAGE, ReceiptStore, canonical_id
@@ -75,16 +75,15 @@ class ProofOut(BaseModel):
     merkle_root: str
 
 
-def store_of(request: Request) -> ReceiptStore:
+def enabled(store: ReceiptStore | None) -> ReceiptStore:
     """The app's receipt store; raises :class:`ReceiptsDisabled` when receipts are off."""
-    store = get_store(request)
     if store is None:
         raise ReceiptsDisabled("receipts are off on this server (ZAPVERIFY_RECEIPTS=false)")
     return store
 
 
 @router.get("", response_model=ReceiptPage, summary="Page through receipts, oldest or newest first")
-def list_receipts(request: Request,
+def list_receipts(store: StoreDep,
                   after: Annotated[str | None, Query(pattern=UUID_PATTERN, json_schema_extra=_UUID_SCHEMA,
                                                      description="id of the last receipt of the previous page "
                                                                  "(its next_after): this page continues past it "
@@ -97,7 +96,7 @@ def list_receipts(request: Request,
     A page of ``limit`` has ``next_after``; pass it as ``after`` with the same ``order`` for the
     next one.  Receipts written while paging ascending show up on later pages; descending,
     only on a new walk from the top."""
-    store = store_of(request)
+    store = enabled(store)
     cursor = None if after is None else canonical_id(after, "after")
     receipts = store.page(cursor, limit, order=order)
     return {"receipts": [r.to_json() for r in receipts],
@@ -105,8 +104,8 @@ def list_receipts(request: Request,
 
 
 @router.get("/{receipt_id}", response_model=ReceiptOut, summary="One receipt")
-def get_receipt(request: Request, receipt_id: ReceiptId) -> dict:
-    store = store_of(request)
+def get_receipt(store: StoreDep, receipt_id: ReceiptId) -> dict:
+    store = enabled(store)
     rid = canonical_id(receipt_id, "receipt_id")
     receipt = store.get(rid, leaves=False)
     if receipt is None:
@@ -116,10 +115,10 @@ def get_receipt(request: Request, receipt_id: ReceiptId) -> dict:
 
 @router.get("/{receipt_id}/proof/{index}", response_model=ProofOut,
             summary="Inclusion proof of one item (RFC 6962 §2.1.1)")
-def get_proof(request: Request, receipt_id: ReceiptId,
+def get_proof(store: StoreDep, receipt_id: ReceiptId,
               index: Annotated[int, Path(description="the item's position in the batch; outside [0, count) "
                                                      "is a 404 LEAF_INDEX_OUT_OF_RANGE")]) -> dict:
-    store = store_of(request)
+    store = enabled(store)
     rid = canonical_id(receipt_id, "receipt_id")
     receipt = store.get(rid)
     if receipt is None:

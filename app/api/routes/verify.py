@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Request
 
 from app.api.admission import ticket_of
-from app.api.deps import get_engine, get_settings, get_store, require_json
+from app.api.deps import EngineDep, RequireJson, SettingsDep, StoreDep
 from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, VerifyResponse
 from app.api.service import verify_json
-from app.config import Settings
-from app.engine.receipts.store import ReceiptStore
-from app.engine.verify.engine import Engine
 
 router = APIRouter(prefix="/v1", tags=["verify"])
 
 
 @router.post("/verify", response_model=VerifyResponse, responses=ERROR_RESPONSES,
-             dependencies=[Depends(require_json)])
-async def verify(request: Request, req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES),
-                 engine: Engine = Depends(get_engine),
-                 settings: Settings = Depends(get_settings),
-                 store: ReceiptStore | None = Depends(get_store)) -> VerifyResponse:
+             dependencies=[RequireJson])
+async def verify(request: Request, engine: EngineDep, settings: SettingsDep, store: StoreDep,
+                 req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES)) -> VerifyResponse:
     """Verify every item; verdicts come back in input order.
 
     Items may mix schemes; each scheme is verified as one batch on the backend chosen for

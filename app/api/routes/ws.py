@@ -48,7 +48,6 @@ import logging
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import numpy as np
@@ -56,13 +55,16 @@ from fastapi import APIRouter, WebSocket
 from pydantic import Field, ValidationError
 
 from app.api.bls_aggregate import BlsAggregateRequest
-from app.api.deps import zap_limits
+from app.api.deps import RuntimeDep
 from app.api.landing import landing
 from app.api.schemas import VerifyRequest, loc_to_field
 from app.api.security import message_rate
 from app.api.service import verify_bls_aggregate, verify_frame, verify_json
 from app.api.ws_limits import INVALID_DATA, POLICY_VIOLATION, TOO_BIG, TRY_AGAIN_LATER, close_reason
 from app.core.errors import BadSize, LimitExceeded, Overloaded, RateLimited, RequestError, ZapVerifyError
+from app.engine.configs import zap_limits
+from app.engine.runtime import Runtime
+from app.engine.stats import WsStats
 from app.wire import zap
 
 log = logging.getLogger("zapverify.ws")
@@ -89,25 +91,6 @@ def _is_aggregate(data: object) -> bool:
     """A JSON request whose items carry a ``mode`` is a BLS aggregate request."""
     items = data.get("items") if isinstance(data, dict) else None
     return isinstance(items, list) and any(isinstance(it, dict) and "mode" in it for it in items)
-
-
-@dataclass
-class WsStats:
-    """Gauges and counters of the WebSocket endpoint, for /v1/status and the tests.
-
-    ``in_flight_peak`` is the largest number of requests one connection has had in flight;
-    it never exceeds ``ws_max_in_flight``.
-    """
-
-    connections: int = 0
-    connections_total: int = 0
-    in_flight: int = 0
-    in_flight_peak: int = 0
-    messages_total: int = 0
-    errors_total: int = 0
-
-    def snapshot(self) -> dict:
-        return dict(self.__dict__)
 
 
 #: A text message of at most this many characters is parsed whole to find the ``request_id``
@@ -193,16 +176,15 @@ class _Unanswerable(Exception):
 class Connection:
     """One accepted WebSocket: a reader loop bounded by a semaphore and one task per request."""
 
-    def __init__(self, ws: WebSocket):
-        app = ws.app
+    def __init__(self, ws: WebSocket, runtime: Runtime):
         self.ws = ws
-        self.runtime = app.state.runtime
-        self.engine = self.runtime.engine
-        self.settings = app.state.settings
-        self.store = self.runtime.store
-        self.stats: WsStats = app.state.ws_stats
+        self.runtime = runtime
+        self.engine = runtime.engine
+        self.settings = runtime.settings
+        self.store = runtime.store
+        self.stats: WsStats = runtime.ws
         self.limits = zap_limits(self.settings)
-        self.admission = app.state.admission
+        self.admission = runtime.admission
         self.rate = message_rate(ws.scope)
         self.max_text = self.settings.max_body_bytes
         self.bound = self.settings.ws_max_in_flight
@@ -358,6 +340,6 @@ class Connection:
 
 
 @router.websocket("/ws/verify")
-async def ws_verify(websocket: WebSocket) -> None:
+async def ws_verify(websocket: WebSocket, runtime: RuntimeDep) -> None:
     """Pipelined verification over one WebSocket (see the module doc for the protocol)."""
-    await Connection(websocket).run()
+    await Connection(websocket, runtime).run()

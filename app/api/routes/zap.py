@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
 from app.api.admission import ticket_of
-from app.api.deps import get_runtime, media_type, zap_limits
+from app.api.deps import RuntimeDep, ZapLimitsDep, media_type
 from app.api.landing import GrowingLanding
 from app.api.schemas import ErrorResponse
 from app.api.service import is_zap, json_error_response, verify_frame, zap_error_of, zap_error_response
@@ -44,7 +44,7 @@ def _is_json(content_type: str | None) -> bool:
 
 @router.post("/verify/zap", response_class=Response, responses=ZAP_RESPONSES, openapi_extra={
     "requestBody": {"required": True, "content": _FRAME}})
-async def verify_zap(request: Request) -> Response:
+async def verify_zap(request: Request, runtime: RuntimeDep, limits: ZapLimitsDep) -> Response:
     """Verify one ZAP request frame (`Content-Type: application/x-zap`).
 
     The body lands in a buffer of the UMA pool that grows with the bytes received (not
@@ -58,8 +58,7 @@ async def verify_zap(request: Request) -> Response:
     `X-Zapverify-Batch-Id` header.
     """
     t0 = time.perf_counter()
-    settings = request.app.state.settings
-    runtime = get_runtime(request)
+    settings = runtime.settings
     engine = runtime.engine
     reader: FrameReader | None = None
     if not is_zap(request.headers.get("content-type")) and _is_json(request.headers.get("content-type")):
@@ -71,7 +70,7 @@ async def verify_zap(request: Request) -> Response:
         if not is_zap(request.headers.get("content-type")):
             raise BadContentType(f"Content-Type must be {zap.CONTENT_TYPE}", field="content-type")
         length = request.headers.get("content-length")
-        reader = FrameReader(zap_limits(settings), expected=int(length) if length and length.isdigit() else None)
+        reader = FrameReader(limits, expected=int(length) if length and length.isdigit() else None)
         async with AsyncExitStack() as stack:
             grow: GrowingLanding | None = None
             async for received in request.stream():

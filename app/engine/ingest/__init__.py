@@ -41,7 +41,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from app.core.errors import ConfigError
 from app.engine.admission import Admission
@@ -49,7 +49,8 @@ from app.engine.ingest.base import IngestAuth, IngestKey, Listener, ListenerCont
 from app.engine.ingest.counters import DROP_REASONS, OUTCOMES, TransportCounters
 from app.engine.ingest.ring import Ring
 from app.engine.ingest.worker import VerifyWorker
-from app.engine.runtime import Runtime
+from app.engine.memory.pool import UmaPool
+from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
 from app.wire import zap
 
@@ -124,6 +125,22 @@ class IngestConfig:
         return getattr(self, f"{transport}_port")
 
 
+
+class Served(Protocol):
+    """What ingest is given by the process that runs it (an :class:`app.engine.runtime.Runtime`
+    is one): the engine that verifies frames, the pool they land in (None: heap memory) and
+    the receipt store (None: receipts off)."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def pool(self) -> UmaPool | None: ...
+
+    @property
+    def store(self) -> ReceiptStore | None: ...
+
+
 class Ingest:
     """The ingest listeners and verify workers of one runtime.
 
@@ -136,7 +153,7 @@ class Ingest:
             (Prometheus' ``zapverify_ingest_frames_total``).
     """
 
-    def __init__(self, runtime: Runtime, config: IngestConfig | None = None, *,
+    def __init__(self, runtime: Served, config: IngestConfig | None = None, *,
                  observer: Callable[[str, str], None] | None = None):
         self.runtime = runtime
         self.engine = runtime.engine
