@@ -1,49 +1,29 @@
 """The P-256 ECDSA kernel (app/engine/kernels/schemes/p256.cu), host build, against OpenSSL
-through ``cryptography`` (app/engine/reference/reference.py verify_p256).
+through ``cryptography`` (app/engine/reference/reference.py verify_p256): what is P-256's own.
 
-The verify entry point against the reference on both Wycheproof P-256 files, a generated
-sample, the agreement suite's mutations at CI size and targeted edge cases (x(R) ≥ n, R = ∞,
-u1 = 0, r/s at the bounds, keys off the curve or with coordinates ≥ p, hybrid keys, low_s);
-the generated constant tables against their generator.  Every test also checks that no
-ZV_CHECK bound failed in the kernel.
+The Wycheproof keys compressed, a generated sample and targeted edge cases (x(R) ≥ n, R = ∞,
+u1 = 0, r/s at the bounds, keys off the curve or with coordinates ≥ p, hybrid keys, low_s).
+What both ECDSA kernels are tested for alike (the Wycheproof files, the agreement suite at CI
+size, malformed offsets, the generated tables) is tests/test_kernel_ecdsa.py.  Every test also
+checks that no ZV_CHECK bound failed in the kernel.
 """
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
-import importlib
-import importlib.machinery
-import importlib.util
-import sys
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 from app.engine.device import hostbuild
-from app.engine.reference import kat, reference
+from app.engine.reference import kat
 from app.vectors import convert_all, from_json
-from scripts.lib.agreement import Chunk
 from tests.conftest import VECTORS, vectors_missing
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.ecdsa_kernel import P256, i2b, point_bytes
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler for the host build")
 
 
-def _load_generator():
-    path = ROOT / "scripts" / "gen_p256_tables"
-    loader = importlib.machinery.SourceFileLoader("gen_p256_tables", str(path))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[loader.name] = mod
-    loader.exec_module(mod)
-    return mod
-
-
-gen = _load_generator()
-agreement = importlib.import_module("scripts.lib.agreement.p256")
+gen, agreement, sign_digest = P256.gen, P256.agreement, P256.sign_digest
 P, N, G, CURVE = gen.P, gen.N, gen.G, gen.CURVE
 
 
@@ -56,32 +36,22 @@ def _limb_bounds_hold():
 
 def assert_agrees(items, *, prehashed=False, low_s=False, names=None) -> list[bool]:
     """Kernel verdicts equal the reference's for (pk, msg, sig) items; returns the verdicts."""
-    got = agreement.kernel_verify(items, prehashed=prehashed, low_s=low_s)
-    want = [reference.verify_p256(pk, msg, sig, prehashed=prehashed, low_s=low_s) for pk, msg, sig in items]
-    bad = [((names or [None] * len(items))[i], w) for i, (g, w) in enumerate(zip(got, want)) if g != w]
-    assert not bad, f"kernel disagrees with OpenSSL on (case, reference verdict): {bad[:20]}"
-    return want
+    return P256.assert_agrees(items, prehashed=prehashed, flag=low_s, names=names)
 
 
 # ------------------------------------------------------------------ Wycheproof
-WYCHEPROOF = ("ecdsa_secp256r1_sha256_test.json", "ecdsa_secp256r1_sha256_p1363_test.json")
-
-
-@pytest.mark.parametrize("name", WYCHEPROOF)
-def test_wycheproof_file(name):
+@pytest.mark.parametrize("name", sorted(P256.wycheproof))
+def test_wycheproof_keys_compressed(name):
+    """The files' keys compressed verify as the uncompressed ones do (the files give
+    uncompressed keys only; tests/test_kernel_ecdsa.py checks them as given)."""
     path = VECTORS / "wycheproof" / "testvectors_v1" / name
     if not path.is_file():
         vectors_missing(str(path))
-    # app.vectors reads DER into compact r ‖ s (non-DER: empty, invalid by length).
     cases = [from_json(d) for d in convert_all(VECTORS) if d["source"] == f"wycheproof/{name}"]
-    assert len(cases) > 200
     items = [(ka.item.public_key, ka.item.message, ka.item.signature) for ka in cases]
-    want = assert_agrees(items, names=[f"tcId {ka.id}" for ka in cases])
-    assert want == [ka.expected for ka in cases], "the reference disagrees with the file's verdicts"
-    # The same keys compressed verify alike (the files give uncompressed keys only).
     comp = [(bytes([2 | (pk[-1] & 1)]) + pk[1:33] if len(pk) == 65 and pk[0] == 4 else pk, m, s)
             for pk, m, s in items]
-    assert assert_agrees(comp) == want
+    assert assert_agrees(comp) == [ka.expected for ka in cases]
 
 
 # ------------------------------------------------------------------ generated items
@@ -96,34 +66,7 @@ def test_generated_sample_agrees():
         assert got == [k.expected for k in group]
 
 
-def test_agreement_script_sample():
-    """Every mutation kind of scripts/agreement --scheme p256, at CI size, all variants."""
-    for chunk in range(len(agreement.VARIANTS)):
-        tally = agreement.run_chunk(Chunk("p256", chunk, 3, {"valid": 12, "mutated": 2 * len(agreement.MUTATIONS)}))
-        assert tally.failures() == 0
-        assert tally.kinds[("p256", "valid")]["accepted"] == 12
-    assert tally.kinds[("p256", "high-s")]["kernel_accepted"] == tally.kinds[("p256", "high-s")]["items"]
-    assert tally.kinds[("p256", "high-s-low_s")]["kernel_accepted"] == 0
-
-
 # ------------------------------------------------------------------ targeted cases
-def i2b(v: int) -> bytes:
-    return v.to_bytes(32, "big")
-
-
-def point_bytes(pt, compressed=True) -> bytes:
-    x, y = pt
-    return bytes([2 | (y & 1)]) + i2b(x) if compressed else b"\x04" + i2b(x) + i2b(y)
-
-
-def sign_digest(d: int, digest: bytes) -> tuple[int, int]:
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec, utils
-
-    der = ec.derive_private_key(d, ec.SECP256R1()).sign(digest, ec.ECDSA(utils.Prehashed(hashes.SHA256())))
-    return utils.decode_dss_signature(der)
-
-
 def forge(rpt, r: int, s: int, z: int) -> bytes:
     """The key Q for which (r, s) signs digest z with R = rpt: R = (z·G + r·Q)/s, so
     Q = (s·R − z·G)/r."""
@@ -228,26 +171,3 @@ def test_targeted_cases_agree():
                  "off-curve y + 1", "x = p (33)", "y + p", "x with no y", "infinity 1 byte", "prehashed 31 bytes",
                  "prehashed 33 bytes", "R at infinity", "x(R) >= n, r = x", "sig 63 bytes", "length 66"):
         assert not verdicts[(name, False)], name
-
-
-def test_decreasing_offsets_are_invalid_not_a_crash():
-    lib = hostbuild.load("p256")
-    d = 99
-    digest = hashlib.sha256(b"m").digest()
-    r, s = sign_digest(d, digest)
-    pk = np.frombuffer(point_bytes(CURVE.mul(d, G)) * 2, dtype=np.uint8)
-    sig = np.frombuffer((i2b(r) + i2b(s)) * 2, dtype=np.uint8)
-    msgs = np.frombuffer(b"m", dtype=np.uint8)
-    offsets = np.array([0, 1, 0], dtype=np.uint64)  # item 1 would run backwards
-    out = np.full(2, 7, dtype=np.uint8)
-    p = ctypes.c_void_p
-    lib.zv_verify_p256.restype = None
-    lib.zv_verify_p256(p(pk.ctypes.data), ctypes.c_uint32(33), p(sig.ctypes.data), ctypes.c_uint32(64),
-                       p(msgs.ctypes.data), p(offsets.ctypes.data), None, ctypes.c_uint32(0),
-                       ctypes.c_uint32(0), ctypes.c_uint64(2), p(out.ctypes.data))
-    assert out.tolist() == [1, 0]
-
-
-# ------------------------------------------------------------------ generated tables
-def test_tables_header_is_what_the_generator_writes():
-    assert gen.OUT.read_text() == gen.render(), "run scripts/gen_p256_tables"

@@ -1,55 +1,35 @@
 """The secp256k1 ECDSA kernel (app/engine/kernels/schemes/secp256k1.cu), host build, against
 libsecp256k1 through coincurve (app/engine/reference/reference.py verify_secp256k1).
 
-Three layers: the kernel's field, scalar and group routines against Python integers
-(through tests/kernel_harness/secp256k1_unit.cu); the verify entry point against the
-reference on the Wycheproof secp256k1 files, a generated sample and targeted edge cases;
-and the generated constant tables against their generator.
+Two layers of secp256k1's own: the kernel's field, scalar and group routines against Python
+integers (through tests/kernel_harness/secp256k1_unit.cu); the verify entry point against the
+reference on the Wycheproof keys in every encoding, a generated sample and targeted edge
+cases.  What both ECDSA kernels are tested for alike (the Wycheproof files, the agreement
+suite at CI size, malformed offsets, the generated tables) is tests/test_kernel_ecdsa.py.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
-import importlib.machinery
-import importlib.util
 import random
 import subprocess
-import sys
 from pathlib import Path
 
-import coincurve
-import numpy as np
 import pytest
 
-from app.core import encoding
 from app.engine.device import hostbuild
-from app.engine.reference import kat, reference
+from app.engine.reference import kat
 from app.vectors import convert_all, from_json
 from tests.conftest import VECTORS, vectors_missing
+from tests.ecdsa_kernel import SECP256K1, i2b, point_bytes
 
-ROOT = Path(__file__).resolve().parents[1]
 HARNESS = Path(__file__).resolve().parent / "kernel_harness" / "secp256k1_unit.cu"
 
 pytestmark = pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler for the host build")
 
 
-def _load_script(name: str):
-    path = ROOT / "scripts" / name
-    loader = importlib.machinery.SourceFileLoader(name.replace(".py", ""), str(path))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[loader.name] = mod  # dataclasses look their module up there
-    loader.exec_module(mod)
-    return mod
-
-
-def _load_generator():
-    return _load_script("gen_secp256k1_tables")
-
-
-gen = _load_generator()
-agreement = importlib.import_module("scripts.lib.agreement.secp256k1")
+gen, agreement, sign_digest = SECP256K1.gen, SECP256K1.agreement, SECP256K1.sign_digest
 P, N, G = gen.P, gen.N, gen.G
 R_MONT = 2**256
 
@@ -61,17 +41,8 @@ R_MONT = 2**256
 kernel_verify = agreement.kernel_verify
 
 
-def reference_verify(items, *, prehashed=False, allow_high_s=False) -> list[bool]:
-    return [reference.verify_secp256k1(pk, msg, sig, prehashed=prehashed, allow_high_s=allow_high_s)
-            for pk, msg, sig in items]
-
-
 def assert_agrees(items, *, prehashed=False, allow_high_s=False, names=None) -> list[bool]:
-    got = kernel_verify(items, prehashed=prehashed, allow_high_s=allow_high_s)
-    want = reference_verify(items, prehashed=prehashed, allow_high_s=allow_high_s)
-    bad = [(names[i] if names else i, want[i]) for i in range(len(items)) if got[i] != want[i]]
-    assert not bad, f"kernel disagrees with libsecp256k1 on (case, reference verdict): {bad[:20]}"
-    return want
+    return SECP256K1.assert_agrees(items, prehashed=prehashed, flag=allow_high_s, names=names)
 
 
 # ------------------------------------------------------------------ the unit harness
@@ -315,29 +286,11 @@ def test_double_base_multiplication(unit):
 
 
 # ------------------------------------------------------------------ Wycheproof
-WYCHEPROOF = {"ecdsa_secp256k1_sha256_test.json": True, "ecdsa_secp256k1_sha256_p1363_test.json": True,
-              "ecdsa_secp256k1_sha256_bitcoin_test.json": False}
-
-
 def wycheproof_cases(name: str):
     path = VECTORS / "wycheproof" / "testvectors_v1" / name
     if not path.is_file():
         vectors_missing(str(path))
-    source = f"wycheproof/{name}"
-    # app.vectors converts DER to compact with encoding.der_to_compact (non-DER -> empty,
-    # invalid by length) and sets allow_high_s for the plain and P1363 files.
-    return [from_json(d) for d in convert_all(VECTORS) if d["source"] == source]
-
-
-@pytest.mark.parametrize("name", sorted(WYCHEPROOF))
-def test_wycheproof_file(name):
-    cases = wycheproof_cases(name)
-    allow_high_s = WYCHEPROOF[name]
-    assert cases and all(ka.item.allow_high_s == allow_high_s for ka in cases)
-    items = [(ka.item.public_key, ka.item.message, ka.item.signature) for ka in cases]
-    names = [f"tcId {ka.id}" for ka in cases]
-    want = assert_agrees(items, allow_high_s=allow_high_s, names=names)
-    assert want == [ka.expected for ka in cases], "the reference disagrees with the file's verdicts"
+    return [from_json(d) for d in convert_all(VECTORS) if d["source"] == f"wycheproof/{name}"]
 
 
 def test_wycheproof_keys_in_every_encoding():
@@ -375,37 +328,7 @@ def test_generated_sample_agrees():
         assert_agrees(high, prehashed=prehashed, allow_high_s=True)
 
 
-def test_agreement_script_sample():
-    """Every variant (key encoding × prehashed) and every mutation kind of the full
-    agreement run (scripts/agreement --scheme secp256k1), at CI size."""
-    from scripts.lib.agreement import Chunk
-
-    kinds: set[str] = set()
-    for chunk in range(len(agreement.VARIANTS)):
-        counts = {"valid": 30, "mutated": len(agreement.MUTATIONS) * 2}
-        tally = agreement.run_chunk(Chunk("secp256k1", chunk, 3, counts))
-        assert tally.failures() == 0, tally.examples
-        assert tally.kinds[("secp256k1", "valid")]["accepted"] == 30
-        kinds |= {kind for _, kind in tally.kinds}
-    assert kinds == {"valid", *agreement.MUTATIONS}
-
-
 # ------------------------------------------------------------------ targeted cases
-def i2b(v: int) -> bytes:
-    return v.to_bytes(32, "big")
-
-
-def point_bytes(pt, compressed=True) -> bytes:
-    x, y = pt
-    return bytes([2 | (y & 1)]) + i2b(x) if compressed else b"\x04" + i2b(x) + i2b(y)
-
-
-def sign_digest(d: int, digest: bytes) -> tuple[int, int]:
-    der = coincurve.PrivateKey(i2b(d)).sign(digest, hasher=None)
-    c = encoding.der_to_compact(der)
-    return int.from_bytes(c[:32], "big"), int.from_bytes(c[32:], "big")
-
-
 def forge(k: int, s: int, z: int) -> tuple[bytes, bytes]:
     """A key and signature (r, s) valid for digest z with nonce point k·G: d = (s·k − z)/r."""
     r = gen.mul(k, G)[0] % N
@@ -533,29 +456,6 @@ def test_targeted_cases_agree():
                  "x = p (33)", "x with no y", "prehashed 31 bytes", "prehashed 33 bytes", "R at infinity",
                  "x(R) >= n, r = x", "sig 63 bytes", "length 34"):
         assert not verdicts[(name, False)], name
-
-
-def test_decreasing_offsets_are_invalid_not_a_crash():
-    lib = hostbuild.load("secp256k1")
-    d = 99
-    digest = hashlib.sha256(b"m").digest()
-    r, s = sign_digest(d, digest)
-    pk = np.frombuffer(point_bytes(gen.mul(d, G)) * 2, dtype=np.uint8)
-    sig = np.frombuffer((i2b(r) + i2b(s)) * 2, dtype=np.uint8)
-    msgs = np.frombuffer(b"m", dtype=np.uint8)
-    offsets = np.array([0, 1, 0], dtype=np.uint64)  # item 1 would run backwards
-    out = np.full(2, 7, dtype=np.uint8)
-    p = ctypes.c_void_p
-    lib.zv_verify_secp256k1.restype = None
-    lib.zv_verify_secp256k1(p(pk.ctypes.data), ctypes.c_uint32(33), p(sig.ctypes.data), ctypes.c_uint32(64),
-                            p(msgs.ctypes.data), p(offsets.ctypes.data), None, ctypes.c_uint32(0),
-                            ctypes.c_uint32(0), ctypes.c_uint64(2), p(out.ctypes.data))
-    assert out.tolist() == [1, 0]
-
-
-# ------------------------------------------------------------------ generated tables
-def test_tables_header_is_what_the_generator_writes():
-    assert gen.OUT.read_text() == gen.render(), "run scripts/gen_secp256k1_tables"
 
 
 # ------------------------------------------------------------------ the GPU build

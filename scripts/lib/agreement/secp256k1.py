@@ -11,23 +11,12 @@ runs :func:`run_chunk` on a small sample in CI and calls the kernel through :fun
 
 from __future__ import annotations
 
-import hashlib
 import random
-from dataclasses import dataclass
 
 from app.core.batch import OPT_ALLOW_HIGH_S, OPT_PREHASHED
 from app.engine.reference import kat, reference
-from scripts.lib.agreement import (
-    CheckFailures,
-    Chunk,
-    Tally,
-    compare,
-    hexed,
-    host_library,
-    kernel_by_lengths,
-    kernel_by_options,
-)
-from scripts.lib.agreement.ecdsa import RS_KINDS, out_of_range
+from scripts.lib.agreement import Chunk, Tally, ecdsa, host_library, kernel_by_lengths
+from scripts.lib.agreement.ecdsa import Case, i2b
 
 SCHEME = "secp256k1"
 TITLE = "secp256k1 kernel (host build) vs libsecp256k1 (coincurve)"
@@ -46,6 +35,9 @@ COLUMNS = (("33-byte keys", lambda k: f"{k.get('pk33', 0):,}"), ("65-byte keys",
 # SEC 2 v2 §2.4.1.
 P = 2**256 - 2**32 - 977
 N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
+CURVE = ecdsa.Curve(SCHEME, P, N, 0, 7, "allow_high_s",
+                    {33: frozenset({0x02, 0x03}), 65: frozenset({0x04, 0x06, 0x07})},
+                    reference.verify_secp256k1, ("prehashed",))
 
 #: (key encoding, prehashed) of each chunk's valid items, in turn.
 VARIANTS = [("compressed", False), ("uncompressed", False), ("hybrid", False),
@@ -53,16 +45,6 @@ VARIANTS = [("compressed", False), ("uncompressed", False), ("hybrid", False),
 MUTATIONS = ["bit-flip", "high-s", "high-s-allowed", "r=0", "s=0", "r>=n", "s>=n", "r=n", "s=n",
              "off-curve-key", "x>=p-key", "bad-prefix", "hybrid-wrong-parity", "other-message",
              "prehash-length"]
-
-
-@dataclass(frozen=True)
-class Case:
-    kind: str
-    pk: bytes
-    msg: bytes
-    sig: bytes
-    prehashed: bool
-    allow_high_s: bool
 
 
 # ------------------------------------------------------------------ the kernel, host build
@@ -75,10 +57,6 @@ def kernel_verify(items: list[tuple[bytes, bytes, bytes]], *, prehashed: bool = 
 
 
 # ------------------------------------------------------------------ generation
-def _i2b(v: int) -> bytes:
-    return v.to_bytes(32, "big")
-
-
 def _y_of(pk65: bytes) -> int:
     return int.from_bytes(pk65[33:], "big")
 
@@ -98,47 +76,16 @@ def _encode(pk33: bytes, encoding: str) -> bytes:
     return bytes([6 | (_y_of(full) & 1)]) + full[1:]
 
 
-def _non_residue_x(x: int) -> int:
-    """The first x' ≥ x (mod p) with x'^3 + 7 not a square: a 33-byte key with no point."""
-    while pow((x**3 + 7) % P, (P - 1) // 2, P) != P - 1:
-        x = (x + 1) % P
-    return x
-
-
 def mutate(c: Case, kind: str, rng: random.Random) -> Case:
+    """``c`` (a valid case) changed as ``kind`` (one of MUTATIONS) says.  The kinds of every
+    curve are :func:`ecdsa.mutate`'s."""
     r, s = int.from_bytes(c.sig[:32], "big"), int.from_bytes(c.sig[32:], "big")
-    pk, msg, sig, pre, hs = c.pk, c.msg, c.sig, c.prehashed, False
-    if kind == "bit-flip":
-        it = kat.mutate(kat.Item("secp256k1", pk, msg, sig, prehashed=pre), rng)
-        pk, msg, sig = it.public_key, it.message, it.signature
-    elif kind in ("high-s", "high-s-allowed"):
-        sig = _i2b(r) + _i2b(N - s)
-        hs = kind == "high-s-allowed"
-    elif kind in RS_KINDS:
-        sig = out_of_range(kind, r, s, N, rng)
-    elif kind == "off-curve-key":
-        if len(pk) == 65:
-            y = (_y_of(pk) + rng.choice([-2, -1, 1, 2])) % P
-            pk = pk[:33] + _i2b(y)
-        else:
-            pk = pk[:1] + _i2b(_non_residue_x(int.from_bytes(pk[1:], "big")))
-    elif kind == "x>=p-key":
-        pk = pk[:1] + _i2b(P + rng.randrange(2**256 - P)) + pk[33:]
-    elif kind == "bad-prefix":
-        valid = {0x02, 0x03} if len(pk) == 33 else {0x04, 0x06, 0x07}
-        pk = bytes([rng.choice([b for b in range(256) if b not in valid])]) + pk[1:]
-    elif kind == "hybrid-wrong-parity":
-        full = pk if len(pk) == 65 else _uncompressed(pk)
-        pk = bytes([7 - (_y_of(full) & 1)]) + full[1:]
-    elif kind == "other-message":
-        msg = bytes([msg[0] ^ 0x80]) + msg[1:] if msg else b"\x00"
-    elif kind == "prehash-length":
-        digest = msg if pre else hashlib.sha256(msg).digest()
-        msg = digest[: rng.choice([0, 31])] if rng.random() < 0.5 else digest + b"\x00"
-        pre = True
-    else:
-        raise ValueError(kind)
-    return Case(kind, pk, msg, sig, pre, hs)
+    if kind in ("high-s", "high-s-allowed"):
+        return Case(kind, c.pk, c.msg, i2b(r) + i2b(N - s), c.prehashed, allow_high_s=kind == "high-s-allowed")
+    if kind == "hybrid-wrong-parity":
+        full = c.pk if len(c.pk) == 65 else _uncompressed(c.pk)
+        return Case(kind, bytes([7 - (_y_of(full) & 1)]) + full[1:], c.msg, c.sig, c.prehashed)
+    return ecdsa.mutate(CURVE, c, kind, rng)
 
 
 def chunk_cases(seed: int, chunk: int, n_valid: int, n_mutated: int) -> list[Case]:
@@ -163,34 +110,10 @@ def prepare(args) -> None:
     host_library(SCHEME)
 
 
-def _kernel(cases: list[Case]) -> list[bool]:
-    """Kernel verdicts of cases with any options: one call per (prehashed, allow_high_s)."""
-    return kernel_by_options(SCHEME, cases, ("prehashed", "allow_high_s"))
-
-
-def _reference(cases: list[Case]) -> list[bool]:
-    return [reference.verify_secp256k1(c.pk, c.msg, c.sig, prehashed=c.prehashed, allow_high_s=c.allow_high_s)
-            for c in cases]
-
-
-def _describe(c: Case) -> dict:
-    return {"pk": c.pk.hex(), "msg": hexed(c.msg), "sig": c.sig.hex(), "prehashed": c.prehashed,
-            "allow_high_s": c.allow_high_s}
-
-
 def run_chunk(chunk: Chunk) -> Tally:
     """Generate and check one chunk (see :func:`chunk_cases`)."""
-    cases = chunk_cases(chunk.seed, chunk.index, chunk.counts["valid"], chunk.counts["mutated"])
-    by_kind: dict[str, list[Case]] = {}
-    for c in cases:
-        by_kind.setdefault(c.kind, []).append(c)
-    tally = Tally()
-    with CheckFailures(tally, chunk.set_id, host_library(SCHEME)):
-        for kind, group in by_kind.items():
-            compare(tally, chunk.set_id, kind, group, _kernel, _reference, describe=_describe)
-            for c in group:
-                tally.count(chunk.set_id, kind, **{f"pk{len(c.pk)}": 1, "prehashed": int(c.prehashed)})
-    return tally
+    return ecdsa.run_chunk(CURVE, chunk_cases(chunk.seed, chunk.index, chunk.counts["valid"], chunk.counts["mutated"]),
+                           chunk)
 
 
 def notes(rows: list[dict]) -> list[str]:
