@@ -14,6 +14,23 @@
  *   - entry points are ZV_KERNEL (extern "C": unmangled names for RawModule and ctypes);
  *   - shared functions are ZV_HD; a static member function (a modulus traits type of
  *     mont.cuh) is `static ZV_HD_MEMBER`, because ZV_HD is `static inline` on the host.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_load_item(dst, src, n)                   Copy n bytes (n a multiple of 16) of one item out of a
+ *                                               column into a thread's own …
+ *   zv_prefix_products(prefix, z, count)
+ *   zv_unwind_inverses(z, prefix, count, inv)
+ *   zv_batch_invert(z, prefix, count)
+ *   zv_block_batch_invert(z, prefix, count, tops, tops_prefix)
+ *   zv_shared_add_i32(p, v)                     *p += v by several threads of a block on one shared word
+ *   zv_memcpy(dst, src, n)
+ *   zv_memset(dst, v, n)
+ *   zv_load_be32(p)
+ *   zv_store_be32(p, v)
+ *   zv_load_be64(p)
+ *   zv_store_be64(p, v)
+ *   zv_load_le64(p)
+ *   zv_store_le64(p, v)
  */
 #ifndef ZV_PORT_CUH
 #define ZV_PORT_CUH

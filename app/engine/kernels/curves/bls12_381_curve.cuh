@@ -22,6 +22,44 @@
  *     generated outside the subgroup (tests/test_kernel_bls12_381_arith.py).
  * ψ = twist^−1 ∘ Frobenius ∘ twist acts on E2 as (x, y) -> (conj(x)·cx, conj(y)·cy); on G2
  * it is multiplication by x (p ≡ x mod r), asserted by scripts/gen_bls12_381_tables.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_jac_set_infinity(r)
+ *   zv_jac_is_infinity(a)
+ *   zv_jac_dbl_impl(r, p)                       dbl-2009-l: 2M + 5S
+ *   zv_jac_add_impl(r, p, q)                    add-2007-bl: 11M + 5S; exceptional cases by branch
+ *   zv_jac_add_affine_impl(r, p, qx, qy, q_infinity)
+ *                                               madd-2007-bl (Q affine, Z2 = 1): 7M + 4S
+ *   zv_jac_neg(r, p)
+ *   zv_jac_mul(r, p, k, bits)                   [k]P, k given as `bits` bits in little-endian 32-bit words
+ *   zv_jac_mul_x_abs(r, p)                      [|x|]P for the curve parameter x = −0xd201000000010000 (64
+ *                                               bits, 5 ones)
+ *   zv_jac_eq(p, q)                             Projective equality: X1·Z2^2 = X2·Z1^2 and Y1·Z2^3 = Y2·Z1^3
+ *                                               (or both at infinity)
+ *   zv_jac_to_affine(x, y, infinity, p)         (X/Z^2, Y/Z^3): one field inversion
+ *   zv_affine_on_curve(x, y, b)                 y^2 = x^3 + b for an affine point
+ *   zv_bls_on_curve(x, y)
+ *   zv_g1_from_affine(r, a)
+ *   zv_g1_to_affine(r, p)
+ *   zv_g1_is_infinity(p)
+ *   zv_g1_dbl(r, p)
+ *   zv_g1_add(r, p, q)
+ *   zv_g1_add_affine(r, p, q)
+ *   zv_g1_neg(r, p)
+ *   zv_g1_eq(p, q)
+ *   zv_g1_affine_on_curve(a)
+ *   zv_g1_in_group_plain(p)                     [r]P = O
+ *   zv_g2_from_affine(r, a)
+ *   zv_g2_to_affine(r, p)
+ *   zv_g2_is_infinity(p)
+ *   zv_g2_dbl(r, p)
+ *   zv_g2_add(r, p, q)
+ *   zv_g2_add_affine(r, p, q)
+ *   zv_g2_neg(r, p)
+ *   zv_g2_eq(p, q)
+ *   zv_g2_affine_on_curve(a)
+ *   zv_g2_psi(r, p)                             ψ(X, Y, Z) = (conj(X)·cx, conj(Y)·cy, conj(Z))
+ *   zv_g2_in_group_plain(p)                     [r]Q = O
  */
 #ifndef ZV_BLS12_381_CURVE_CUH
 #define ZV_BLS12_381_CURVE_CUH

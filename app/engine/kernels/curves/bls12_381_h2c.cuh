@@ -16,6 +16,17 @@
  * The straight-line SWU of §6.6.2 is used as written: its square root may come from any
  * algorithm because step 7 fixes the sign of y by sgn0(u).  Constants: bls12_381_tables.cuh
  * (scripts/gen_bls12_381_tables, with their RFC sections).
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_bls_hash_to_field_fp2(u, msg, msg_len, dst, dst_len)
+ *                                               hash_to_field(msg, count = 2) into Fp2 (§5.2): u[i] = (chunk
+ *                                               2i, chunk 2i + 1) mod p
+ *   zv_bls_sswu_g(r, x)                         g(x) = x^3 + A'x + B' on E2'
+ *   zv_bls_iso_poly(r, k, n, monic, x)          Σ_{i<n} k_i·x^i with the leading coefficient 1 when monic
+ *                                               (Horner)
+ *   zv_bls_map_to_curve_g2(r, u)
+ *   zv_bls_clear_cofactor_plain(r, p)           [h_eff]P by plain double-and-add over the 636-bit h_eff (the
+ *                                               reference for the above)
  */
 #ifndef ZV_BLS12_381_H2C_CUH
 #define ZV_BLS12_381_H2C_CUH

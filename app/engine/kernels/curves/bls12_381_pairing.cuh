@@ -51,6 +51,10 @@
  * Cost per two-pair check (m = Fp2 multiplication): Miller loop ~3,900m (62 Fp12 squarings,
  * 136 line multiplications, 126 doublings, 10 additions), final exponentiation ~3,400m and one
  * Fp inversion.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_bls_miller_pair_init(s, px, py, qx, qy)  Start a pair with T = Q; P = (px, py) ∈ G1 and Q = (qx, qy)
+ *                                               ∈ G2 affine, neither ∞
  */
 #ifndef ZV_BLS12_381_PAIRING_CUH
 #define ZV_BLS12_381_PAIRING_CUH

@@ -13,6 +13,18 @@
  *                       real case; bls12_381_curve.cuh says which check and why).
  * y is the root whose sign matches S: the lexicographically larger of y and −y (for Fp2:
  * compare c1, and c0 when c1 = 0).  KeyValidate also rejects the identity (PK_IS_INFINITY).
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_bls_read_flags(in, len, x_be, inf, sign) The flags and x of an encoding of `len` bytes (48 or 96)
+ *   zv_fp2_is_lex_largest(y)                    Whether y is the lexicographically larger root in Fp2: by
+ *                                               c1, or by c0 when c1 = 0
+ *   zv_bls_g1_decompress_on_curve(r, in)        Decoding without the subgroup check: flags, x < p, on the
+ *                                               curve
+ *   zv_bls_g2_decompress_on_curve(r, in)
+ *   zv_bls_key_validate(pk, in)                 KeyValidate (draft-irtf-cfrg-bls-signature-05 §2.5)
+ *   zv_bls_g1_compress(out, a)                  Compressed encodings (the inverse of decoding), used to
+ *                                               compare with published points
+ *   zv_bls_g2_compress(out, a)
  */
 #ifndef ZV_BLS12_381_SERDE_CUH
 #define ZV_BLS12_381_SERDE_CUH

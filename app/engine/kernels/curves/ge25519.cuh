@@ -27,6 +27,26 @@
  *   global memory (ZV_TABLE, ed25519_tables.cuh: lanes read different entries, which
  *   constant memory would serialise).  Additions happen at the same bit positions in every
  *   thread, so a warp never diverges on the schedule, only on which table entry it reads.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_ed_fe_from_const(h, c)
+ *   zv_ed_ge_p1p1_to_p2(r, p)
+ *   zv_ed_ge_p1p1_to_p3(r, p)
+ *   zv_ed_ge_p3_to_cached(r, p)
+ *   zv_ed_ge_dbl(r, p)                          r = 2p
+ *   zv_ed_ge_add_cached(r, p, q, neg)           r = p + q (neg = 0) or p - q (neg = 1)
+ *   zv_ed_ge_add_niels(r, p, q, neg)            r = p + q or p - q for an affine (Niels) q
+ *   zv_ed_ge_is_canonical(s)                    1 when the low 255 bits of s are < p
+ *   zv_ed_ge_has_small_order(s)                 1 when s, sign bit ignored, is one of the blocklisted
+ *                                               encodings of the points of order 1, 2, 4 …
+ *   zv_ed_ge_frombytes_negate(r, s)             r = -A for the encoding s of A; 0 when no point has this y
+ *                                               (see the header comment)
+ *   zv_ed_ge_tobytes_zinv(s, X, Y, zi)          RFC 8032 §5.1.2 encoding of
+ *   zv_ed_ge_tobytes(s, p)
+ *   zv_ed_ge_niels_load(q, j)
+ *   zv_ed_ge_double_scalarmult_vartime(r, k, A, s)
+ *                                               r = [k]A + [s]B, k and s < 2^253 as 8 little-endian 32-bit
+ *                                               limbs
  */
 #ifndef ZV_GE25519_CUH
 #define ZV_GE25519_CUH

@@ -12,6 +12,16 @@
  * cost a branch; they are rare (crafted inputs), so a warp almost never diverges there.
  * P-256 has prime order, so no finite point has Y = 0 and doubling a finite point never
  * gives infinity.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_p256_gej_set_ge(r, a)
+ *   zv_p256_ge_on_curve(a)         y^2 = x^3 − 3x + b
+ *   zv_p256_gej_double(r, a)       r = 2a (dbl-2001-b, a = −3)
+ *   zv_p256_gej_add_ge(r, a, b)    r = a + b, b affine (finite)
+ *   zv_p256_gej_add(r, a, b)       r = a + b, both Jacobian (add-1998-cmo-2 with the same special cases). r
+ *                                  may be a or b
+ *   zv_p256_odd_multiples(out, q)  out[i] = (2i + 1)·q, affine, for i < ZV_P256_Q_TABLE_SIZE (q a finite
+ *                                  point)
  */
 #ifndef ZV_P256_GROUP_CUH
 #define ZV_P256_GROUP_CUH

@@ -9,6 +9,13 @@
  * read straight from the bits, so no digit array is stored.  An even k runs as k + 1 and the
  * caller subtracts the point once at the end (zv_recode_make_odd says when);
  * scripts/gen_p256_tables checks the recoding.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_recode_bits(k, start, w)      w bits of the L-limb value k from bit `start` (bits above the L limbs
+ *                                    read as zero)
+ *   zv_recode_digit(k, i, w, count)  Digit i (of `count`) of the regular signed recoding of odd k with
+ *                                    window w
+ *   zv_recode_make_odd(k)            Make k odd: returns 1
  */
 #ifndef ZV_RECODE_CUH
 #define ZV_RECODE_CUH

@@ -20,6 +20,16 @@
  *     (~34 reads per verify serialised up to 32 ways); from global memory a warp's reads
  *     cost one request per distinct 32-byte sector, from L1/L2 (16 KiB stays resident).
  *     They stay in the module (no upload, NVRTC-friendly).
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_k1_abs_scalar(k)                       Replace k by n − k when k > n/2; returns 1 when it did (k then
+ *                                             stands for −|k|)
+ *   zv_k1_glv_split(k1, k2, k)                GLV split (see secp256k1_tables.cuh): k ≡ k1 + k2·λ (mod n),
+ *                                             both as values mod n
+ *   zv_k1_ge_from_storage(r, s)
+ *   zv_k1_ge_cneg(a, neg)                     r = −a when neg, else a (affine)
+ *   zv_k1_ecmult_double_base(acc, q, u1, u2)  R = u1·G + u2·Q (u1, u2 < n; Q a parsed key), by the method of
+ *                                             the header comment
  */
 #ifndef ZV_SECP256K1_ECMULT_CUH
 #define ZV_SECP256K1_ECMULT_CUH

@@ -8,6 +8,17 @@
  * Sums are complete for what a verify can meet: adding a point to itself doubles, adding
  * its negation gives infinity, and infinity is the identity on either side.  Those cases
  * cost a branch; they are rare (crafted inputs), so a warp almost never diverges there.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_k1_gej_set_ge(r, a)
+ *   zv_k1_ge_on_curve(a)          y^2 = x^3 + 7
+ *   zv_k1_ge_lift_x(q, x32, odd)  lift_x
+ *   zv_k1_gej_double(r, a)        r = 2a: with S = 4·X·Y^2 and M = 3·X^2 (a = 0): X' = M^2 − 2S, Y' = M·(S −
+ *                                 X') − 8·Y^4, Z' = …
+ *   zv_k1_gej_double_call(r, a)   The doubling as an out-of-line call, for the rare a = b case of the
+ *                                 addition
+ *   zv_k1_gej_add_ge(r, a, b)     r = a + b, b affine (mixed addition)
+ *   zv_k1_odd_multiples(out, q)
  */
 #ifndef ZV_SECP256K1_GROUP_CUH
 #define ZV_SECP256K1_GROUP_CUH

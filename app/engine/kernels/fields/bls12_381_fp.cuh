@@ -17,6 +17,36 @@
  * every thread of a warp.  A constant-time method is not needed (verification handles
  * public data only); a variable-time binary GCD would be faster per call but diverges
  * per thread on the GPU, and inversions are rare here (one per point normalization).
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_fp_limbs_lt_p(a)             Whether the 12-limb value a is below p
+ *   zv_fp_zero(r)
+ *   zv_fp_one(r)
+ *   zv_fp_reduce_once(r, t, carry)  r = t − p if t ≥ p else t, for t < 2p given as 12 limbs plus a carry
+ *                                   bit; branch-free
+ *   zv_fp_add(r, a, b)              a + b, both < p: the sum is < 2p < 2^382 (no carry out of 12 limbs), one
+ *                                   subtraction
+ *   zv_fp_dbl(r, a)
+ *   zv_fp_sub(r, a, b)              a − b, both < p
+ *   zv_fp_neg(r, a)
+ *   zv_fp_mont_mul(r, a, b)         Montgomery product a·b·R^−1 mod p (CIOS, bounds in mont.cuh's
+ *                                   zv_mont_mul). a
+ *   zv_fp_mul(r, a, b)
+ *   zv_fp_sqr(r, a)                 a^2 for a < p by separated operand scanning
+ *   zv_fp_is_zero(a)
+ *   zv_fp_eq(a, b)
+ *   zv_fp_cmov(r, a, flag)          r = a if flag else r; flag is 0 or 1
+ *   zv_fp_inv(r, a)                 a^(p−2) = a^−1 for a ≠ 0; inv(0) = 0
+ *   zv_fp_sqrt(r, a)                Returns 1 and a root in r when a is a square
+ *   zv_fp_to_limbs(out, a)          Canonical (non-Montgomery) limbs of a: a·R·R^−1, i.e. a Montgomery
+ *                                   product with 1
+ *   zv_fp_from_limbs(r, x)          Plain limbs (value < p) to Montgomery form: x·R^2·R^−1
+ *   zv_fp_from_be48(r, in)          48 big-endian bytes; returns 0 (r unspecified) when the value is ≥ p
+ *   zv_fp_to_be48(out, a)
+ *   zv_fp_from_be64(r, in)          A 64-byte big-endian integer T < 2^512 reduced mod p (RFC 9380 §5.3
+ *                                   hash_to_field, L = 64), in …
+ *   zv_fp_is_lex_largest(a)         Whether the canonical value of a exceeds (p − 1)/2
+ *   zv_fp_sgn0(a)                   sgn0 of RFC 9380 §4.1 for m = 1: the parity of the canonical value
  */
 #ifndef ZV_BLS12_381_FP_CUH
 #define ZV_BLS12_381_FP_CUH

@@ -24,6 +24,24 @@
  * would be a few hundred thousand straight-line instructions per call site, which blows
  * up compile time and the instruction cache for no gain (each call already costs
  * thousands of instructions, a call/return is two).
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_fp6_zero(r)
+ *   zv_fp6_one(r)
+ *   zv_fp6_add(r, a, b)
+ *   zv_fp6_sub(r, a, b)
+ *   zv_fp6_neg(r, a)
+ *   zv_fp6_mul_by_v(r, a)            r = a·v = ξ·a2 + a0·v + a1·v^2 (v^3 = ξ)
+ *   zv_fp6_mul_by_1(r, a, d1)        r = a·(d1·v) (3m) = ξ a2 d1 + a0 d1·v + a1 d1·v^2
+ *   zv_fp12_one(r)
+ *   zv_fp12_eq(a, b)
+ *   zv_fp12_is_one(a)
+ *   zv_fp12_conj(r, a)               Conjugation a0 + a1 w -> a0 − a1 w, the p^6-power Frobenius
+ *   zv_fp4_sqr(r0, r1, a, b)         (a + b s)^2 in Fp4 = Fp2[s]/(s^2 − ξ): (a^2 + ξ b^2, 2ab computed as (a
+ *                                    + b)^2 − a^2 − b^2)
+ *   zv_fp12_cyc_combine(z, t, plus)  3t − 2z (sign −1) or 3t + 2z (sign +1), as 2(t ∓ z) + t
+ *   zv_fp12_is_cyclotomic(a)         Whether a is in the cyclotomic subgroup: a^(p^4)·a == a^(p^2) (Φ12(p) =
+ *                                    p^4 − p^2 + 1)
  */
 #ifndef ZV_BLS12_381_FP12_CUH
 #define ZV_BLS12_381_FP12_CUH

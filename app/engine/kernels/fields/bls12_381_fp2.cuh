@@ -10,6 +10,26 @@
  * exponentiations in Fp2, then one squaring to confirm the root (so a non-square reports 0
  * instead of returning a wrong root).  Which of the two roots comes out is unspecified;
  * callers that need a particular one (point decoding, SSWU) fix the sign themselves.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_fp2_zero(r)
+ *   zv_fp2_one(r)
+ *   zv_fp2_add(r, a, b)
+ *   zv_fp2_sub(r, a, b)
+ *   zv_fp2_dbl(r, a)
+ *   zv_fp2_neg(r, a)
+ *   zv_fp2_conj(r, a)        The p-power Frobenius of Fp2 is conjugation: (c0 + c1·u)^p = c0 − c1·u since
+ *                            u^p = −u
+ *   zv_fp2_mul_fp(r, a, b)
+ *   zv_fp2_mul_by_xi(r, a)   a·ξ with ξ = 1 + u (the non-residue of the Fp6 tower): (a0 − a1) + (a0 + a1)·u
+ *   zv_fp2_is_zero(a)
+ *   zv_fp2_eq(a, b)
+ *   zv_fp2_cmov(r, a, flag)
+ *   zv_fp2_inv(r, a)         1/a = conj(a)/(a0^2 + a1^2); inv(0) = 0 (the norm's Fermat inverse is 0)
+ *   zv_fp2_sqrt(r, a)        Returns 1 and a square root of a in r when a is a square in Fp2, else 0 (r
+ *                            unspecified)
+ *   zv_fp2_is_square(a)      Whether a is a square in Fp2
+ *   zv_fp2_sgn0(a)           sgn0 of RFC 9380 §4.1 for m = 2: sign of c0, or of c1 when c0 = 0
  */
 #ifndef ZV_BLS12_381_FP2_CUH
 #define ZV_BLS12_381_FP2_CUH

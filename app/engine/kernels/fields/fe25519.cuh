@@ -28,6 +28,41 @@
  *   (mad.lo.cc / madc.hi.cc) measured worse (~295 integer instructions), because ptxas
  *   splits every carry-flag multiply into an IMAD and an IADD3.X.  Plain C also means the
  *   host build (g++) runs exactly the code the GPU runs.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_ed_fe_below_2_255_plus(h, k)             Value < 2^255 + k (k < 2^31): the form of the bounds stated
+ *                                               above
+ *   zv_ed_fe_below_p(h)                         Value < p = 2^255 - 19, i.e. value + 19 < 2^255
+ *   zv_ed_fe_set_small(h, x)
+ *   zv_ed_fe_copy(h, f)
+ *   zv_ed_fe_frombytes(h, s)                    Load 32 little-endian bytes; bit 255 (the sign bit of a
+ *                                               point encoding) is dropped
+ *   zv_ed_fe_fold(h, t, c)                      Fold bits 255.. of (c * 2^256 + t) back with 2^255 = 19 (mod
+ *                                               p)
+ *   zv_ed_fe_add(h, f, g)                       h = f + g
+ *   zv_ed_fe_sub(h, f, g)                       h = f - g. f - g is computed mod 2^256 with a borrow b
+ *   zv_ed_fe_neg(h, f)
+ *   zv_ed_fe_reduce512(h, t)                    Reduce a 512-bit product t[0..15] with 2^256 = 38 (mod p)
+ *   zv_ed_fe_mul(h, f, g)                       h = f * g: the operand-scanning schoolbook product of
+ *                                               mont.cuh
+ *   zv_ed_fe_sq(h, f)                           h = f^2: the 28 cross products once, doubled by a shift,
+ *                                               plus the 8 squares
+ *   zv_ed_fe_sqn(h, f, k)                       h = f^(2^k), k >= 1 (a loop, not unrolled: keeps the GPU
+ *                                               code small)
+ *   zv_ed_fe_canonical(h, f)                    The unique representative in [0, p)
+ *   zv_ed_fe_tobytes(s, f)
+ *   zv_ed_fe_iszero(f)
+ *   zv_ed_fe_isnegative(f)                      RFC 8032 §5.1.2: x is "negative" when its canonical value is
+ *                                               odd
+ *   zv_ed_fe_equal(f, g)
+ *   zv_ed_fe_pow_2_250_1(t250, z11, z)          Shared head of the two exponentiations
+ *   zv_ed_fe_invert(h, z)                       h = z^(p - 2) = z^(2^255 - 21) = 1/z (0 for z = 0)
+ *   zv_ed_fe_pow22523(h, z)                     h = z^((p - 5) / 8) = z^(2^252 - 3), the exponent of the
+ *                                               square-root candidate
+ *   zv_ed_fe_block_batch_invert(z, prefix, count, tops, tops_prefix)
+ *                                               Batched inversion over a block chunk (zv_port.cuh's
+ *                                               Montgomery's trick)
+ *   zv_ed_fe_cswap(f, g, bit)                   Swap f and g when bit is 1 (bit is 0 or 1)
  */
 #ifndef ZV_FE25519_CUH
 #define ZV_FE25519_CUH
@@ -72,7 +107,11 @@ ZV_HD void zv_ed_fe_frombytes(zv_ed_fe *h, const zv_u8 s[32]) {
 }
 
 /* Fold bits 255.. of (c * 2^256 + t) back with 2^255 = 19 (mod p); the sum stays below 2^256
- * for every c < 2^26, so no carry leaves the last limb. */
+ * for every c < 2^26, so no carry leaves the last limb.
+ *
+ * On input: t holds any 8 limbs; c < 2^26 (ZV_CHECK).
+ * On output: h ≡ c·2^256 + t (mod p) and h < 2^256 (no carry leaves limb 7).
+ */
 ZV_HD void zv_ed_fe_fold(zv_ed_fe *h, zv_u32 t[8], zv_u32 c) {
     ZV_CHECK(c < (1u << 26));
     zv_u32 top = (c << 1) | (t[7] >> 31);
@@ -87,7 +126,11 @@ ZV_HD void zv_ed_fe_fold(zv_ed_fe *h, zv_u32 t[8], zv_u32 c) {
     ZV_CHECK(zv_ed_fe_below_2_255_plus(h, 19u * top + 1u));
 }
 
-/* h = f + g.  Output < 2^255 + 57. */
+/* h = f + g.  Output < 2^255 + 57.
+ *
+ * On input: f, g < 2^256.
+ * On output: h ≡ f + g (mod p) and h < 2^255 + 57 (ZV_CHECK).
+ */
 ZV_HD void zv_ed_fe_add(zv_ed_fe *h, const zv_ed_fe *f, const zv_ed_fe *g) {
     ZV_COUNT(ZV_OP_FE25519_ADD);
     zv_u32 t[8];
@@ -103,7 +146,11 @@ ZV_HD void zv_ed_fe_add(zv_ed_fe *h, const zv_ed_fe *f, const zv_ed_fe *g) {
 
 /* h = f - g.  f - g is computed mod 2^256 with a borrow b; a borrow means the value is
  * t - 2^256 = t - 38 (mod p), and t - 38 may borrow once more (only when t < 38, and then
- * the second subtraction of 38 cannot borrow). */
+ * the second subtraction of 38 cannot borrow).
+ *
+ * On input: f, g < 2^256.
+ * On output: h ≡ f − g (mod p) and h < 2^256.
+ */
 ZV_HD void zv_ed_fe_sub(zv_ed_fe *h, const zv_ed_fe *f, const zv_ed_fe *g) {
     ZV_COUNT(ZV_OP_FE25519_SUB);
     zv_u32 t[8];
@@ -130,7 +177,11 @@ ZV_HD void zv_ed_fe_neg(zv_ed_fe *h, const zv_ed_fe *f) {
     zv_ed_fe_sub(h, &z, f);
 }
 
-/* Reduce a 512-bit product t[0..15] with 2^256 = 38 (mod p).  Output < 2^255 + 2^13. */
+/* Reduce a 512-bit product t[0..15] with 2^256 = 38 (mod p).  Output < 2^255 + 2^13.
+ *
+ * On input: t < 2^512 (16 limbs).
+ * On output: h ≡ t (mod p) and h < 2^255 + 2^13 (ZV_CHECK).
+ */
 ZV_HD void zv_ed_fe_reduce512(zv_ed_fe *h, const zv_u32 t[16]) {
     zv_u32 r[8];
     zv_u64 c = 0;
@@ -144,7 +195,11 @@ ZV_HD void zv_ed_fe_reduce512(zv_ed_fe *h, const zv_u32 t[16]) {
 }
 
 /* h = f * g: the operand-scanning schoolbook product of mont.cuh (zv_mp_mul_wide; each step
- * is one 32x32+64 multiply-add), then the fold. */
+ * is one 32x32+64 multiply-add), then the fold.
+ *
+ * On input: f, g < 2^256.
+ * On output: h ≡ f·g (mod p) and h < 2^255 + 2^13.
+ */
 ZV_HD void zv_ed_fe_mul(zv_ed_fe *h, const zv_ed_fe *f, const zv_ed_fe *g) {
     ZV_COUNT(ZV_OP_FE25519_MUL);
     zv_u32 t[16];
@@ -155,7 +210,11 @@ ZV_HD void zv_ed_fe_mul(zv_ed_fe *h, const zv_ed_fe *f, const zv_ed_fe *g) {
 /* h = f^2: the 28 cross products once, doubled by a shift, plus the 8 squares.  The squares'
  * halves are added in two separate steps, not as mont.cuh's zv_mp_sqr_wide does (one
  * multiply-add per square): same value and instruction count, but the shared order needs
- * four registers more here (28 → 32, nvcc 13.0, sm_90, in a kernel of its own). */
+ * four registers more here (28 → 32, nvcc 13.0, sm_90, in a kernel of its own).
+ *
+ * On input: f < 2^256.
+ * On output: h ≡ f² (mod p) and h < 2^255 + 2^13.
+ */
 ZV_HD void zv_ed_fe_sq(zv_ed_fe *h, const zv_ed_fe *f) {
     ZV_COUNT(ZV_OP_FE25519_SQ);
     zv_u32 t[16];
@@ -191,7 +250,11 @@ ZV_HD void zv_ed_fe_sqn(zv_ed_fe *h, const zv_ed_fe *f, int k) {
     for (int i = 1; i < k; i++) zv_ed_fe_sq(h, h);
 }
 
-/* The unique representative in [0, p). */
+/* The unique representative in [0, p).
+ *
+ * On input: f < 2^256.
+ * On output: h < p, the same residue (ZV_CHECK).
+ */
 ZV_HD void zv_ed_fe_canonical(zv_ed_fe *h, const zv_ed_fe *f) {
     zv_u32 t[8], u[8];
     ZV_UNROLL for (int i = 0; i < 8; i++) t[i] = f->v[i];

@@ -57,6 +57,29 @@
  *
  * Aliasing: r may be the same array as any input (each function reads limb i of every
  * input before it writes limb i of r); t of the wide products must not overlap a or b.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_mp_lt(a, b)                              a < b (the borrow out of a − b)
+ *   zv_mp_is_zero(a)
+ *   zv_mp_eq(a, b)
+ *   zv_mp_cmov(r, a, flag)                      r = a if flag else r; flag is 0 or 1; branch-free
+ *   zv_mp_mul_wide(t, a, b)                     t = a·b, 2N limbs, by operand scanning
+ *   zv_mp_sqr_wide(t, a)                        t = a², 2N limbs
+ *   zv_mont_has_spare_bit()                     Whether 2m < 2^(32N) (the top bit of m is clear)
+ *   zv_mont_lt_m(a)                             a < m
+ *   zv_mont_reduce_once(r, t, carry)            r = t − m if t ≥ m else t, for t < 2m given as N limbs plus
+ *                                               a carry bit (the bit 2^(32N))
+ *   zv_mont_add(r, a, b)                        a + b for a, b < m
+ *   zv_mont_sub(r, a, b)                        a − b for a, b < m: on a borrow the difference is in (−m, 0)
+ *                                               and adding m brings it to [0, m)
+ *   zv_mont_neg(r, a)                           −a = 0 − a for a < m: m − a for a ≠ 0, 0 for a = 0
+ *   zv_mont_mul(r, a, b)
+ *   zv_mont_redc(r, t)                          Montgomery reduction t·R^−1 mod m of a 2N-limb t < m·R
+ *   zv_mont_sqr(r, a)                           a²·R^−1 mod m for a < m
+ *   zv_mont_to(r, x)                            To Montgomery form: x·R^2·R^−1 = x·R mod m, for any N-limb x
+ *   zv_mont_from(r, a)                          Out of Montgomery form: a·1·R^−1 mod m (a Montgomery product
+ *                                               with 1), for any N-limb a
+ *   zv_mont_pow_schedule(r, a, sq, idx, steps)
  */
 #ifndef ZV_MONT_CUH
 #define ZV_MONT_CUH

@@ -19,6 +19,24 @@
  * sliding-window schedules (tables/p256_tables.cuh, scripts/gen_p256_tables) by
  * zv_mont_pow_schedule: branch-free and the same for every thread of a warp.  A verify needs
  * one inversion (normalising the public key's table) and, for a 33-byte key, one root.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_p256_fe_copy(r, a)
+ *   zv_p256_fe_add(r, a, b)
+ *   zv_p256_fe_sub(r, a, b)
+ *   zv_p256_fe_neg(r, a)
+ *   zv_p256_fe_mul(r, a, b)
+ *   zv_p256_fe_sqr(r, a)
+ *   zv_p256_fe_equal(a, b)
+ *   zv_p256_fe_is_zero(a)
+ *   zv_p256_fe_from_int(r, x)  The Montgomery form of an integer x < 2^256 given as limbs (x reduced mod p
+ *                              on the way)
+ *   zv_p256_fe_set_b32(r, b)   32 big-endian bytes (SEC 1 §2.3.6 field-element-to-integer)
+ *   zv_p256_fe_is_odd(a)       The parity of the element's integer value (SEC 1's ỹ bit): out of Montgomery
+ *                              form first
+ *   zv_p256_fe_inv(r, a)       a^−1 (Montgomery form in and out); 0 for a = 0
+ *   zv_p256_fe_sqrt(r, a)      A square root of a when a is a square: returns 1 with r·r = a, else 0 (r then
+ *                              unspecified)
  */
 #ifndef ZV_P256_FIELD_CUH
 #define ZV_P256_FIELD_CUH

@@ -9,6 +9,17 @@
  * signatures (zv_p256_sc_block_batch_inv_mont).
  *
  * Bounds (ZV_CHECK in verify host builds, zv_port.cuh): mont.cuh's contracts.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_p256_sc_mont_mul(r, a, b)                Montgomery product r = a·b·2^−256 mod n for a < 2^256 and b
+ *                                               < n
+ *   zv_p256_sc_inv_of_mont(r, x)                a^−1·R mod n (Montgomery form of the inverse) for x = a·R
+ *                                               with a in [1, n)
+ *   zv_p256_sc_inv_mont(r, s)                   s^−1·R mod n for s in [1, n) (one item on its own)
+ *   zv_p256_sc_mul_mont(r, a, b)
+ *   zv_p256_sc_block_batch_inv_mont(m, prefix, count, tops, tops_prefix)
+ *                                               Batched inversion over a block chunk (zv_port.cuh
+ *                                               zv_block_batch_invert)
  */
 #ifndef ZV_P256_SCALAR_CUH
 #define ZV_P256_SCALAR_CUH

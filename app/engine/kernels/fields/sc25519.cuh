@@ -7,6 +7,12 @@
  *   sc25519_is_canonical).  zv_ed_sc_reduce512 reduces a 64-byte little-endian integer (a
  *   SHA-512 digest) to its residue in [0, L).  zv_ed_sc_signed_window recodes a scalar < 2^253
  *   into m signed digits d[j] in [-2^(w-1), 2^(w-1)] with scalar = sum d[j] 2^(w j).
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_ed_load_le32(p)
+ *   zv_ed_sc_is_canonical(s)            1 when the 32 little-endian bytes s encode an integer < L
+ *   zv_ed_sc_reduce512(r, x_bytes)      r = x mod L for a 512-bit x given as 64 little-endian bytes
+ *   zv_ed_sc_signed_window(d, s, w, m)  Signed fixed-window recoding: m digits of width w (2 <= w <= 8)
  */
 #ifndef ZV_SC25519_CUH
 #define ZV_SC25519_CUH

@@ -29,6 +29,38 @@
  * fewer operations of a variable-time binary GCD (libsecp256k1's safegcd divsteps diverge
  * per input and want 62-bit signed limbs).  The verify needs one inversion per signature
  * (the public key's table) and one square root per compressed key.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_k1_fe_set_u32(r, a)
+ *   zv_k1_fe_copy(r, a)
+ *   zv_k1_fe_fold(r, top)                       r (8 limbs) + top·2^256, top < 2^35, reduced to [0, 2^256)
+ *   zv_k1_fe_add(r, a, b)
+ *   zv_k1_fe_sub(r, a, b)                       a − b: a borrow out means the limbs hold a − b + 2^256 ≡ a −
+ *                                               b + 2^32 + 977, so subtract that
+ *   zv_k1_fe_neg(r, a)
+ *   zv_k1_fe_mul_int(r, a, k)                   a · k for a small constant k < 2^32
+ *   zv_k1_fe_reduce512(r, t)                    t = H·2^256 + L (16 limbs) reduced to 8 limbs: limb i of L +
+ *                                               977·H + (H << 32)
+ *   zv_k1_fe_mul(r, a, b)                       The 512-bit product (mont.cuh's zv_mp_mul_wide: 64 limb
+ *                                               products), then the fold
+ *   zv_k1_fe_sqr(r, a)                          Squaring (zv_mp_sqr_wide): the 28 cross products once,
+ *                                               doubled by a shift, plus the 8 squares
+ *   zv_k1_fe_sqr_n(r, a, n)
+ *   zv_k1_fe_add_2_256_minus_p(s, a)            s = a + 2^32 + 977 mod 2^256
+ *   zv_k1_fe_normalize(a)                       Bring a weakly reduced value below p: a ≥ p exactly when a +
+ *                                               2^32 + 977 carries out
+ *   zv_k1_fe_is_zero(a)
+ *   zv_k1_fe_equal(a, b)
+ *   zv_k1_fe_is_odd(a)                          Parity of the canonical value
+ *   zv_k1_fe_set_b32_limit(r, b)                32 big-endian bytes
+ *   zv_k1_fe_pow_ones223(x223, x22, x2, a)      The chain shared by the inverse and the square root
+ *   zv_k1_fe_inv(r, a)                          r = a^(p−2) = a^−1 (0 for a = 0). p − 2 in binary: 223 ones,
+ *                                               0, 22 ones, 0000101101
+ *   zv_k1_fe_sqrt(r, a)                         r = a^((p+1)/4); returns 1 when r^2 = a (a is a square),
+ *                                               else 0
+ *   zv_k1_fe_block_batch_inv(z, prefix, count, tops, tops_prefix)
+ *                                               Batched field inversion over a block chunk (zv_port.cuh's
+ *                                               zv_block_batch_invert)
  */
 #ifndef ZV_SECP256K1_FIELD_CUH
 #define ZV_SECP256K1_FIELD_CUH
@@ -57,7 +89,11 @@ ZV_HD void zv_k1_fe_copy(zv_k1_fe *r, const zv_u32 a[8]) {
 
 /* r (8 limbs) + top·2^256, top < 2^35, reduced to [0, 2^256).  The first fold can carry
  * out once; the value is then below top·(2^32 + 977) < 2^68, so the second fold touches
- * three limbs and cannot carry further. */
+ * three limbs and cannot carry further.
+ *
+ * On input: r holds any 8 limbs; top < 2^35 (ZV_CHECK).
+ * On output: r ≡ r_in + top·2^256 (mod p) and r < 2^256.
+ */
 ZV_HD void zv_k1_fe_fold(zv_u32 r[8], zv_u64 top) {
     ZV_CHECK(top < (1ull << 35));
     zv_u64 c = (zv_u64)r[0] + top * ZV_SECP256K1_P_C;
@@ -75,6 +111,9 @@ ZV_HD void zv_k1_fe_fold(zv_u32 r[8], zv_u64 top) {
     r[2] += (zv_u32)c;
 }
 
+/* r = a + b.  On input: a, b < 2^256 (weakly reduced).
+ * On output: r ≡ a + b (mod p) and r < 2^256 (weakly reduced).
+ */
 ZV_HD void zv_k1_fe_add(zv_k1_fe *r, const zv_k1_fe *a, const zv_k1_fe *b) {
     ZV_COUNT(ZV_OP_K1_FE_ADD);
     zv_u64 c = 0;
@@ -84,7 +123,11 @@ ZV_HD void zv_k1_fe_add(zv_k1_fe *r, const zv_k1_fe *a, const zv_k1_fe *b) {
 
 /* a − b: a borrow out means the limbs hold a − b + 2^256 ≡ a − b + 2^32 + 977, so subtract
  * that; a second borrow (only when the limbs were below 2^32 + 977) is undone the same way
- * and leaves a value near 2^256 that cannot borrow again. */
+ * and leaves a value near 2^256 that cannot borrow again.
+ *
+ * On input: a, b < 2^256.
+ * On output: r ≡ a − b (mod p) and r < 2^256.
+ */
 ZV_HD void zv_k1_fe_sub(zv_k1_fe *r, const zv_k1_fe *a, const zv_k1_fe *b) {
     ZV_COUNT(ZV_OP_K1_FE_SUB);
     zv_i64 c = 0;
@@ -109,7 +152,11 @@ ZV_HD void zv_k1_fe_neg(zv_k1_fe *r, const zv_k1_fe *a) {
     zv_k1_fe_sub(r, &z, a);
 }
 
-/* a · k for a small constant k < 2^32. */
+/* a · k for a small constant k < 2^32.
+ *
+ * On input: a < 2^256; k < 2^32.
+ * On output: r ≡ a·k (mod p) and r < 2^256.
+ */
 ZV_HD void zv_k1_fe_mul_int(zv_k1_fe *r, const zv_k1_fe *a, zv_u32 k) {
     ZV_COUNT(ZV_OP_K1_FE_MUL_INT);
     zv_u64 c = 0;
@@ -117,7 +164,11 @@ ZV_HD void zv_k1_fe_mul_int(zv_k1_fe *r, const zv_k1_fe *a, zv_u32 k) {
     zv_k1_fe_fold(r->v, c);
 }
 
-/* t = H·2^256 + L (16 limbs) reduced to 8 limbs: limb i of L + 977·H + (H << 32). */
+/* t = H·2^256 + L (16 limbs) reduced to 8 limbs: limb i of L + 977·H + (H << 32).
+ *
+ * On input: t < 2^512 (16 limbs).
+ * On output: r ≡ t (mod p) and r < 2^256.
+ */
 ZV_HD void zv_k1_fe_reduce512(zv_u32 r[8], const zv_u32 t[16]) {
     zv_u64 c = (zv_u64)t[0] + (zv_u64)t[8] * ZV_SECP256K1_P_C;
     r[0] = (zv_u32)c; c >>= 32;
@@ -129,7 +180,11 @@ ZV_UNROLL
     zv_k1_fe_fold(r, c + t[15]);
 }
 
-/* The 512-bit product (mont.cuh's zv_mp_mul_wide: 64 limb products), then the fold. */
+/* The 512-bit product (mont.cuh's zv_mp_mul_wide: 64 limb products), then the fold.
+ *
+ * On input: a, b < 2^256.
+ * On output: r ≡ a·b (mod p) and r < 2^256 (weakly reduced).
+ */
 ZV_HD void zv_k1_fe_mul(zv_k1_fe *r, const zv_k1_fe *a, const zv_k1_fe *b) {
     ZV_COUNT(ZV_OP_K1_FE_MUL);
     zv_u32 t[16];
@@ -138,7 +193,11 @@ ZV_HD void zv_k1_fe_mul(zv_k1_fe *r, const zv_k1_fe *a, const zv_k1_fe *b) {
 }
 
 /* Squaring (zv_mp_sqr_wide): the 28 cross products once, doubled by a shift, plus the 8
- * squares. */
+ * squares.
+ *
+ * On input: a < 2^256.
+ * On output: r ≡ a² (mod p) and r < 2^256 (weakly reduced).
+ */
 ZV_HD void zv_k1_fe_sqr(zv_k1_fe *r, const zv_k1_fe *a) {
     ZV_COUNT(ZV_OP_K1_FE_SQR);
     zv_u32 t[16];
@@ -162,7 +221,11 @@ ZV_HD zv_u32 zv_k1_fe_add_2_256_minus_p(zv_u32 s[8], const zv_u32 a[8]) {
     return (zv_u32)c;
 }
 
-/* Bring a weakly reduced value below p: a ≥ p exactly when a + 2^32 + 977 carries out. */
+/* Bring a weakly reduced value below p: a ≥ p exactly when a + 2^32 + 977 carries out.
+ *
+ * On input: a < 2^256.
+ * On output: a < p, the same residue (ZV_CHECK).
+ */
 ZV_HD void zv_k1_fe_normalize(zv_k1_fe *a) {
     zv_u32 s[8];
     zv_u32 mask = (zv_u32)0 - zv_k1_fe_add_2_256_minus_p(s, a->v);  /* all ones when a ≥ p */
@@ -192,7 +255,10 @@ ZV_HD int zv_k1_fe_is_odd(const zv_k1_fe *a) {
 }
 
 /* 32 big-endian bytes; returns 0 (and leaves r unspecified) when the value is ≥ p, as
- * SEC 1 §2.3.6 requires of a field element in a point encoding. */
+ * SEC 1 §2.3.6 requires of a field element in a point encoding.
+ *
+ * On output: when 1 is returned, r < p is the value of b.
+ */
 ZV_HD int zv_k1_fe_set_b32_limit(zv_k1_fe *r, const zv_u8 *b) {
     for (int i = 0; i < 8; i++) r->v[i] = zv_load_be32(b + 4 * (7 - i));
     zv_u32 s[8];
@@ -227,7 +293,11 @@ ZV_NOINLINE void zv_k1_fe_pow_ones223(zv_k1_fe *x223, zv_k1_fe *x22, zv_k1_fe *x
     zv_k1_fe_mul(x223, &t, &x3);
 }
 
-/* r = a^(p−2) = a^−1 (0 for a = 0).  p − 2 in binary: 223 ones, 0, 22 ones, 0000101101. */
+/* r = a^(p−2) = a^−1 (0 for a = 0).  p − 2 in binary: 223 ones, 0, 22 ones, 0000101101.
+ *
+ * On input: a < 2^256.
+ * On output: r·a ≡ 1 (mod p) for a ≢ 0, r ≡ 0 for a ≡ 0; r < 2^256.
+ */
 ZV_HD void zv_k1_fe_inv(zv_k1_fe *r, const zv_k1_fe *a) {
     zv_k1_fe x223, x22, x2, t;
     zv_k1_fe_pow_ones223(&x223, &x22, &x2, a);
@@ -242,7 +312,11 @@ ZV_HD void zv_k1_fe_inv(zv_k1_fe *r, const zv_k1_fe *a) {
 }
 
 /* r = a^((p+1)/4); returns 1 when r^2 = a (a is a square), else 0.
- * (p+1)/4 in binary: 223 ones, 0, 22 ones, 00001100. */
+ * (p+1)/4 in binary: 223 ones, 0, 22 ones, 00001100.
+ *
+ * On input: a < 2^256.
+ * On output: r < 2^256 (weakly reduced); r² ≡ a (mod p) exactly when 1 is returned.
+ */
 ZV_HD int zv_k1_fe_sqrt(zv_k1_fe *r, const zv_k1_fe *a) {
     zv_k1_fe x223, x22, x2, t;
     zv_k1_fe_pow_ones223(&x223, &x22, &x2, a);

@@ -21,6 +21,29 @@
  * Bounds (ZV_CHECK, counted in verify host builds — zv_port.cuh): mont.cuh's contracts —
  * zv_k1_sc_mont_mul's b < n (any a < 2^256), zv_k1_sc_add's, zv_k1_sc_sub's and zv_k1_sc_neg's inputs
  * below n, every output below n.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_k1_sc_copy(r, a)
+ *   zv_k1_sc_is_zero(a)
+ *   zv_k1_u256_gt(a, b)                         a > b as 256-bit integers
+ *   zv_k1_sc_set_b32(r, b)                      32 big-endian bytes
+ *   zv_k1_sc_reduce_once(r, hi)                 r = a − n when a ≥ n (a < 2^256 < 2n, so once suffices),
+ *                                               else a
+ *   zv_k1_sc_set_b32_reduce(r, b)               32 big-endian bytes reduced mod n (a hash as ECDSA's z, SEC
+ *                                               1 §4.1.4 step 5)
+ *   zv_k1_sc_add(r, a, b)
+ *   zv_k1_sc_neg(r, a)                          n − a for a in [1, n), 0 for a = 0
+ *   zv_k1_sc_sub(r, a, b)
+ *   zv_k1_sc_is_high(a)                         s > n/2: libsecp256k1's "high S" (BIP 62/146 low-S rule)
+ *   zv_k1_sc_mont_mul(r, a, b)                  Montgomery product r = a·b·2^−256 mod n for a < 2^256 and b
+ *                                               < n
+ *   zv_k1_sc_inv_mont(r, a)                     Returns a^−1·R mod n (Montgomery form of the inverse) for a
+ *                                               in [1, n); 0 for a = 0
+ *   zv_k1_sc_mul_mont(r, a, b)                  Montgomery-domain product and inverse of zv_k1_sc values, in
+ *                                               the shape zv_port.cuh's batched …
+ *   zv_k1_sc_inv_of_mont(r, x)
+ *   zv_k1_sc_block_batch_inv_mont(m, prefix, count, tops, tops_prefix)
+ *                                               Batched scalar inversion over a block chunk
  */
 #ifndef ZV_SECP256K1_SCALAR_CUH
 #define ZV_SECP256K1_SCALAR_CUH

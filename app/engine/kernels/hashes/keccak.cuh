@@ -13,6 +13,21 @@
  * The round constants ι are FIPS 202 §3.2.5 (rc(t) LFSR outputs, tabulated in the
  * Keccak reference); the ρ offsets and π positions are computed in the loops from their
  * definitions (§3.2.2 and §3.2.3), so an unrolled GPU build folds them into constants.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_rotl64(x, n)
+ *   zv_keccak_f1600(a)
+ *   zv_keccak_init(c, rate, ds)
+ *   zv_keccak_xor_byte(c, pos, v)
+ *   zv_keccak_absorb(c, in, n)        Absorb n bytes (before the first squeeze)
+ *   zv_keccak_squeeze(c, out, n)      Squeeze n bytes of output; the first call pads the input (pad10*1
+ *                                     after the suffix)
+ *   zv_shake128_init(c)
+ *   zv_shake256_init(c)
+ *   zv_shake128(in, n, out, out_len)
+ *   zv_shake256(in, n, out, out_len)
+ *   zv_sha3_256(in, n, out)
+ *   zv_sha3_512(in, n, out)
  */
 #ifndef ZV_KECCAK_CUH
 #define ZV_KECCAK_CUH

@@ -7,6 +7,12 @@
  * The tree of n leaves splits at the largest power of two below n; built bottom-up, that is
  * "hash adjacent pairs, carry an odd last node up unchanged" at every level, which is what
  * the kernels in merkle.cu do.  app/engine/merkle.py is the CPU reference.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_merkle_leaf(code, verdict, pk, pk_len, msg, msg_len, sig, sig_len, out)
+ *   zv_merkle_node(left, right, out)
+ *   zv_merkle_parent(in, n, j, out)             Node j of the level above `in` (n nodes): a pair's hash, or
+ *                                               the odd last node carried up
  */
 #ifndef ZV_MERKLE_CUH
 #define ZV_MERKLE_CUH

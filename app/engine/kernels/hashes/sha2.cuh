@@ -6,6 +6,29 @@
  * for whole buffers.  Constants are FIPS 180-4 §4.2.2 and §4.2.3 (first bits of the
  * fractional parts of the cube roots of the first 64 / 80 primes) and initial values
  * §5.3.3 / §5.3.5 (square roots of the first 8 primes).
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_rotr32(x, n)
+ *   zv_rotr64(x, n)
+ *   zv_rotr(x, n)
+ *   zv_sha2_block(h, p)          Compress one block (FIPS 180-4 §6.2.2 / §6.4.2)
+ *   zv_sha2_init(c)
+ *   zv_sha2_resume(c, h, len)    Midstate: resume from a chaining value h saved after `len` bytes
+ *   zv_sha2_update(c, in, n)     Absorb n bytes
+ *   zv_sha2_final(c, out)        Pad (§5.1.1 / §5.1.2) and write the digest, 4 or 8 words big-endian
+ *   zv_sha256_block(h, p)
+ *   zv_sha256_init(c)
+ *   zv_sha256_resume(c, h, len)  FIPS 205 §11.2 reuses the state after the padded PK.seed block
+ *   zv_sha256_update(c, in, n)
+ *   zv_sha256_final(c, out)
+ *   zv_sha512_block(h, p)
+ *   zv_sha512_init(c)
+ *   zv_sha512_resume(c, h, len)
+ *   zv_sha512_update(c, in, n)
+ *   zv_sha512_final(c, out)
+ *   zv_sha2(in, n, out)          One-shot digests of a whole buffer
+ *   zv_sha256(in, n, out)
+ *   zv_sha512(in, n, out)
  */
 #ifndef ZV_SHA2_CUH
 #define ZV_SHA2_CUH

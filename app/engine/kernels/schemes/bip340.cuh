@@ -31,6 +31,18 @@
  *   - Cost per verify: the multiplication (128 doublings, 100 mixed additions, the P table
  *     with one inversion), one square root, the share of a batched inversion, and the
  *     SHA-256 blocks above.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_bip340_challenge(e, r32, pk32, msg, msg_len)
+ *                                               e = int(tagged_hash("BIP0340/challenge", r32 ‖ pk32 ‖ msg))
+ *                                               mod n (BIP-340, "Verification")
+ *   zv_bip340_verify_start(R, pk, pk_len, sig, sig_len, msg, msg_len)
+ *                                               The verify up to R = s·G − e·P in Jacobian coordinates
+ *   zv_bip340_verify_finish(X, Y, zinv, r32)    The rest, given X(R), Y(R) and zinv = Z(R)^−1 of a finite R
+ *                                               from zv_bip340_verify_start
+ *   zv_bip340_verify(pk, pk_len, sig, sig_len, msg, msg_len)
+ *                                               One item on its own (its own inversion): the verdict of the
+ *                                               header comment
  */
 #ifndef ZV_BIP340_CUH
 #define ZV_BIP340_CUH

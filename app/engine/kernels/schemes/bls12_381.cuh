@@ -36,6 +36,13 @@
  * instruction-level parallelism of the limb products.  The measured overhead of the layout
  * (SASS of the tower routines over their Fp-product census) is 0.99-1.03; the predicted
  * rate and its method are in the results file.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_bls_pairing_product_is_one(pairs, n)     Whether Π e(P_i, Q_i) over the pairs == 1: one Miller loop,
+ *                                               one final exponentiation
+ *   zv_bls12_381_verify(pk, pk_len, sig, sig_len, msg, msg_len)
+ *                                               The verdict for one item: 1 valid, 0 invalid (see the
+ *                                               semantics above)
  */
 #ifndef ZV_BLS12_381_CUH
 #define ZV_BLS12_381_CUH

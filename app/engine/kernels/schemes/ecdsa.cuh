@@ -13,6 +13,16 @@
  *                       inverse w = s^−1·R of a block's batched inversion;
  *   zv_ecdsa_verify_chunks  an entry point's body: chunks of a block's items, their s
  *                       inverted together, each item finished with its w.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_ecdsa_digest(digest, msg, msg_len, prehashed)
+ *                                               The 32-byte digest of an item
+ *   zv_ecdsa_load_b32(x, b)                     32 big-endian bytes as 8 limbs
+ *   zv_ecdsa_rs_parse(r, s, sig)                r and s of a 64-byte r ‖ s
+ *   zv_ecdsa_is_high(s, half)                   s > half (half = ⌊n/2⌋): "high S"
+ *   zv_ecdsa_u1_u2(u1, u2, digest, r, w)
+ *   zv_ecdsa_verify_chunks(pks, pk_len, sigs, sig_len, msgs, offsets, options, n, verdicts, ws, prefix,
+ *                                               tops, tops_prefix)
  */
 #ifndef ZV_ECDSA_CUH
 #define ZV_ECDSA_CUH

@@ -22,6 +22,17 @@
  * (p-5)/8 power; table [1..8]A: 7 additions; 253 doublings; 64 additions of A multiples
  * and 43 of B multiples; one inversion to encode the result); field.h-style details in
  * fe25519.cuh, the group and the double-scalar multiplication in ge25519.cuh.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_ed_sha512_ram(digest, R, A, M, mlen)     digest = SHA-512(R ‖ A ‖ M) (FIPS 180-4 §5.1.2 padding, §6.4
+ *                                               compression from sha2.cuh)
+ *   zv_ed_ed25519_verify_start(check, pk, pk_len, sig, sig_len, msg, msg_len)
+ *                                               Steps 1-6 up to the final encoding
+ *   zv_ed_ed25519_verify_finish(X, Y, zi, R)    Step 6's comparison: the encoding of (X : Y : Z), given zi =
+ *                                               1/Z, equals R byte for byte
+ *   zv_ed25519_verify(pk, pk_len, sig, sig_len, msg, msg_len)
+ *                                               The verdict for one item on its own: 1 valid, 0 invalid (see
+ *                                               the semantics above)
  */
 #ifndef ZV_ED25519_CUH
 #define ZV_ED25519_CUH

@@ -56,6 +56,36 @@
  *   registers and no spills uncapped (most registers serve the unrolled Keccak rounds), so 8
  *   warps per SM; a stack frame of 8.7 KiB (ML-DSA-44), 9.8 KiB (65), 12 KiB (87) per thread
  *   for the arrays above and the two Keccak states; no shared memory.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_mldsa_mont_reduce(a)                     r ≡ a·2^-32 (mod q), |r| < q, for |a| < 2^31·q
+ *   zv_mldsa_mont_mul(a, b)
+ *   zv_mldsa_reduce32(a)                        r ≡ a (mod q) with |r| ≤ 6283009 < q, for |a| ≤ 2^31 − 2^22
+ *                                               − 1
+ *   zv_mldsa_caddq(a)                           |a| < q → a mod q in [0, q)
+ *   zv_mldsa_ntt_butterfly(a, lg, b)            One butterfly of the NTT's layer len = 2^lg (128, 64, ...,
+ *                                               1), b in [0, 128)
+ *   zv_mldsa_invntt_butterfly(a, lg, b)         One butterfly of NTT^-1's layer len = 2^lg (1, 2, ..., 128),
+ *                                               b in [0, 128)
+ *   zv_mldsa_ntt(a)                             Alg. 41 NTT, in place
+ *   zv_mldsa_invntt_tomont(a)                   Alg. 42 NTT^-1 times R (see the header): input |a| < q,
+ *                                               output |a| < q
+ *   zv_mldsa_unpack_bits(p, j, bits)            Coefficient j of a little-endian packing of `bits`-bit
+ *                                               values (Alg. 16-19's bit order): bits j·bits 
+ *   zv_mldsa_hint_is_valid(y)
+ *   zv_mldsa_z_coefficient(c, bytes, j)
+ *   zv_mldsa_unpack_z(z, bytes)
+ *   zv_mldsa_t1_coefficient(t1_poly, j)         Coefficient j of t1·2^d (pkEncode's 10-bit t1, Alg. 23), <
+ *                                               2^23 < q
+ *   zv_mldsa_sample_in_ball(c, ct)
+ *   zv_mldsa_expand_a_entry(rho, r, s, emit)
+ *   zv_mldsa_expand_a_mac(acc, rho, r, s, zhat) acc += Â[r][s] ∘ ẑ (Montgomery products; |Â·ẑ| < q·9q)
+ *   zv_mldsa_mu(mu, pk, msg, msg_len, ctx, ctx_len)
+ *   zv_mldsa_challenge_matches(ct, mu, w1)
+ *   zv_mldsa_use_hint(r, hint)
+ *   zv_mldsa_verify(pk, pk_len, sig, sig_len, msg, msg_len, ctx, ctx_len)
+ *   zv_mldsa_verify_block(b, pk, sig, msg, msg_len, ctx, ctx_len)
+ *   zv_mldsa_verify_batch_block(b, pks, pk_len, sigs, sig_len, msgs, offsets, ctx, ctx_len, n, verdicts)
  */
 #ifndef ZV_MLDSA_CUH
 #define ZV_MLDSA_CUH

@@ -33,6 +33,22 @@
  *   - Cost per verify: 256 doublings (3M + 5S), 33 + 65 = 98 mixed additions (8M + 3S),
  *     the Q table, one scalar inversion mod n shared by the block's chunk, and for 33-byte
  *     keys one square root; x(R) is compared without an inversion.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_p256_pubkey_parse(q, pk, len)            from_encoded_point (SEC 1 §2.3.3/2.3.4, no hybrid keys): 1
+ *                                               with q on the curve, else 0
+ *   zv_p256_sig_parse(r, s, sig, low_s)         The signature's r and the s to invert
+ *   zv_p256_ge_from_storage(r, s)
+ *   zv_p256_ge_cneg(a, neg)                     r = −a when neg, else a (affine)
+ *   zv_p256_gej_x_matches(R, r)                 x(R) mod n = r for R = (X, Y, Z) finite
+ *   zv_p256_ecmult_double_base(acc, q, u1, u2)  R = u1·G + u2·Q (u1, u2 < n; Q a parsed key), by the method
+ *                                               of the header comment
+ *   zv_p256_verify_with_w(pk, pk_len, sig, sig_len, msg, msg_len, options, w)
+ *                                               The check of the header comment for one item, given w =
+ *                                               s^−1·R mod n of its signature's s
+ *   zv_p256_verify_one(pk, pk_len, sig, sig_len, msg, msg_len, options)
+ *                                               One item on its own (its own scalar inversion): the verdict
+ *                                               of the header comment
  */
 #ifndef ZV_P256_CUH
 #define ZV_P256_CUH

@@ -30,6 +30,22 @@
  * that a GPU would emulate).  The scalar inversion is shared by a block (secp256k1.cu:
  * zv_k1_sc_block_batch_inv_mont over a chunk of items) and the group operations are
  * inlined, so the accumulator stays in registers.
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_k1_pubkey_parse(q, pk, len)              ec_pubkey_parse (SEC 1 §2.3.4 with libsecp256k1's hybrid
+ *                                               keys)
+ *   zv_k1_gej_x_matches(R, r)                   x
+ *   zv_k1_sig_parse(r, s, sig, allow_high_s)    parse_compact (and normalize when allow_high_s) of a 64-byte
+ *                                               r ‖ s
+ *   zv_k1_ecdsa_verify(q, sig, digest, allow_high_s, w)
+ *                                               ECDSA verify of a 32-byte digest against parsed key q, given
+ *                                               w = s^−1·R mod n
+ *   zv_k1_verify_with_w(pk, pk_len, sig, sig_len, msg, msg_len, options, w)
+ *                                               The check of the header comment for one item, given w =
+ *                                               s^−1·R of its signature's s
+ *   zv_k1_verify_one(pk, pk_len, sig, sig_len, msg, msg_len, options)
+ *                                               One item on its own (its own scalar inversion): the verdict
+ *                                               of the header comment
  */
 #ifndef ZV_SECP256K1_CUH
 #define ZV_SECP256K1_CUH

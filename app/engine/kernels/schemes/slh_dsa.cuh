@@ -52,6 +52,38 @@
  *
  * Parameter sets: ZV_SLH_PARAM_SETS below (FIPS 205 Table 2); lg_w = 4 (w = 16) for all, so
  * len = 2n + 3 (len1 = 2n digits, len2 = 3 checksum digits).
+ *
+ * Index (public functions, in source order; the comment at each says more):
+ *   zv_slh_adrs_make(layer, tree, type, kp, w2, w3)
+ *   zv_slh_adrs_full(out, a)                    The 32-byte ADRS (SHAKE sets)
+ *   zv_slh_adrs_compressed(out, a)              ADRSc, 22 bytes (SHA2 sets, §11.2): the layer and type fit a
+ *                                               byte (layer < 22, type ≤ 4)
+ *   zv_slh_sha256_compress(h, blk)
+ *   zv_slh_sha512_compress(h, blk)
+ *   zv_slh_keccak_permute(st)
+ *   zv_slh_next(c)                              The next byte of the concatenation; only called while bytes
+ *                                               remain
+ *   zv_slh_total(seg, ns)
+ *   zv_slh_sha256_stream(h_in, pre, seg, ns, out)
+ *                                               out
+ *   zv_slh_sha512_stream(h_in, pre, seg, ns, out)
+ *                                               out
+ *   zv_slh_shake256_stream(seg, ns, out, outlen)
+ *                                               out (outlen ≤ 136 bytes) = SHAKE256(seg[0] ‖ … ‖ seg[ns−1])
+ *   zv_slh_keys_init(ks, pk_seed)
+ *   zv_slh_hash1(ks, adrs, x, xlen, y, ylen, use_sha512, out)
+ *   zv_slh_F(ks, adrs, x, out)
+ *   zv_slh_H(ks, adrs, left, right, out)
+ *   zv_slh_T(ks, adrs, in, inlen, out)
+ *   zv_slh_hmsg(digest, R, pk, msg, mlen, ctx, ctx_len, internal)
+ *   zv_slh_fors_index(digest, i)
+ *   zv_slh_split(digest, idx_tree, idx_leaf)
+ *   zv_slh_wots_digit(node, i)
+ *   zv_slh_climb(ks, adrs, node, idx, auth, height)
+ *   zv_slh_take(next)                           The atomic "take a ticket" of the chain queue
+ *   zv_slh_wots_chains(b, j, idx_tree, idx_leaf, sx)
+ *   zv_slh_verify(b, pk, sig, msg, mlen, ctx, ctx_len, internal)
+ *   zv_slh_verify_batch(b, pks, pk_len, sigs, sig_len, msgs, offsets, ctx, ctx_len, count, verdicts)
  */
 #ifndef ZV_SLH_DSA_CUH
 #define ZV_SLH_DSA_CUH
