@@ -29,6 +29,11 @@ SOURCE = Path(__file__).with_name("ed25519_cpu.cpp")
 OPENSSL_SHA512 = ("SHA512_Init", "SHA512_Update", "SHA512_Final")
 #: ``$ZAPVERIFY_ED25519_CPU=0`` keeps the CPU backend on libsodium's verify (for comparisons).
 ENV_SWITCH = "ZAPVERIFY_ED25519_CPU"
+#: The builds, by name: the defines each is compiled with.  ``ed25519-cpu`` (the one the
+#: backend loads) picks its code path at run time by the CPU's features; ``ed25519-cpu-portable``
+#: has the portable path only (what a CPU without the vector features runs).
+VARIANTS: dict[str, tuple[str, ...]] = {"ed25519-cpu": (), "ed25519-cpu-portable": ("ZV_CPU_PORTABLE",)}
+DEFAULT = "ed25519-cpu"
 
 _P = ctypes.c_void_p
 _SZ = ctypes.c_size_t
@@ -40,6 +45,8 @@ class Ed25519Cpu:
     libsodium's signature and return convention (0 valid, -1 invalid)."""
 
     def __init__(self, lib: ctypes.CDLL, libcrypto: ctypes.CDLL | None):
+        #: The loaded library (its ZV_CHECK counter: :func:`app.engine.device.hostbuild.verify_failures`).
+        self.library = lib
         lib.zv_ed25519_cpu_verify_chunk.argtypes = [_P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P]
         lib.zv_ed25519_cpu_verify_chunk.restype = None
         lib.zv_ed25519_cpu_use_openssl_sha512.argtypes = [_P, _P, _P]
@@ -59,32 +66,48 @@ class Ed25519Cpu:
         self._lib.zv_ed25519_cpu_verify_chunk(*cols, verdicts.ctypes.data)
         return verdicts
 
-    def verify(self, public_key: bytes, message: bytes, signature: bytes) -> bool:
-        """One item: True when valid (any length accepted; a wrong one is False)."""
-        pks = np.frombuffer(public_key, dtype=np.uint8).reshape(1, -1)
-        sigs = np.frombuffer(signature, dtype=np.uint8).reshape(1, -1)
-        msgs = np.frombuffer(message or b"\0", dtype=np.uint8)
-        off = np.array([0, len(message)], dtype=np.uint64)
-        cols = (pks.ctypes.data, len(public_key), sigs.ctypes.data, len(signature), msgs.ctypes.data,
-                len(message), off.ctypes.data, 1)
-        if not public_key or not signature:
-            return False
-        return bool(self.verify_columns(cols)[0])
+    def verify_many(self, items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
+        """Verdicts of ``(public key, message, signature)`` items in order, any lengths (a
+        wrong one is False): one chunk call per run of items with the same lengths."""
+        out: list[bool] = []
+        start = 0
+        while start < len(items):
+            pk_len, sig_len = len(items[start][0]), len(items[start][2])
+            end = start
+            while end < len(items) and (len(items[end][0]), len(items[end][2])) == (pk_len, sig_len):
+                end += 1
+            run = items[start:end]
+            if pk_len == 0 or sig_len == 0:
+                out += [False] * len(run)
+            else:
+                pks = np.frombuffer(b"".join(it[0] for it in run), dtype=np.uint8).reshape(len(run), pk_len)
+                sigs = np.frombuffer(b"".join(it[2] for it in run), dtype=np.uint8).reshape(len(run), sig_len)
+                msgs = np.frombuffer(b"".join(it[1] for it in run) + b"\0", dtype=np.uint8)
+                off = np.zeros(len(run) + 1, dtype=np.uint64)
+                off[1:] = np.cumsum([len(it[1]) for it in run])
+                cols = (pks.ctypes.data, pk_len, sigs.ctypes.data, sig_len, msgs.ctypes.data, int(off[-1]),
+                        off.ctypes.data, len(run))
+                out += [bool(v) for v in self.verify_columns(cols)]
+            start = end
+        return out
 
     def bound_failures(self) -> int | None:
         """ZV_CHECK bounds-check failures so far (None: built without ``-DZV_VERIFY``)."""
         from app.engine.device import hostbuild
 
-        return hostbuild.verify_failures(self._lib)
+        return hostbuild.verify_failures(self.library)
 
 
-def build() -> Path:
-    """The built library's path (cached by source hash; prebuilt where no compiler is, as
-    :func:`app.engine.backends.native.library`).  Raises
-    :class:`app.core.errors.KernelBuildError` when neither works."""
+def build(variant: str = DEFAULT) -> Path:
+    """The built library of ``variant`` (:data:`VARIANTS`), cached by source hash; the
+    default one is prebuilt where no compiler is, as :func:`app.engine.backends.native.library`
+    says.  Raises :class:`app.core.errors.KernelBuildError` when neither works."""
     from app.engine.backends import native
+    from app.engine.device import hostbuild
 
-    return native.library(SOURCE)
+    if variant == DEFAULT:
+        return native.library(SOURCE)
+    return hostbuild.build_code(SOURCE.read_text(), variant.replace("-", "_"), defines=VARIANTS[variant])
 
 
 def libcrypto() -> ctypes.CDLL | None:
@@ -96,8 +119,8 @@ def libcrypto() -> ctypes.CDLL | None:
 
 
 _lock = threading.Lock()
-_loaded: Ed25519Cpu | None = None
-_failed = False
+_loaded: dict[str, Ed25519Cpu] = {}
+_failed: set[str] = set()
 
 
 def enabled() -> bool:
@@ -105,14 +128,14 @@ def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1") != "0"
 
 
-def load() -> Ed25519Cpu | None:
-    """The library, built and loaded once per process; None where it does not build."""
-    global _loaded, _failed
+def load(variant: str = DEFAULT) -> Ed25519Cpu | None:
+    """The library of ``variant`` (:data:`VARIANTS`), built and loaded once per process; None
+    where it does not build."""
     with _lock:
-        if _loaded is None and not _failed:
+        if variant not in _loaded and variant not in _failed:
             try:
-                _loaded = Ed25519Cpu(ctypes.CDLL(str(build())), libcrypto())
+                _loaded[variant] = Ed25519Cpu(ctypes.CDLL(str(build(variant))), libcrypto())
             except (KernelBuildError, OSError, AttributeError) as exc:
-                log.warning("own Ed25519 CPU verify unavailable, using libsodium's: %s", exc)
-                _failed = True
-        return _loaded
+                log.warning("own Ed25519 CPU verify (%s) unavailable, using libsodium's: %s", variant, exc)
+                _failed.add(variant)
+        return _loaded.get(variant)
