@@ -631,3 +631,23 @@ extern "C" void zv_ed25519_cpu_verify_chunk(const unsigned char *pks, size_t pk_
         }
     }
 }
+
+// The same columns through a one-item verify with libsodium's signature (crypto_sign_ed25519_
+// verify_detached's address, or zv_ed25519_cpu_verify's), one call per item: the benchmark's
+// like-for-like loop (bench/ed25519_cpu.py), with no leaf hashing.
+typedef int (*zv_ed25519_verify_fn)(const unsigned char *sig, const unsigned char *m, unsigned long long mlen,
+                                    const unsigned char *pk);
+extern "C" void zv_ed25519_cpu_verify_each(zv_ed25519_verify_fn verify, const unsigned char *pks, size_t pk_len,
+                                           const unsigned char *sigs, size_t sig_len, const unsigned char *msgs,
+                                           size_t msgs_len, const uint64_t *offsets, size_t n,
+                                           unsigned char *verdicts) {
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t lo = offsets[i] < msgs_len ? offsets[i] : msgs_len;
+        const uint64_t hi = offsets[i + 1] < msgs_len ? offsets[i + 1] : msgs_len;
+        verdicts[i] = (unsigned char)(pk_len == 32 && sig_len == 64 &&
+                                      verify(sigs + i * sig_len, msgs + lo, hi > lo ? hi - lo : 0, pks + i * pk_len) == 0);
+    }
+}
+
+// Which code path this build runs on this CPU ("portable" or a vector path's name).
+extern "C" const char *zv_ed25519_cpu_path(void) { return "portable"; }

@@ -51,11 +51,16 @@ class Ed25519Cpu:
         lib.zv_ed25519_cpu_verify_chunk.restype = None
         lib.zv_ed25519_cpu_use_openssl_sha512.argtypes = [_P, _P, _P]
         lib.zv_ed25519_cpu_verify.argtypes = [_P, _P, ctypes.c_ulonglong, _P]
+        lib.zv_ed25519_cpu_verify_each.argtypes = [_P, _P, _SZ, _P, _SZ, _P, _SZ, _P, _SZ, _P]
+        lib.zv_ed25519_cpu_verify_each.restype = None
         self.sha512 = "portable"
         if libcrypto is not None and lib.zv_ed25519_cpu_use_openssl_sha512(
                 *(ctypes.cast(getattr(libcrypto, n), _P).value for n in OPENSSL_SHA512)):
             self.sha512 = "openssl"
         self.verify_address = ctypes.cast(lib.zv_ed25519_cpu_verify, _P).value
+        lib.zv_ed25519_cpu_path.restype = ctypes.c_char_p
+        #: The code path this build runs on this CPU (``"portable"`` or a vector path's name).
+        self.path = lib.zv_ed25519_cpu_path().decode()
         self._lib = lib
 
     def verify_columns(self, cols: tuple) -> np.ndarray:
@@ -64,6 +69,14 @@ class Ed25519Cpu:
         length, messages, their length, ``uint64[n + 1]`` offsets, n."""
         verdicts = np.zeros(cols[-1], dtype=np.uint8)
         self._lib.zv_ed25519_cpu_verify_chunk(*cols, verdicts.ctypes.data)
+        return verdicts
+
+    def verify_each(self, verify_address: int, cols: tuple) -> np.ndarray:
+        """Verdicts of a chunk (columns as :meth:`verify_columns`) from a one-item verify with
+        libsodium's signature at ``verify_address`` (libsodium's own, or
+        :attr:`verify_address`), called once per item in C: the benchmarks' like-for-like loop."""
+        verdicts = np.zeros(cols[-1], dtype=np.uint8)
+        self._lib.zv_ed25519_cpu_verify_each(verify_address, *cols, verdicts.ctypes.data)
         return verdicts
 
     def verify_many(self, items: list[tuple[bytes, bytes, bytes]]) -> list[bool]:
