@@ -4,8 +4,9 @@
 Two parts, each measured in interleaved rounds (the order rotates every round) and reported
 as medians, so that load from elsewhere on the shared machine falls on every path alike:
 
-- ``per_core``: microseconds per verify on one thread, over the same ``--items`` valid items
-  (64-byte messages, a key each), every verdict checked:
+- ``per_core``: microseconds per verify on one thread (its CPU time, ``time.thread_time``, so
+  that time the shared machine gives to others does not count), over the same ``--items``
+  valid items (64-byte messages, a key each), every verdict checked:
     own        app/engine/backends/ed25519_cpu.cpp's chunk entry point (the CPU backend's path),
                in the build the backend loads and in the portable build;
     own_each   the same code one item per call (its own inversion, no sharing);
@@ -119,9 +120,9 @@ def per_core(n: int, rounds: int) -> dict:
     for r in range(rounds):
         k = r % len(order)
         for p in order[k:] + order[:k]:
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             got = paths[p]()
-            us[p].append((time.perf_counter() - t0) / n * 1e6)
+            us[p].append((time.thread_time() - t0) / n * 1e6)
             if [bool(v) for v in got] != want:
                 raise RuntimeError(f"{p}: wrong verdicts")
         print(f"per core, round {r + 1}/{rounds}: " + "  ".join(f"{p} {us[p][-1]:.1f} µs" for p in paths), flush=True)

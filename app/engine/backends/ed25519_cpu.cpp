@@ -44,6 +44,12 @@
 
 typedef unsigned __int128 zv_u128;
 
+#if defined(__x86_64__) && !defined(ZV_CPU_PORTABLE)
+#define ZV_CPU_IFMA 1
+#else
+#define ZV_CPU_IFMA 0
+#endif
+
 // ---------------------------------------------------------------- field GF(2^255 - 19), radix 2^51
 
 typedef struct { uint64_t v[5]; } fe51;
@@ -395,6 +401,49 @@ static const uint8_t BASE_ENCODING[32] = {0x58, 0x66, 0x66, 0x66, 0x66, 0x66, 0x
                                           0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66,
                                           0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66};
 
+#if ZV_CPU_IFMA
+#define ZV_IFMA_B_ENTRIES 129  // [0..128]B, the IFMA path's fixed 8-bit window of S
+static uint64_t BASE_FIXED[ZV_IFMA_B_ENTRIES][3][5];  // affine (y+x, y-x, 2dxy), limbs < 2^51
+
+static void fe_store_canonical(uint64_t out[5], const fe51 *a) {
+    uint8_t s[32];
+    fe51 c;
+    fe_tobytes(s, a);
+    fe_frombytes(&c, s);
+    for (int i = 0; i < 5; i++) out[i] = c.v[i];
+}
+
+static void zv_cpu_init_fixed_table(const ge_p3 *b) {
+    fe51 one, zero;
+    fe_set(&one, 1);
+    fe_set(&zero, 0);
+    fe_store_canonical(BASE_FIXED[0][0], &one);  // the identity: y + x = y - x = 1, 2dxy = 0
+    fe_store_canonical(BASE_FIXED[0][1], &one);
+    fe_store_canonical(BASE_FIXED[0][2], &zero);
+    ge_cached cb;
+    ge_to_cached(&cb, b);
+    ge_p3 acc = *b;
+    for (int j = 1; j < ZV_IFMA_B_ENTRIES; j++) {
+        if (j > 1) {
+            ge_done t;
+            ge_add_cached(&t, &acc, &cb, 0);
+            ge_to_p3(&acc, &t);
+        }
+        fe51 zi, x, y, v;
+        fe_invert(&zi, &acc.Z);
+        fe_mul(&x, &acc.X, &zi);
+        fe_mul(&y, &acc.Y, &zi);
+        fe_add(&v, &y, &x);
+        fe_store_canonical(BASE_FIXED[j][0], &v);
+        fe_sub(&v, &y, &x);
+        fe_store_canonical(BASE_FIXED[j][1], &v);
+        fe_mul(&v, &x, &y);
+        fe_mul(&v, &v, &ED_D2);
+        fe_store_canonical(BASE_FIXED[j][2], &v);
+    }
+}
+#endif
+
 static void zv_cpu_init_tables(void) {
     fe_from_u32(&ED_D, ZV_ED25519_D);
     fe_from_u32(&ED_D2, ZV_ED25519_D2);
@@ -426,6 +475,9 @@ static void zv_cpu_init_tables(void) {
         fe_mul(&BASE_ODD[j].xy2d, &x, &y);
         fe_mul(&BASE_ODD[j].xy2d, &BASE_ODD[j].xy2d, &ED_D2);
     }
+#if ZV_CPU_IFMA
+    zv_cpu_init_fixed_table(&b);
+#endif
 }
 
 // ---------------------------------------------------------------- scalars
@@ -495,6 +547,335 @@ static void double_scalarmult(ge_p2 *r, const uint8_t k[32], const ge_p3 *nA, co
     }
 }
 
+#if ZV_CPU_IFMA
+// GCC 12's AVX-512 headers trip its own -Wuninitialized on _mm512_undefined_epi32 (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+// ---------------------------------------------------------------- the AVX-512 IFMA path
+// [S]B - [k]A for eight signatures at once, one per 64-bit lane; compiled for AVX-512F + IFMA
+// by the pragma below and called only where the CPU has both (zv_cpu_ifma).  Left out of the
+// portable build (-DZV_CPU_PORTABLE) and of non-x86-64 hosts.
+//
+// Field: the portable path's radix 2^51, five limbs, one field element per lane.  The 52-bit
+// multipliers (vpmadd52luq / vpmadd52huq) take inputs below 2^52, so every operation here
+// returns "lane-normal" limbs (limbs 1-4 < 2^51, limb 0 < 2^51 + 2^17): additions and
+// subtractions carry too, which keeps the rule simple and checked (ZV_CHECK on every
+// multiplication's inputs).  A product a_i b_j (< 2^103) splits into lo (52 bits) at weight
+// 2^(51(i+j)) and hi at 2^(51(i+j)+52) = 2 · 2^(51(i+j+1)), so the hi columns are doubled
+// before they join the next column; columns 5-9 fold back with 2^255 = 19 (mod p).
+//
+// Scalar multiplication: the lanes share one control flow, so both scalars use fixed signed
+// windows (not sliding ones, whose add positions differ between lanes): k in 64 digits of
+// 4 bits (-8..7) over a per-lane table of [0..8](-A), S in 32 digits of 8 bits (-128..127)
+// over one shared table of [0..128]B (affine), added every second window.  252 doublings,
+// 64 + 32 additions; a zero digit adds the identity (the formulas are complete for a = -1
+// and non-square d, so no lane needs a branch).  Digits are selected with masked moves
+// (A, per-lane tables) and gathers (B, one table).
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512ifma")
+
+typedef struct { __m512i v[5]; } fe8;
+typedef struct { fe8 X, Y, Z; } ge8_p2;
+typedef struct { fe8 X, Y, Z, T; } ge8_p3;
+typedef struct { fe8 E, F, G, H; } ge8_done;
+typedef struct { fe8 YpX, YmX, Z, T2d; } ge8_cached;
+
+static inline __m512i v_m51(void) { return _mm512_set1_epi64((long long)M51); }
+
+static inline void fe8_lane_normal_check(const fe8 *a) {
+#ifdef ZV_VERIFY
+    const __m512i lim = _mm512_set1_epi64(1ll << 52);
+    for (int i = 0; i < 5; i++) ZV_CHECK(_mm512_cmpge_epu64_mask(a->v[i], lim) == 0);
+#else
+    (void)a;
+#endif
+}
+
+static inline __m512i v_times19(__m512i c) {
+    return _mm512_add_epi64(_mm512_add_epi64(_mm512_slli_epi64(c, 4), _mm512_slli_epi64(c, 1)), c);
+}
+
+// Limbs < 2^63 in, lane-normal out.
+static inline void fe8_carry(fe8 *h) {
+    const __m512i m = v_m51();
+    __m512i c;
+    c = _mm512_srli_epi64(h->v[0], 51);
+    h->v[0] = _mm512_and_si512(h->v[0], m);
+    h->v[1] = _mm512_add_epi64(h->v[1], c);
+    c = _mm512_srli_epi64(h->v[1], 51);
+    h->v[1] = _mm512_and_si512(h->v[1], m);
+    h->v[2] = _mm512_add_epi64(h->v[2], c);
+    c = _mm512_srli_epi64(h->v[2], 51);
+    h->v[2] = _mm512_and_si512(h->v[2], m);
+    h->v[3] = _mm512_add_epi64(h->v[3], c);
+    c = _mm512_srli_epi64(h->v[3], 51);
+    h->v[3] = _mm512_and_si512(h->v[3], m);
+    h->v[4] = _mm512_add_epi64(h->v[4], c);
+    c = _mm512_srli_epi64(h->v[4], 51);
+    h->v[4] = _mm512_and_si512(h->v[4], m);
+    h->v[0] = _mm512_add_epi64(h->v[0], v_times19(c));
+}
+
+static inline void fe8_add(fe8 *h, const fe8 *a, const fe8 *b) {
+    for (int i = 0; i < 5; i++) h->v[i] = _mm512_add_epi64(a->v[i], b->v[i]);
+    fe8_carry(h);
+}
+
+// a - b + 2p (2p's limbs 2^52 - 38 and 2^52 - 2 exceed any lane-normal limb of b).
+static inline void fe8_sub(fe8 *h, const fe8 *a, const fe8 *b) {
+    const __m512i p0 = _mm512_set1_epi64((1ll << 52) - 38), pi = _mm512_set1_epi64((1ll << 52) - 2);
+    h->v[0] = _mm512_sub_epi64(_mm512_add_epi64(a->v[0], p0), b->v[0]);
+    for (int i = 1; i < 5; i++) h->v[i] = _mm512_sub_epi64(_mm512_add_epi64(a->v[i], pi), b->v[i]);
+    fe8_carry(h);
+}
+
+static inline void fe8_mul(fe8 *h, const fe8 *a, const fe8 *b) {
+    fe8_lane_normal_check(a);
+    fe8_lane_normal_check(b);
+    const __m512i z = _mm512_setzero_si512();
+    __m512i L[9], H[9];
+    for (int k = 0; k < 9; k++) L[k] = H[k] = z;
+#pragma GCC unroll 5
+    for (int i = 0; i < 5; i++) {
+#pragma GCC unroll 5
+        for (int j = 0; j < 5; j++) {
+            L[i + j] = _mm512_madd52lo_epu64(L[i + j], a->v[i], b->v[j]);
+            H[i + j] = _mm512_madd52hi_epu64(H[i + j], a->v[i], b->v[j]);
+        }
+    }
+    // col[k] = L[k] + 2 H[k-1] (< 10 · 2^52), then r_k = col[k] + 19 col[k+5] (< 2^60)
+    __m512i col[10];
+    col[0] = L[0];
+    for (int k = 1; k < 9; k++) col[k] = _mm512_add_epi64(L[k], _mm512_slli_epi64(H[k - 1], 1));
+    col[9] = _mm512_slli_epi64(H[8], 1);
+    for (int k = 0; k < 5; k++) h->v[k] = _mm512_add_epi64(col[k], v_times19(col[k + 5]));
+    fe8_carry(h);
+}
+
+static inline void fe8_sq(fe8 *h, const fe8 *a) { fe8_mul(h, a, a); }
+
+static inline void fe8_set_lanes(fe8 *h, uint64_t x) {
+    h->v[0] = _mm512_set1_epi64((long long)x);
+    for (int i = 1; i < 5; i++) h->v[i] = _mm512_setzero_si512();
+}
+
+static inline void fe8_blend(fe8 *h, __mmask8 m, const fe8 *a, const fe8 *b) {  // b where m, else a
+    for (int i = 0; i < 5; i++) h->v[i] = _mm512_mask_blend_epi64(m, a->v[i], b->v[i]);
+}
+
+// Lane l of h = f[l] (fe51 limbs below 2^52).
+static inline void fe8_gather(fe8 *h, const fe51 *const f[8]) {
+    alignas(64) uint64_t t[5][8];
+    for (int l = 0; l < 8; l++)
+        for (int i = 0; i < 5; i++) t[i][l] = f[l]->v[i];
+    for (int i = 0; i < 5; i++) h->v[i] = _mm512_load_si512(t[i]);
+}
+
+static inline void fe8_scatter(fe51 *const f[8], const fe8 *h) {
+    alignas(64) uint64_t t[5][8];
+    for (int i = 0; i < 5; i++) _mm512_store_si512(t[i], h->v[i]);
+    for (int l = 0; l < 8; l++)
+        for (int i = 0; i < 5; i++) f[l]->v[i] = t[i][l];
+}
+
+static inline void ge8_to_p2(ge8_p2 *r, const ge8_done *p) {
+    fe8_mul(&r->X, &p->E, &p->F);
+    fe8_mul(&r->Y, &p->G, &p->H);
+    fe8_mul(&r->Z, &p->F, &p->G);
+}
+
+static inline void ge8_to_p3(ge8_p3 *r, const ge8_done *p) {
+    fe8_mul(&r->X, &p->E, &p->F);
+    fe8_mul(&r->Y, &p->G, &p->H);
+    fe8_mul(&r->Z, &p->F, &p->G);
+    fe8_mul(&r->T, &p->E, &p->H);
+}
+
+static inline void ge8_dbl(ge8_done *r, const ge8_p2 *p) {
+    fe8 A, B, C, s, ApB, zero;
+    fe8_sq(&A, &p->X);
+    fe8_sq(&B, &p->Y);
+    fe8_sq(&C, &p->Z);
+    fe8_add(&C, &C, &C);
+    fe8_add(&s, &p->X, &p->Y);
+    fe8_sq(&s, &s);
+    fe8_add(&ApB, &A, &B);
+    fe8_sub(&r->E, &s, &ApB);
+    fe8_sub(&r->G, &B, &A);
+    fe8_sub(&r->F, &r->G, &C);
+    fe8_set_lanes(&zero, 0);
+    fe8_sub(&r->H, &zero, &ApB);
+}
+
+static inline void ge8_p3_to_cached(ge8_cached *r, const ge8_p3 *p, const fe8 *d2) {
+    fe8_add(&r->YpX, &p->Y, &p->X);
+    fe8_sub(&r->YmX, &p->Y, &p->X);
+    r->Z = p->Z;
+    fe8_mul(&r->T2d, &p->T, d2);
+}
+
+// P + Q in the lanes of neg clear, P - Q where set (swap y+x / y-x, and F / G).
+static inline void ge8_add_cached(ge8_done *r, const ge8_p3 *p, const ge8_cached *q, __mmask8 neg) {
+    fe8 a, b, c, d, ypx, ymx, qa, qb, f, g;
+    fe8_add(&ypx, &p->Y, &p->X);
+    fe8_sub(&ymx, &p->Y, &p->X);
+    fe8_blend(&qa, neg, &q->YmX, &q->YpX);
+    fe8_blend(&qb, neg, &q->YpX, &q->YmX);
+    fe8_mul(&a, &ymx, &qa);
+    fe8_mul(&b, &ypx, &qb);
+    fe8_mul(&c, &p->T, &q->T2d);
+    fe8_mul(&d, &p->Z, &q->Z);
+    fe8_add(&d, &d, &d);
+    fe8_sub(&r->E, &b, &a);
+    fe8_add(&r->H, &b, &a);
+    fe8_sub(&f, &d, &c);
+    fe8_add(&g, &d, &c);
+    fe8_blend(&r->F, neg, &f, &g);
+    fe8_blend(&r->G, neg, &g, &f);
+}
+
+// P ± Q for Q affine (y+x, y-x, 2dxy) per lane.
+static inline void ge8_add_affine(ge8_done *r, const ge8_p3 *p, const fe8 *qypx, const fe8 *qymx,
+                                  const fe8 *qxy2d, __mmask8 neg) {
+    fe8 a, b, c, d, ypx, ymx, qa, qb, f, g;
+    fe8_add(&ypx, &p->Y, &p->X);
+    fe8_sub(&ymx, &p->Y, &p->X);
+    fe8_blend(&qa, neg, qymx, qypx);
+    fe8_blend(&qb, neg, qypx, qymx);
+    fe8_mul(&a, &ymx, &qa);
+    fe8_mul(&b, &ypx, &qb);
+    fe8_mul(&c, &p->T, qxy2d);
+    fe8_add(&d, &p->Z, &p->Z);
+    fe8_sub(&r->E, &b, &a);
+    fe8_add(&r->H, &b, &a);
+    fe8_sub(&f, &d, &c);
+    fe8_add(&g, &d, &c);
+    fe8_blend(&r->F, neg, &f, &g);
+    fe8_blend(&r->G, neg, &g, &f);
+}
+
+// Fixed signed windows of a scalar < 2^253 (32 little-endian bytes): digits of w bits in
+// [-2^(w-1), 2^(w-1)), count of them, sum d_i 2^(w i) = the scalar.
+static void fixed_window(int64_t *d, const uint8_t s[32], int w, int count) {
+    int carry = 0;
+    for (int i = 0; i < count; i++) {
+        const int bit = w * i;
+        int v = (s[bit >> 3] >> (bit & 7)) & ((1 << w) - 1);  // w is 4 or 8: never crosses a byte
+        v += carry;
+        carry = v >= (1 << (w - 1));
+        d[i] = v - (carry << w);
+    }
+    ZV_CHECK(carry == 0);
+}
+
+// r[l] = [k_l](-A_l) + [s_l]B for the eight lanes l.
+static void double_scalarmult8(ge_p2 *const r[8], const uint8_t *const k[8], const ge_p3 *const nA[8],
+                               const uint8_t *const s[8]) {
+    alignas(64) int64_t dk[64][8], ds[32][8];
+    for (int l = 0; l < 8; l++) {
+        int64_t t[64];
+        fixed_window(t, k[l], 4, 64);
+        for (int i = 0; i < 64; i++) dk[i][l] = t[i];
+        fixed_window(t, s[l], 8, 32);
+        for (int i = 0; i < 32; i++) ds[i][l] = t[i];
+    }
+    fe8 d2;
+    {
+        const fe51 *c[8] = {&ED_D2, &ED_D2, &ED_D2, &ED_D2, &ED_D2, &ED_D2, &ED_D2, &ED_D2};
+        fe8_gather(&d2, c);
+    }
+    // [0..8](-A) per lane, cached
+    ge8_cached tab[9];
+    ge8_p3 p1, pk;
+    {
+        const fe51 *x[8], *y[8], *z[8], *t[8];
+        for (int l = 0; l < 8; l++) x[l] = &nA[l]->X, y[l] = &nA[l]->Y, z[l] = &nA[l]->Z, t[l] = &nA[l]->T;
+        fe8_gather(&p1.X, x);
+        fe8_gather(&p1.Y, y);
+        fe8_gather(&p1.Z, z);
+        fe8_gather(&p1.T, t);
+    }
+    fe8_set_lanes(&tab[0].YpX, 1);
+    fe8_set_lanes(&tab[0].YmX, 1);
+    fe8_set_lanes(&tab[0].Z, 1);
+    fe8_set_lanes(&tab[0].T2d, 0);
+    ge8_p3_to_cached(&tab[1], &p1, &d2);
+    ge8_done t;
+    {
+        ge8_p2 q = {p1.X, p1.Y, p1.Z};
+        ge8_dbl(&t, &q);
+        ge8_to_p3(&pk, &t);
+        ge8_p3_to_cached(&tab[2], &pk, &d2);
+    }
+    for (int e = 3; e <= 8; e++) {
+        ge8_add_cached(&t, &pk, &tab[1], 0);
+        ge8_to_p3(&pk, &t);
+        ge8_p3_to_cached(&tab[e], &pk, &d2);
+    }
+    ge8_p2 acc;
+    ge8_p3 u;
+    fe8_set_lanes(&acc.X, 0);
+    fe8_set_lanes(&acc.Y, 1);
+    fe8_set_lanes(&acc.Z, 1);
+    const __m512i zero = _mm512_setzero_si512();
+    for (int i = 63; i >= 0; i--) {
+        if (i == 63) {
+            u.X = acc.X, u.Y = acc.Y, u.Z = acc.Z;
+            fe8_set_lanes(&u.T, 0);
+        } else {
+            for (int j = 0; j < 3; j++) {
+                ge8_dbl(&t, &acc);
+                ge8_to_p2(&acc, &t);
+            }
+            ge8_dbl(&t, &acc);
+            ge8_to_p3(&u, &t);
+        }
+        // A digit: masked selection of |d| from the per-lane table
+        {
+            const __m512i d = _mm512_load_si512(dk[i]);
+            const __mmask8 neg = _mm512_cmplt_epi64_mask(d, zero);
+            const __m512i ad = _mm512_abs_epi64(d);
+            ge8_cached q = tab[0];
+            for (int e = 1; e <= 8; e++) {
+                const __mmask8 m = _mm512_cmpeq_epi64_mask(ad, _mm512_set1_epi64(e));
+                if (!m) continue;
+                fe8_blend(&q.YpX, m, &q.YpX, &tab[e].YpX);
+                fe8_blend(&q.YmX, m, &q.YmX, &tab[e].YmX);
+                fe8_blend(&q.Z, m, &q.Z, &tab[e].Z);
+                fe8_blend(&q.T2d, m, &q.T2d, &tab[e].T2d);
+            }
+            ge8_add_cached(&t, &u, &q, neg);
+        }
+        if ((i & 1) == 0) {  // B digit: gathered from the shared table
+            ge8_to_p3(&u, &t);
+            const __m512i d = _mm512_load_si512(ds[i >> 1]);
+            const __mmask8 neg = _mm512_cmplt_epi64_mask(d, zero);
+            const __m512i ad = _mm512_abs_epi64(d);
+            const __m512i base = _mm512_sub_epi64(_mm512_slli_epi64(ad, 4), ad);  // 15 |d|
+            fe8 q[3];
+            for (int c = 0; c < 3; c++)
+                for (int limb = 0; limb < 5; limb++)
+                    q[c].v[limb] = _mm512_i64gather_epi64(_mm512_add_epi64(base, _mm512_set1_epi64(5 * c + limb)),
+                                                          (const long long *)&BASE_FIXED[0][0][0], 8);
+            ge8_add_affine(&t, &u, &q[0], &q[1], &q[2], neg);
+        }
+        ge8_to_p2(&acc, &t);
+    }
+    fe51 *x[8], *y[8], *z[8];
+    for (int l = 0; l < 8; l++) x[l] = &r[l]->X, y[l] = &r[l]->Y, z[l] = &r[l]->Z;
+    fe8_scatter(x, &acc.X);
+    fe8_scatter(y, &acc.Y);
+    fe8_scatter(z, &acc.Z);
+}
+
+#pragma GCC pop_options
+#pragma GCC diagnostic pop
+#endif  // ZV_CPU_IFMA
+
 // ---------------------------------------------------------------- SHA-512(R ‖ A ‖ M)
 
 // OpenSSL's SHA512_Init / SHA512_Update / SHA512_Final (openssl/sha.h; SHA512_CTX is 216 bytes).
@@ -541,23 +922,21 @@ extern "C" int zv_ed25519_cpu_use_openssl_sha512(zv_sha512_init_fn init, zv_sha5
 
 // ---------------------------------------------------------------- verify
 
-// Steps 1-6 up to [S]B - [k]A (as p2), for the chunk to encode after one shared inversion;
-// 0 when the item is already invalid.
-static int verify_start(ge_p2 *check, const uint8_t *pk, size_t pk_len, const uint8_t *sig, size_t sig_len,
-                        const uint8_t *msg, size_t msg_len) {
+// Steps 1-5 and the hash of step 6: 0 when the item is already invalid, else 1 with -A
+// decoded and k = SHA-512(R ‖ A ‖ M) mod L (32 little-endian bytes).
+static int verify_prepare(ge_p3 *nA, uint8_t k[32], const uint8_t *pk, size_t pk_len, const uint8_t *sig,
+                          size_t sig_len, const uint8_t *msg, size_t msg_len) {
     if (pk_len != 32 || sig_len != 64) return 0;
     const uint8_t *R = sig, *S = sig + 32;
     if (!zv_ed_sc_is_canonical(S) || zv_ed_ge_has_small_order(R)) return 0;
     if (!zv_ed_ge_is_canonical(pk) || zv_ed_ge_has_small_order(pk)) return 0;
-    ge_p3 nA;
-    if (!ge_frombytes_negate(&nA, pk)) return 0;
-    uint8_t h[64], k[32];
+    if (!ge_frombytes_negate(nA, pk)) return 0;
+    uint8_t h[64];
     sha512_ram(h, R, pk, msg, msg_len);
     zv_u32 kw[8];
     zv_ed_sc_reduce512(kw, h);
     for (int i = 0; i < 8; i++)
         for (int j = 0; j < 4; j++) k[4 * i + j] = (uint8_t)(kw[i] >> (8 * j));
-    double_scalarmult(check, k, &nA, S);
     return 1;
 }
 
@@ -572,24 +951,67 @@ static int verify_finish(const ge_p2 *p, const fe51 *zi, const uint8_t *R) {
     return memcmp(enc, R, 32) == 0;
 }
 
+static int zv_cpu_ifma;  // the CPU has AVX-512F and IFMA (and this build the path)
+
 static void zv_cpu_init_once(void) {
-    static const int done = (zv_cpu_init_tables(), 1);  // C++ static init: once, thread-safe
+    static const int done = (zv_cpu_init_tables(),
+#if ZV_CPU_IFMA
+                             zv_cpu_ifma = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512ifma"),
+#endif
+                             1);  // C++ static init: once, thread-safe
     (void)done;
 }
 
+// Which code path this build runs on this CPU: "avx512ifma" or "portable".
+extern "C" const char *zv_ed25519_cpu_path(void) {
+    zv_cpu_init_once();
+    return zv_cpu_ifma ? "avx512ifma" : "portable";
+}
+
 // One item on its own: libsodium's return convention (0 valid, -1 invalid) and argument order,
-// so it can stand where crypto_sign_ed25519_verify_detached's address is passed.
+// so it can stand where crypto_sign_ed25519_verify_detached's address is passed.  Always the
+// portable path (one signature fills no vector).
 extern "C" int zv_ed25519_cpu_verify(const unsigned char *sig, const unsigned char *m, unsigned long long mlen,
                                      const unsigned char *pk) {
     zv_cpu_init_once();
+    ge_p3 nA;
+    uint8_t k[32];
+    if (!verify_prepare(&nA, k, pk, 32, sig, 64, m, (size_t)mlen)) return -1;
     ge_p2 check;
-    if (!verify_start(&check, pk, 32, sig, 64, m, (size_t)mlen)) return -1;
+    double_scalarmult(&check, k, &nA, sig + 32);
     fe51 zi;
     fe_invert(&zi, &check.Z);
     return verify_finish(&check, &zi, sig) ? 0 : -1;
 }
 
-#define ZV_CPU_GROUP 64  // items sharing one inversion (Montgomery's trick)
+#define ZV_CPU_GROUP 64  // items sharing one inversion (Montgomery's trick); a multiple of 8
+
+// [S]B - [k]A for the live items of a group: eight at a time in the IFMA lanes where the CPU
+// has them (a short last group is padded with copies of its first item), else one by one.
+static void group_scalarmult(ge_p2 *pts, const ge_p3 *nA, const uint8_t (*k)[32], const uint8_t *const *S,
+                             int live) {
+    int j = 0;
+#if ZV_CPU_IFMA
+    if (zv_cpu_ifma) {
+        for (; j < live; j += 8) {
+            ge_p2 spare[8];
+            ge_p2 *r[8];
+            const uint8_t *kk[8], *ss[8];
+            const ge_p3 *aa[8];
+            for (int l = 0; l < 8; l++) {
+                const int src = j + l < live ? j + l : j;
+                r[l] = j + l < live ? &pts[j + l] : &spare[l];
+                kk[l] = k[src];
+                ss[l] = S[src];
+                aa[l] = &nA[src];
+            }
+            double_scalarmult8(r, kk, aa, ss);
+        }
+        return;
+    }
+#endif
+    for (; j < live; j++) double_scalarmult(&pts[j], k[j], &nA[j], S[j]);
+}
 
 // Verdicts of a chunk (columns as native_loops.cpp: pks uint8[n, pk_len], sigs uint8[n, sig_len],
 // messages msgs[offsets[i]:offsets[i + 1]] clamped to [0, msgs_len] like a Python slice);
@@ -599,6 +1021,9 @@ extern "C" void zv_ed25519_cpu_verify_chunk(const unsigned char *pks, size_t pk_
                                             const uint64_t *offsets, size_t n, unsigned char *verdicts) {
     zv_cpu_init_once();
     ge_p2 pts[ZV_CPU_GROUP];
+    ge_p3 nA[ZV_CPU_GROUP];
+    uint8_t k[ZV_CPU_GROUP][32];
+    const uint8_t *S[ZV_CPU_GROUP];
     fe51 prefix[ZV_CPU_GROUP];
     size_t idx[ZV_CPU_GROUP];
     for (size_t base = 0; base < n; base += ZV_CPU_GROUP) {
@@ -609,12 +1034,16 @@ extern "C" void zv_ed25519_cpu_verify_chunk(const unsigned char *pks, size_t pk_
             const uint64_t hi = offsets[i + 1] < msgs_len ? offsets[i + 1] : msgs_len;
             const size_t mlen = hi > lo ? (size_t)(hi - lo) : 0;
             verdicts[i] = 0;
-            if (verify_start(&pts[live], pks + i * pk_len, pk_len, sigs + i * sig_len, sig_len, msgs + lo, mlen) &&
-                !fe_iszero(&pts[live].Z))  // never for a curve point; a zero would spoil the group
+            if (verify_prepare(&nA[live], k[live], pks + i * pk_len, pk_len, sigs + i * sig_len, sig_len, msgs + lo,
+                               mlen)) {
+                S[live] = sigs + i * sig_len + 32;
                 idx[live++] = i;
+            }
         }
         if (live == 0) continue;
-        // prefix[j] = Z_0 ... Z_j; one inversion; then walk back peeling one Z at a time.
+        group_scalarmult(pts, nA, k, S, live);
+        // prefix[j] = Z_0 ... Z_j; one inversion; then walk back peeling one Z at a time.  Z of a
+        // curve point is never 0 (a zero would make every inverse of the group 0: all invalid).
         prefix[0] = pts[0].Z;
         for (int j = 1; j < live; j++) fe_mul(&prefix[j], &prefix[j - 1], &pts[j].Z);
         fe51 inv;
@@ -648,6 +1077,3 @@ extern "C" void zv_ed25519_cpu_verify_each(zv_ed25519_verify_fn verify, const un
                                       verify(sigs + i * sig_len, msgs + lo, hi > lo ? hi - lo : 0, pks + i * pk_len) == 0);
     }
 }
-
-// Which code path this build runs on this CPU ("portable" or a vector path's name).
-extern "C" const char *zv_ed25519_cpu_path(void) { return "portable"; }
