@@ -633,6 +633,17 @@ static inline void fe8_sub(fe8 *h, const fe8 *a, const fe8 *b) {
     fe8_carry(h);
 }
 
+// The product's lo / hi column sums L[0..8], H[0..8] (each < 14 · 2^52) into lane-normal limbs:
+// col[k] = L[k] + 2 H[k-1] (< 2^56), then r_k = col[k] + 19 col[k+5] (< 2^61), carried.
+static inline void fe8_fold(fe8 *h, const __m512i L[9], const __m512i H[9]) {
+    __m512i col[10];
+    col[0] = L[0];
+    for (int k = 1; k < 9; k++) col[k] = _mm512_add_epi64(L[k], _mm512_slli_epi64(H[k - 1], 1));
+    col[9] = _mm512_slli_epi64(H[8], 1);
+    for (int k = 0; k < 5; k++) h->v[k] = _mm512_add_epi64(col[k], v_times19(col[k + 5]));
+    fe8_carry(h);
+}
+
 static inline void fe8_mul(fe8 *h, const fe8 *a, const fe8 *b) {
     fe8_lane_normal_check(a);
     fe8_lane_normal_check(b);
@@ -647,16 +658,31 @@ static inline void fe8_mul(fe8 *h, const fe8 *a, const fe8 *b) {
             H[i + j] = _mm512_madd52hi_epu64(H[i + j], a->v[i], b->v[j]);
         }
     }
-    // col[k] = L[k] + 2 H[k-1] (< 10 · 2^52), then r_k = col[k] + 19 col[k+5] (< 2^60)
-    __m512i col[10];
-    col[0] = L[0];
-    for (int k = 1; k < 9; k++) col[k] = _mm512_add_epi64(L[k], _mm512_slli_epi64(H[k - 1], 1));
-    col[9] = _mm512_slli_epi64(H[8], 1);
-    for (int k = 0; k < 5; k++) h->v[k] = _mm512_add_epi64(col[k], v_times19(col[k + 5]));
-    fe8_carry(h);
+    fe8_fold(h, L, H);
 }
 
-static inline void fe8_sq(fe8 *h, const fe8 *a) { fe8_mul(h, a, a); }
+// a^2 with 15 products instead of 25: the cross products a_i a_j (i < j) once, doubled.
+static inline void fe8_sq(fe8 *h, const fe8 *a) {
+    fe8_lane_normal_check(a);
+    const __m512i z = _mm512_setzero_si512();
+    __m512i L[9], H[9], Lx[9], Hx[9];
+    for (int k = 0; k < 9; k++) L[k] = H[k] = Lx[k] = Hx[k] = z;
+#pragma GCC unroll 5
+    for (int i = 0; i < 5; i++) {
+        L[2 * i] = _mm512_madd52lo_epu64(L[2 * i], a->v[i], a->v[i]);
+        H[2 * i] = _mm512_madd52hi_epu64(H[2 * i], a->v[i], a->v[i]);
+#pragma GCC unroll 4
+        for (int j = i + 1; j < 5; j++) {
+            Lx[i + j] = _mm512_madd52lo_epu64(Lx[i + j], a->v[i], a->v[j]);
+            Hx[i + j] = _mm512_madd52hi_epu64(Hx[i + j], a->v[i], a->v[j]);
+        }
+    }
+    for (int k = 1; k < 8; k++) {
+        L[k] = _mm512_add_epi64(L[k], _mm512_slli_epi64(Lx[k], 1));
+        H[k] = _mm512_add_epi64(H[k], _mm512_slli_epi64(Hx[k], 1));
+    }
+    fe8_fold(h, L, H);
+}
 
 static inline void fe8_set_lanes(fe8 *h, uint64_t x) {
     h->v[0] = _mm512_set1_epi64((long long)x);
