@@ -108,6 +108,8 @@ def per_core(n: int, rounds: int) -> dict:
     _, alive, cols = columns(items)
     own = ed25519_cpu.load()
     portable = ed25519_cpu.load("ed25519-cpu-portable")
+    if own is None or portable is None:
+        raise RuntimeError("the own Ed25519 verify does not build here (see the log)")
     sodium = ctypes.cast(ctypes.CDLL(nacl._sodium.__file__).crypto_sign_ed25519_verify_detached, ctypes.c_void_p).value
     paths = {
         "own": lambda: own.verify_columns(cols).tolist(),

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from app.core.errors import KernelBuildError
+from app.engine.backends import native_build
 
 log = logging.getLogger(__name__)
 
@@ -113,22 +114,19 @@ class Ed25519Cpu:
 
 def build(variant: str = DEFAULT) -> Path:
     """The built library of ``variant`` (:data:`VARIANTS`), cached by source hash; the
-    default one is prebuilt where no compiler is, as :func:`app.engine.backends.native.library`
-    says.  Raises :class:`app.core.errors.KernelBuildError` when neither works."""
-    from app.engine.backends import native
+    default one is prebuilt where no compiler is (:func:`app.engine.backends.native_build.library`).
+    Raises :class:`app.core.errors.KernelBuildError` when neither works."""
     from app.engine.device import hostbuild
 
     if variant == DEFAULT:
-        return native.library(SOURCE)
+        return native_build.library(SOURCE)
     return hostbuild.build_code(SOURCE.read_text(), variant.replace("-", "_"), defines=VARIANTS[variant])
 
 
 def libcrypto() -> ctypes.CDLL | None:
-    """The libcrypto hashlib runs on, through ``_hashlib``'s own handle (see
-    :func:`app.engine.backends.native._libcrypto`), where it exports OpenSSL's SHA-512."""
-    from app.engine.backends import native
-
-    return native._libcrypto(OPENSSL_SHA512)
+    """The libcrypto hashlib runs on, through ``_hashlib``'s own handle
+    (:func:`app.engine.backends.native_build.libcrypto`), where it exports OpenSSL's SHA-512."""
+    return native_build.libcrypto(OPENSSL_SHA512)
 
 
 _lock = threading.Lock()

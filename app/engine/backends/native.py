@@ -12,17 +12,19 @@ OpenSSL's low-level one from the libcrypto hashlib runs on where there is one
 (:func:`_libcrypto`), else libsodium's ``crypto_hash_sha256``.  A ctypes
 call releases the GIL, so one call verifies and leaf-hashes a whole chunk on one core while
 other threads run theirs; :meth:`NativeLoops.merkle_root` builds a batch's tree the same way.
+Ed25519 chunks take their verdicts from our own verify (:mod:`app.engine.backends.ed25519_cpu`,
+libsodium's rules; libsodium's where it does not build or ``$ZAPVERIFY_ED25519_CPU=0``) and
+are leaf-hashed here.
 
 Verdicts are, item for item, those of :mod:`app.engine.reference.reference` (the same library
-functions under the same length and prehash rules); tests check it on every vector.
+functions under the same length and prehash rules; for Ed25519 code held to libsodium's by
+``scripts/agreement --scheme ed25519-cpu``); tests check it on every vector.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import os
 import shutil
 import threading
 from pathlib import Path
@@ -30,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from app.core.errors import KernelBuildError
-from app.engine.backends import ed25519_cpu
+from app.engine.backends import ed25519_cpu, native_build
 
 log = logging.getLogger(__name__)
 
@@ -160,21 +162,10 @@ def _columns(pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray, offsets: np.nd
                                        msgs.ctypes.data, msgs.shape[0], off.ctypes.data, n)
 
 
-def _libcrypto(names: tuple[str, ...] = _OPENSSL_SHA256) -> ctypes.CDLL | None:
-    """The libcrypto Python's hashlib runs on, as a library handle exporting ``names`` (default
-    the SHA256_* functions), or None where there is none to reach (no ``_hashlib``, a libcrypto
-    linked in statically).
-
-    Symbols are looked up through ``_hashlib``'s own handle, which searches the libraries it
-    depends on: its libcrypto, not another copy some other package loaded (psycopg bundles one).
-    """
-    try:
-        import _hashlib
-
-        so = ctypes.CDLL(_hashlib.__file__)
-    except (ImportError, OSError, AttributeError):  # AttributeError: a built-in _hashlib, no file
-        return None
-    return so if all(hasattr(so, name) for name in names) else None
+def _libcrypto() -> ctypes.CDLL | None:
+    """The libcrypto hashlib runs on where it exports OpenSSL's SHA256_* functions
+    (:func:`app.engine.backends.native_build.libcrypto`), else None."""
+    return native_build.libcrypto(_OPENSSL_SHA256)
 
 
 #: The C++ sources built into libraries of their own: these loops and the Ed25519 verify.
@@ -182,9 +173,8 @@ PREBUILT_SOURCES = (SOURCE, ed25519_cpu.SOURCE)
 
 
 def prebuilt_path(directory: str | Path, source: Path = SOURCE) -> Path:
-    """Where a library prebuilt from this exact ``source`` (default ``native_loops.cpp``)
-    lies in ``directory``."""
-    return Path(directory) / f"{source.stem}-{hashlib.sha256(source.read_bytes()).hexdigest()[:16]}.so"
+    """:func:`app.engine.backends.native_build.prebuilt_path`, of ``native_loops.cpp`` by default."""
+    return native_build.prebuilt_path(directory, source)
 
 
 def prebuild(directory: str | Path) -> Path:
@@ -195,24 +185,15 @@ def prebuild(directory: str | Path) -> Path:
     from app.engine.device import hostbuild
 
     for source in PREBUILT_SOURCES:
-        out = prebuilt_path(directory, source)
+        out = native_build.prebuilt_path(directory, source)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(hostbuild.build_code(source.read_text(), source.stem), out)
     return prebuilt_path(directory)
 
 
-def library(source: Path = SOURCE) -> Path:
-    """The built library of ``source`` (one of :data:`PREBUILT_SOURCES`): compiled here (cached
-    by hash), or where no compiler is, prebuilt under ``$ZAPVERIFY_NATIVE_DIR`` when there.
-    Raises :class:`app.core.errors.KernelBuildError` when neither works."""
-    from app.engine.device import hostbuild
-
-    if hostbuild.compiler() is None:
-        # No compiler here: a library prebuilt from this source, under $ZAPVERIFY_NATIVE_DIR.
-        prebuilt = prebuilt_path(os.environ.get("ZAPVERIFY_NATIVE_DIR", "."), source)
-        if prebuilt.is_file():
-            return prebuilt
-    return hostbuild.build_code(source.read_text(), source.stem)
+def library() -> Path:
+    """The native loops' library (:func:`app.engine.backends.native_build.library`)."""
+    return native_build.library(SOURCE)
 
 
 def _k1_path() -> str:

@@ -52,6 +52,8 @@ def run_chunk(chunk: Chunk) -> Tally:
     if chunk.index == 0:
         groups["vectors"] = vectors()
     own = ed25519_cpu.load(chunk.set_id)
+    if own is None:
+        raise RuntimeError(f"{chunk.set_id} does not build (see the log)")
     tally = Tally()
     with CheckFailures(tally, chunk.set_id, own.library):
         for kind, items in groups.items():
