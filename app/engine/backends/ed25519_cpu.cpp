@@ -21,7 +21,11 @@
 //   - a chunk's final inversions (one per item, to encode the result) are shared by
 //     Montgomery's trick: one inversion and three products per item;
 //   - SHA-512 is OpenSSL's (SHA-NI / AVX2 assembly) when the caller hands its functions over,
-//     as native_loops.cpp does for SHA-256; otherwise the kernels' portable SHA-512.
+//     as native_loops.cpp does for SHA-256; otherwise the kernels' portable SHA-512;
+//   - where the CPU has AVX-512F and IFMA (checked at load), the double-scalar multiplication
+//     runs eight signatures at once in 52-bit multiply lanes ("the AVX-512 IFMA path" below,
+//     about twice the portable path's speed); the group formulas are one set of templates
+//     serving both paths.
 // A batch equation (random linear combination) is not used: it agrees with the cofactorless
 // verdict only for torsion-free A and R, and proving R torsion-free costs about as much as a
 // verify (docs/architecture.md, "CPU backend").
@@ -32,8 +36,9 @@
 // limbs are < 2^53 - 76 (the 4p that keeps a difference positive).
 //
 // Build: app/engine/backends/ed25519_cpu.py, through app/engine/device/hostbuild (baseline
-// x86-64 / any 64-bit target with unsigned __int128; no instruction-set flag, so this is the
-// portable path and runs on every host the service runs on).
+// x86-64 / any 64-bit target with unsigned __int128; no instruction-set flag: only the IFMA
+// section is compiled for AVX-512, and it runs only where the CPU has it).  -DZV_CPU_PORTABLE
+// leaves that section out (the portable build the agreement suite also runs).
 
 #include "curves/ge25519.cuh"
 #include "hashes/sha2.cuh"
@@ -263,90 +268,105 @@ static void fe_from_u32(fe51 *h, const zv_u32 c[8]) {
 // Extended coordinates (X : Y : Z : T), x = X/Z, y = Y/Z, T = XY/Z; the formulas are those of
 // Hisil, Wong, Carter and Dawson, "Twisted Edwards curves revisited" (2008), §3.1-3.3 for a = -1.
 
-typedef struct { fe51 X, Y, Z; } ge_p2;
-typedef struct { fe51 X, Y, Z, T; } ge_p3;
-typedef struct { fe51 E, F, G, H; } ge_done;      // X = EF, Y = GH, Z = FG, T = EH
-typedef struct { fe51 YpX, YmX, Z, T2d; } ge_cached;
-typedef struct { fe51 ypx, ymx, xy2d; } ge_affine;  // Z = 1
+// The formulas are written once, as templates over the field (fe51 here, one element; fe8 in
+// the IFMA path, eight lanes) and the "subtract" selector (int here; a lane mask there), and
+// selections are fe_select rather than branches, so that eight lanes can take different signs.
+
+template <class Fe> struct GeP2 { Fe X, Y, Z; };
+template <class Fe> struct GeP3 { Fe X, Y, Z, T; };
+template <class Fe> struct GeDone { Fe E, F, G, H; };        // X = EF, Y = GH, Z = FG, T = EH
+template <class Fe> struct GeCached { Fe YpX, YmX, Z, T2d; };
+template <class Fe> struct GeAffine { Fe ypx, ymx, xy2d; };  // Z = 1
+typedef GeP2<fe51> ge_p2;
+typedef GeP3<fe51> ge_p3;
+typedef GeDone<fe51> ge_done;
+typedef GeCached<fe51> ge_cached;
+typedef GeAffine<fe51> ge_affine;
 
 static fe51 ED_D, ED_D2, ED_SQRTM1;
 
-static inline void ge_to_p2(ge_p2 *r, const ge_done *p) {
+static inline void fe_select(fe51 *h, int m, const fe51 *a, const fe51 *b) { *h = m ? *b : *a; }  // b where m
+
+template <class Fe> static inline void ge_to_p2(GeP2<Fe> *r, const GeDone<Fe> *p) {
     fe_mul(&r->X, &p->E, &p->F);
     fe_mul(&r->Y, &p->G, &p->H);
     fe_mul(&r->Z, &p->F, &p->G);
 }
 
-static inline void ge_to_p3(ge_p3 *r, const ge_done *p) {
+template <class Fe> static inline void ge_to_p3(GeP3<Fe> *r, const GeDone<Fe> *p) {
     fe_mul(&r->X, &p->E, &p->F);
     fe_mul(&r->Y, &p->G, &p->H);
     fe_mul(&r->Z, &p->F, &p->G);
     fe_mul(&r->T, &p->E, &p->H);
 }
 
-static inline void ge_to_cached(ge_cached *r, const ge_p3 *p) {
+// d2 = 2d in the field's form.
+template <class Fe> static inline void ge_to_cached(GeCached<Fe> *r, const GeP3<Fe> *p, const Fe *d2) {
     fe_add(&r->YpX, &p->Y, &p->X);
     fe_sub(&r->YmX, &p->Y, &p->X);
     r->Z = p->Z;
-    fe_mul(&r->T2d, &p->T, &ED_D2);
+    fe_mul(&r->T2d, &p->T, d2);
 }
 
 // 2P ("dbl-2008-hwcd", a = -1): 4 squarings.
-static inline void ge_dbl(ge_done *r, const ge_p2 *p) {
-    fe51 A, B, C, s;
+template <class Fe> static inline void ge_dbl(GeDone<Fe> *r, const GeP2<Fe> *p) {
+    Fe A, B, C, s, ApB, zero;
     fe_sq(&A, &p->X);
     fe_sq(&B, &p->Y);
     fe_sq(&C, &p->Z);
     fe_add(&C, &C, &C);
     fe_add(&s, &p->X, &p->Y);
     fe_sq(&s, &s);
-    fe51 ApB;
     fe_add(&ApB, &A, &B);
     fe_sub(&r->E, &s, &ApB);   // 2XY
     fe_sub(&r->G, &B, &A);     // B - A
     fe_sub(&r->F, &r->G, &C);  // G - 2Z^2
-    fe_neg(&r->H, &ApB);       // -(A + B)
+    fe_set(&zero, 0);
+    fe_sub(&r->H, &zero, &ApB);  // -(A + B)
+}
+
+// The tail both additions share, given a = (Y1 - X1)(Y2 ∓ X2), b = (Y1 + X1)(Y2 ± X2),
+// c = T1 · 2d T2 and d = 2 Z1 Z2: F and G swap where neg (P - Q).
+template <class Fe, class Mask>
+static inline void ge_add_finish(GeDone<Fe> *r, const Fe *a, const Fe *b, const Fe *c, const Fe *d, Mask neg) {
+    Fe f, g;
+    fe_sub(&r->E, b, a);
+    fe_add(&r->H, b, a);
+    fe_sub(&f, d, c);
+    fe_add(&g, d, c);
+    fe_select(&r->F, neg, &f, &g);
+    fe_select(&r->G, neg, &g, &f);
 }
 
 // P ± Q for Q cached ("add-2008-hwcd-3", a = -1); neg selects P - Q.
-static inline void ge_add_cached(ge_done *r, const ge_p3 *p, const ge_cached *q, int neg) {
-    fe51 a, b, c, d, ypx, ymx;
+template <class Fe, class Mask>
+static inline void ge_add_cached(GeDone<Fe> *r, const GeP3<Fe> *p, const GeCached<Fe> *q, Mask neg) {
+    Fe a, b, c, d, ypx, ymx, qa, qb;
     fe_add(&ypx, &p->Y, &p->X);
     fe_sub(&ymx, &p->Y, &p->X);
-    fe_mul(&a, &ymx, neg ? &q->YpX : &q->YmX);
-    fe_mul(&b, &ypx, neg ? &q->YmX : &q->YpX);
+    fe_select(&qa, neg, &q->YmX, &q->YpX);
+    fe_select(&qb, neg, &q->YpX, &q->YmX);
+    fe_mul(&a, &ymx, &qa);
+    fe_mul(&b, &ypx, &qb);
     fe_mul(&c, &p->T, &q->T2d);
     fe_mul(&d, &p->Z, &q->Z);
     fe_add(&d, &d, &d);
-    fe_sub(&r->E, &b, &a);
-    fe_add(&r->H, &b, &a);
-    if (neg) {
-        fe_add(&r->F, &d, &c);
-        fe_sub(&r->G, &d, &c);
-    } else {
-        fe_sub(&r->F, &d, &c);
-        fe_add(&r->G, &d, &c);
-    }
+    ge_add_finish(r, &a, &b, &c, &d, neg);
 }
 
 // P ± Q for Q affine (Z = 1: one multiplication fewer).
-static inline void ge_add_affine(ge_done *r, const ge_p3 *p, const ge_affine *q, int neg) {
-    fe51 a, b, c, d, ypx, ymx;
+template <class Fe, class Mask>
+static inline void ge_add_affine(GeDone<Fe> *r, const GeP3<Fe> *p, const GeAffine<Fe> *q, Mask neg) {
+    Fe a, b, c, d, ypx, ymx, qa, qb;
     fe_add(&ypx, &p->Y, &p->X);
     fe_sub(&ymx, &p->Y, &p->X);
-    fe_mul(&a, &ymx, neg ? &q->ypx : &q->ymx);
-    fe_mul(&b, &ypx, neg ? &q->ymx : &q->ypx);
+    fe_select(&qa, neg, &q->ymx, &q->ypx);
+    fe_select(&qb, neg, &q->ypx, &q->ymx);
+    fe_mul(&a, &ymx, &qa);
+    fe_mul(&b, &ypx, &qb);
     fe_mul(&c, &p->T, &q->xy2d);
     fe_add(&d, &p->Z, &p->Z);
-    fe_sub(&r->E, &b, &a);
-    fe_add(&r->H, &b, &a);
-    if (neg) {
-        fe_add(&r->F, &d, &c);
-        fe_sub(&r->G, &d, &c);
-    } else {
-        fe_sub(&r->F, &d, &c);
-        fe_add(&r->G, &d, &c);
-    }
+    ge_add_finish(r, &a, &b, &c, &d, neg);
 }
 
 // -A for the encoding s of A (RFC 8032 §5.1.3 with libsodium's acceptance of x = 0 with the
@@ -421,7 +441,7 @@ static void zv_cpu_init_fixed_table(const ge_p3 *b) {
     fe_store_canonical(BASE_FIXED[0][1], &one);
     fe_store_canonical(BASE_FIXED[0][2], &zero);
     ge_cached cb;
-    ge_to_cached(&cb, b);
+    ge_to_cached(&cb, b, &ED_D2);
     ge_p3 acc = *b;
     for (int j = 1; j < ZV_IFMA_B_ENTRIES; j++) {
         if (j > 1) {
@@ -458,7 +478,7 @@ static void zv_cpu_init_tables(void) {
     ge_dbl(&t, &bp2);
     ge_to_p3(&b2, &t);
     ge_cached c2;
-    ge_to_cached(&c2, &b2);
+    ge_to_cached(&c2, &b2, &ED_D2);
     static ge_p3 odd[ZV_CPU_B_ENTRIES];
     odd[0] = b;
     for (int j = 1; j < ZV_CPU_B_ENTRIES; j++) {
@@ -519,14 +539,14 @@ static void double_scalarmult(ge_p2 *r, const uint8_t k[32], const ge_p3 *nA, co
     ge_cached ai[ZV_CPU_A_ENTRIES];  // [1, 3, ..., 15](-A)
     ge_done t;
     ge_p3 a2, u;
-    ge_to_cached(&ai[0], nA);
+    ge_to_cached(&ai[0], nA, &ED_D2);
     ge_p2 na2 = {nA->X, nA->Y, nA->Z};
     ge_dbl(&t, &na2);
     ge_to_p3(&a2, &t);
     for (int j = 1; j < ZV_CPU_A_ENTRIES; j++) {
         ge_add_cached(&t, &a2, &ai[j - 1], 0);
         ge_to_p3(&u, &t);
-        ge_to_cached(&ai[j], &u);
+        ge_to_cached(&ai[j], &u, &ED_D2);
     }
     fe_set(&r->X, 0);
     fe_set(&r->Y, 1);
@@ -578,11 +598,11 @@ static void double_scalarmult(ge_p2 *r, const uint8_t k[32], const ge_p3 *nA, co
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512ifma")
 
-typedef struct { __m512i v[5]; } fe8;
-typedef struct { fe8 X, Y, Z; } ge8_p2;
-typedef struct { fe8 X, Y, Z, T; } ge8_p3;
-typedef struct { fe8 E, F, G, H; } ge8_done;
-typedef struct { fe8 YpX, YmX, Z, T2d; } ge8_cached;
+struct fe8 { __m512i v[5]; };
+typedef GeP2<fe8> ge8_p2;
+typedef GeP3<fe8> ge8_p3;
+typedef GeDone<fe8> ge8_done;
+typedef GeCached<fe8> ge8_cached;
 
 static inline __m512i v_m51(void) { return _mm512_set1_epi64((long long)M51); }
 
@@ -600,7 +620,7 @@ static inline __m512i v_times19(__m512i c) {
 }
 
 // Limbs < 2^63 in, lane-normal out.
-static inline void fe8_carry(fe8 *h) {
+static inline void fe_carry(fe8 *h) {
     const __m512i m = v_m51();
     __m512i c;
     c = _mm512_srli_epi64(h->v[0], 51);
@@ -620,31 +640,31 @@ static inline void fe8_carry(fe8 *h) {
     h->v[0] = _mm512_add_epi64(h->v[0], v_times19(c));
 }
 
-static inline void fe8_add(fe8 *h, const fe8 *a, const fe8 *b) {
+static inline void fe_add(fe8 *h, const fe8 *a, const fe8 *b) {
     for (int i = 0; i < 5; i++) h->v[i] = _mm512_add_epi64(a->v[i], b->v[i]);
-    fe8_carry(h);
+    fe_carry(h);
 }
 
 // a - b + 2p (2p's limbs 2^52 - 38 and 2^52 - 2 exceed any lane-normal limb of b).
-static inline void fe8_sub(fe8 *h, const fe8 *a, const fe8 *b) {
+static inline void fe_sub(fe8 *h, const fe8 *a, const fe8 *b) {
     const __m512i p0 = _mm512_set1_epi64((1ll << 52) - 38), pi = _mm512_set1_epi64((1ll << 52) - 2);
     h->v[0] = _mm512_sub_epi64(_mm512_add_epi64(a->v[0], p0), b->v[0]);
     for (int i = 1; i < 5; i++) h->v[i] = _mm512_sub_epi64(_mm512_add_epi64(a->v[i], pi), b->v[i]);
-    fe8_carry(h);
+    fe_carry(h);
 }
 
 // The product's lo / hi column sums L[0..8], H[0..8] (each < 14 · 2^52) into lane-normal limbs:
 // col[k] = L[k] + 2 H[k-1] (< 2^56), then r_k = col[k] + 19 col[k+5] (< 2^61), carried.
-static inline void fe8_fold(fe8 *h, const __m512i L[9], const __m512i H[9]) {
+static inline void fe_fold(fe8 *h, const __m512i L[9], const __m512i H[9]) {
     __m512i col[10];
     col[0] = L[0];
     for (int k = 1; k < 9; k++) col[k] = _mm512_add_epi64(L[k], _mm512_slli_epi64(H[k - 1], 1));
     col[9] = _mm512_slli_epi64(H[8], 1);
     for (int k = 0; k < 5; k++) h->v[k] = _mm512_add_epi64(col[k], v_times19(col[k + 5]));
-    fe8_carry(h);
+    fe_carry(h);
 }
 
-static inline void fe8_mul(fe8 *h, const fe8 *a, const fe8 *b) {
+static inline void fe_mul(fe8 *h, const fe8 *a, const fe8 *b) {
     fe8_lane_normal_check(a);
     fe8_lane_normal_check(b);
     const __m512i z = _mm512_setzero_si512();
@@ -658,11 +678,11 @@ static inline void fe8_mul(fe8 *h, const fe8 *a, const fe8 *b) {
             H[i + j] = _mm512_madd52hi_epu64(H[i + j], a->v[i], b->v[j]);
         }
     }
-    fe8_fold(h, L, H);
+    fe_fold(h, L, H);
 }
 
 // a^2 with 15 products instead of 25: the cross products a_i a_j (i < j) once, doubled.
-static inline void fe8_sq(fe8 *h, const fe8 *a) {
+static inline void fe_sq(fe8 *h, const fe8 *a) {
     fe8_lane_normal_check(a);
     const __m512i z = _mm512_setzero_si512();
     __m512i L[9], H[9], Lx[9], Hx[9];
@@ -681,15 +701,15 @@ static inline void fe8_sq(fe8 *h, const fe8 *a) {
         L[k] = _mm512_add_epi64(L[k], _mm512_slli_epi64(Lx[k], 1));
         H[k] = _mm512_add_epi64(H[k], _mm512_slli_epi64(Hx[k], 1));
     }
-    fe8_fold(h, L, H);
+    fe_fold(h, L, H);
 }
 
-static inline void fe8_set_lanes(fe8 *h, uint64_t x) {
+static inline void fe_set(fe8 *h, uint64_t x) {
     h->v[0] = _mm512_set1_epi64((long long)x);
     for (int i = 1; i < 5; i++) h->v[i] = _mm512_setzero_si512();
 }
 
-static inline void fe8_blend(fe8 *h, __mmask8 m, const fe8 *a, const fe8 *b) {  // b where m, else a
+static inline void fe_select(fe8 *h, __mmask8 m, const fe8 *a, const fe8 *b) {  // b where m, else a
     for (int i = 0; i < 5; i++) h->v[i] = _mm512_mask_blend_epi64(m, a->v[i], b->v[i]);
 }
 
@@ -708,82 +728,6 @@ static inline void fe8_scatter(fe51 *const f[8], const fe8 *h) {
         for (int i = 0; i < 5; i++) f[l]->v[i] = t[i][l];
 }
 
-static inline void ge8_to_p2(ge8_p2 *r, const ge8_done *p) {
-    fe8_mul(&r->X, &p->E, &p->F);
-    fe8_mul(&r->Y, &p->G, &p->H);
-    fe8_mul(&r->Z, &p->F, &p->G);
-}
-
-static inline void ge8_to_p3(ge8_p3 *r, const ge8_done *p) {
-    fe8_mul(&r->X, &p->E, &p->F);
-    fe8_mul(&r->Y, &p->G, &p->H);
-    fe8_mul(&r->Z, &p->F, &p->G);
-    fe8_mul(&r->T, &p->E, &p->H);
-}
-
-static inline void ge8_dbl(ge8_done *r, const ge8_p2 *p) {
-    fe8 A, B, C, s, ApB, zero;
-    fe8_sq(&A, &p->X);
-    fe8_sq(&B, &p->Y);
-    fe8_sq(&C, &p->Z);
-    fe8_add(&C, &C, &C);
-    fe8_add(&s, &p->X, &p->Y);
-    fe8_sq(&s, &s);
-    fe8_add(&ApB, &A, &B);
-    fe8_sub(&r->E, &s, &ApB);
-    fe8_sub(&r->G, &B, &A);
-    fe8_sub(&r->F, &r->G, &C);
-    fe8_set_lanes(&zero, 0);
-    fe8_sub(&r->H, &zero, &ApB);
-}
-
-static inline void ge8_p3_to_cached(ge8_cached *r, const ge8_p3 *p, const fe8 *d2) {
-    fe8_add(&r->YpX, &p->Y, &p->X);
-    fe8_sub(&r->YmX, &p->Y, &p->X);
-    r->Z = p->Z;
-    fe8_mul(&r->T2d, &p->T, d2);
-}
-
-// P + Q in the lanes of neg clear, P - Q where set (swap y+x / y-x, and F / G).
-static inline void ge8_add_cached(ge8_done *r, const ge8_p3 *p, const ge8_cached *q, __mmask8 neg) {
-    fe8 a, b, c, d, ypx, ymx, qa, qb, f, g;
-    fe8_add(&ypx, &p->Y, &p->X);
-    fe8_sub(&ymx, &p->Y, &p->X);
-    fe8_blend(&qa, neg, &q->YmX, &q->YpX);
-    fe8_blend(&qb, neg, &q->YpX, &q->YmX);
-    fe8_mul(&a, &ymx, &qa);
-    fe8_mul(&b, &ypx, &qb);
-    fe8_mul(&c, &p->T, &q->T2d);
-    fe8_mul(&d, &p->Z, &q->Z);
-    fe8_add(&d, &d, &d);
-    fe8_sub(&r->E, &b, &a);
-    fe8_add(&r->H, &b, &a);
-    fe8_sub(&f, &d, &c);
-    fe8_add(&g, &d, &c);
-    fe8_blend(&r->F, neg, &f, &g);
-    fe8_blend(&r->G, neg, &g, &f);
-}
-
-// P ± Q for Q affine (y+x, y-x, 2dxy) per lane.
-static inline void ge8_add_affine(ge8_done *r, const ge8_p3 *p, const fe8 *qypx, const fe8 *qymx,
-                                  const fe8 *qxy2d, __mmask8 neg) {
-    fe8 a, b, c, d, ypx, ymx, qa, qb, f, g;
-    fe8_add(&ypx, &p->Y, &p->X);
-    fe8_sub(&ymx, &p->Y, &p->X);
-    fe8_blend(&qa, neg, qymx, qypx);
-    fe8_blend(&qb, neg, qypx, qymx);
-    fe8_mul(&a, &ymx, &qa);
-    fe8_mul(&b, &ypx, &qb);
-    fe8_mul(&c, &p->T, qxy2d);
-    fe8_add(&d, &p->Z, &p->Z);
-    fe8_sub(&r->E, &b, &a);
-    fe8_add(&r->H, &b, &a);
-    fe8_sub(&f, &d, &c);
-    fe8_add(&g, &d, &c);
-    fe8_blend(&r->F, neg, &f, &g);
-    fe8_blend(&r->G, neg, &g, &f);
-}
-
 // Fixed signed windows of a scalar < 2^253 (32 little-endian bytes): digits of w bits in
 // [-2^(w-1), 2^(w-1)), count of them, sum d_i 2^(w i) = the scalar.
 static void fixed_window(int64_t *d, const uint8_t s[32], int w, int count) {
@@ -799,7 +743,9 @@ static void fixed_window(int64_t *d, const uint8_t s[32], int w, int count) {
 }
 
 // r[l] = [k_l](-A_l) + [s_l]B for the eight lanes l.
-static void double_scalarmult8(ge_p2 *const r[8], const uint8_t *const k[8], const ge_p3 *const nA[8],
+// flatten: the group templates are compiled without the AVX-512 target, so the field
+// operations they call are inlined only here, in a function that has it.
+__attribute__((flatten)) static void double_scalarmult8(ge_p2 *const r[8], const uint8_t *const k[8], const ge_p3 *const nA[8],
                                const uint8_t *const s[8]) {
     alignas(64) int64_t dk[64][8], ds[32][8];
     for (int l = 0; l < 8; l++) {
@@ -825,40 +771,40 @@ static void double_scalarmult8(ge_p2 *const r[8], const uint8_t *const k[8], con
         fe8_gather(&p1.Z, z);
         fe8_gather(&p1.T, t);
     }
-    fe8_set_lanes(&tab[0].YpX, 1);
-    fe8_set_lanes(&tab[0].YmX, 1);
-    fe8_set_lanes(&tab[0].Z, 1);
-    fe8_set_lanes(&tab[0].T2d, 0);
-    ge8_p3_to_cached(&tab[1], &p1, &d2);
+    fe_set(&tab[0].YpX, 1);
+    fe_set(&tab[0].YmX, 1);
+    fe_set(&tab[0].Z, 1);
+    fe_set(&tab[0].T2d, 0);
+    ge_to_cached(&tab[1], &p1, &d2);
     ge8_done t;
     {
         ge8_p2 q = {p1.X, p1.Y, p1.Z};
-        ge8_dbl(&t, &q);
-        ge8_to_p3(&pk, &t);
-        ge8_p3_to_cached(&tab[2], &pk, &d2);
+        ge_dbl(&t, &q);
+        ge_to_p3(&pk, &t);
+        ge_to_cached(&tab[2], &pk, &d2);
     }
     for (int e = 3; e <= 8; e++) {
-        ge8_add_cached(&t, &pk, &tab[1], 0);
-        ge8_to_p3(&pk, &t);
-        ge8_p3_to_cached(&tab[e], &pk, &d2);
+        ge_add_cached(&t, &pk, &tab[1], (__mmask8)0);
+        ge_to_p3(&pk, &t);
+        ge_to_cached(&tab[e], &pk, &d2);
     }
     ge8_p2 acc;
     ge8_p3 u;
-    fe8_set_lanes(&acc.X, 0);
-    fe8_set_lanes(&acc.Y, 1);
-    fe8_set_lanes(&acc.Z, 1);
+    fe_set(&acc.X, 0);
+    fe_set(&acc.Y, 1);
+    fe_set(&acc.Z, 1);
     const __m512i zero = _mm512_setzero_si512();
     for (int i = 63; i >= 0; i--) {
         if (i == 63) {
             u.X = acc.X, u.Y = acc.Y, u.Z = acc.Z;
-            fe8_set_lanes(&u.T, 0);
+            fe_set(&u.T, 0);
         } else {
             for (int j = 0; j < 3; j++) {
-                ge8_dbl(&t, &acc);
-                ge8_to_p2(&acc, &t);
+                ge_dbl(&t, &acc);
+                ge_to_p2(&acc, &t);
             }
-            ge8_dbl(&t, &acc);
-            ge8_to_p3(&u, &t);
+            ge_dbl(&t, &acc);
+            ge_to_p3(&u, &t);
         }
         // A digit: masked selection of |d| from the per-lane table
         {
@@ -869,27 +815,29 @@ static void double_scalarmult8(ge_p2 *const r[8], const uint8_t *const k[8], con
             for (int e = 1; e <= 8; e++) {
                 const __mmask8 m = _mm512_cmpeq_epi64_mask(ad, _mm512_set1_epi64(e));
                 if (!m) continue;
-                fe8_blend(&q.YpX, m, &q.YpX, &tab[e].YpX);
-                fe8_blend(&q.YmX, m, &q.YmX, &tab[e].YmX);
-                fe8_blend(&q.Z, m, &q.Z, &tab[e].Z);
-                fe8_blend(&q.T2d, m, &q.T2d, &tab[e].T2d);
+                fe_select(&q.YpX, m, &q.YpX, &tab[e].YpX);
+                fe_select(&q.YmX, m, &q.YmX, &tab[e].YmX);
+                fe_select(&q.Z, m, &q.Z, &tab[e].Z);
+                fe_select(&q.T2d, m, &q.T2d, &tab[e].T2d);
             }
-            ge8_add_cached(&t, &u, &q, neg);
+            ge_add_cached(&t, &u, &q, neg);
         }
         if ((i & 1) == 0) {  // B digit: gathered from the shared table
-            ge8_to_p3(&u, &t);
+            ge_to_p3(&u, &t);
             const __m512i d = _mm512_load_si512(ds[i >> 1]);
             const __mmask8 neg = _mm512_cmplt_epi64_mask(d, zero);
             const __m512i ad = _mm512_abs_epi64(d);
             const __m512i base = _mm512_sub_epi64(_mm512_slli_epi64(ad, 4), ad);  // 15 |d|
-            fe8 q[3];
+            GeAffine<fe8> q;
+            fe8 *coords[3] = {&q.ypx, &q.ymx, &q.xy2d};
             for (int c = 0; c < 3; c++)
                 for (int limb = 0; limb < 5; limb++)
-                    q[c].v[limb] = _mm512_i64gather_epi64(_mm512_add_epi64(base, _mm512_set1_epi64(5 * c + limb)),
-                                                          (const long long *)&BASE_FIXED[0][0][0], 8);
-            ge8_add_affine(&t, &u, &q[0], &q[1], &q[2], neg);
+                    coords[c]->v[limb] = _mm512_i64gather_epi64(
+                        _mm512_add_epi64(base, _mm512_set1_epi64(5 * c + limb)), (const long long *)&BASE_FIXED[0][0][0],
+                        8);
+            ge_add_affine(&t, &u, &q, neg);
         }
-        ge8_to_p2(&acc, &t);
+        ge_to_p2(&acc, &t);
     }
     fe51 *x[8], *y[8], *z[8];
     for (int l = 0; l < 8; l++) x[l] = &r[l]->X, y[l] = &r[l]->Y, z[l] = &r[l]->Z;
@@ -1010,6 +958,15 @@ extern "C" int zv_ed25519_cpu_verify(const unsigned char *sig, const unsigned ch
     return verify_finish(&check, &zi, sig) ? 0 : -1;
 }
 
+// Message i as msgs[offsets[i]:offsets[i + 1]] with Python's slice clamping (native_loops.cpp's
+// rule: columns overwritten under us give wrong verdicts, never a read outside msgs).
+static const uint8_t *message(const uint8_t *msgs, size_t msgs_len, const uint64_t *offsets, size_t i, size_t *len) {
+    const uint64_t lo = offsets[i] < msgs_len ? offsets[i] : msgs_len;
+    const uint64_t hi = offsets[i + 1] < msgs_len ? offsets[i + 1] : msgs_len;
+    *len = hi > lo ? (size_t)(hi - lo) : 0;
+    return msgs + lo;
+}
+
 #define ZV_CPU_GROUP 64  // items sharing one inversion (Montgomery's trick); a multiple of 8
 
 // [S]B - [k]A for the live items of a group: eight at a time in the IFMA lanes where the CPU
@@ -1056,12 +1013,10 @@ extern "C" void zv_ed25519_cpu_verify_chunk(const unsigned char *pks, size_t pk_
         const size_t end = n - base < ZV_CPU_GROUP ? n : base + ZV_CPU_GROUP;
         int live = 0;
         for (size_t i = base; i < end; i++) {
-            const uint64_t lo = offsets[i] < msgs_len ? offsets[i] : msgs_len;
-            const uint64_t hi = offsets[i + 1] < msgs_len ? offsets[i + 1] : msgs_len;
-            const size_t mlen = hi > lo ? (size_t)(hi - lo) : 0;
+            size_t mlen;
+            const uint8_t *msg = message(msgs, msgs_len, offsets, i, &mlen);
             verdicts[i] = 0;
-            if (verify_prepare(&nA[live], k[live], pks + i * pk_len, pk_len, sigs + i * sig_len, sig_len, msgs + lo,
-                               mlen)) {
+            if (verify_prepare(&nA[live], k[live], pks + i * pk_len, pk_len, sigs + i * sig_len, sig_len, msg, mlen)) {
                 S[live] = sigs + i * sig_len + 32;
                 idx[live++] = i;
             }
@@ -1097,9 +1052,9 @@ extern "C" void zv_ed25519_cpu_verify_each(zv_ed25519_verify_fn verify, const un
                                            size_t msgs_len, const uint64_t *offsets, size_t n,
                                            unsigned char *verdicts) {
     for (size_t i = 0; i < n; i++) {
-        const uint64_t lo = offsets[i] < msgs_len ? offsets[i] : msgs_len;
-        const uint64_t hi = offsets[i + 1] < msgs_len ? offsets[i + 1] : msgs_len;
-        verdicts[i] = (unsigned char)(pk_len == 32 && sig_len == 64 &&
-                                      verify(sigs + i * sig_len, msgs + lo, hi > lo ? hi - lo : 0, pks + i * pk_len) == 0);
+        size_t mlen;
+        const uint8_t *msg = message(msgs, msgs_len, offsets, i, &mlen);
+        verdicts[i] = (unsigned char)(pk_len == 32 && sig_len == 64 && verify(sigs + i * sig_len, msg, mlen,
+                                                                              pks + i * pk_len) == 0);
     }
 }
