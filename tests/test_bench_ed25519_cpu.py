@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "ed25519_cpu.py"
-
 
 def _module():
-    spec = importlib.util.spec_from_file_location("bench_ed25519_cpu", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    # imported under its package name, so that the dalek pool's worker function pickles
+    return importlib.import_module("bench.ed25519_cpu")
 
 
 def test_half_invalid_items_are_every_other_one():
