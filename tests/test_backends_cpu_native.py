@@ -10,7 +10,7 @@ import pytest
 
 from app.core.batch import Batch, Item
 from app.core.schemes import SCHEMES
-from app.engine.backends import native
+from app.engine.backends import ed25519_cpu, native
 from app.engine.commit import merkle
 from app.engine.commit.step import CommitStep
 from app.engine.reference import kat, reference
@@ -114,10 +114,12 @@ def test_a_host_without_a_compiler_loads_the_prebuilt_library(tmp_path, monkeypa
     assert path == native.prebuilt_path(tmp_path) and path.is_file()
     monkeypatch.setattr(hostbuild, "compiler", lambda: None)
     monkeypatch.setenv("ZAPVERIFY_NATIVE_DIR", str(tmp_path))
-    assert native._library() == path
+    assert native.library() == path
+    own = native.prebuilt_path(tmp_path, ed25519_cpu.SOURCE)  # the Ed25519 verify is prebuilt beside it
+    assert own.is_file() and ed25519_cpu.build() == own
     monkeypatch.setenv("ZAPVERIFY_NATIVE_DIR", str(tmp_path / "absent"))
     with pytest.raises(hostbuild.HostBuildError):
-        native._library()
+        native.library()
 
 
 def test_offsets_outside_the_messages_are_clamped_like_a_python_slice():
@@ -165,7 +167,7 @@ def test_merkle_root_uses_the_hasher_it_is_given_and_no_process_wide_switch(monk
 def test_the_libsodium_fallback_hashes_the_same(monkeypatch):
     """A host whose hashlib has no loadable libcrypto hashes with libsodium: same leaves, same root."""
     monkeypatch.setattr(native, "_libcrypto", lambda: None)
-    fallback = native.NativeLoops(ctypes.CDLL(str(native._library())))
+    fallback = native.NativeLoops(ctypes.CDLL(str(native.library())))
     assert fallback.sha256 == "libsodium"
     items = kat.sign_items("secp256k1", 6, seed=3)
     b = Batch.from_items(SCHEMES["secp256k1"], [i.public_key for i in items], [i.message for i in items],
@@ -177,7 +179,7 @@ def test_the_libsodium_fallback_hashes_the_same(monkeypatch):
 
 
 def test_openssl_sha256_is_adopted_only_if_it_hashes_right():
-    lib = ctypes.CDLL(str(native._library()))
+    lib = ctypes.CDLL(str(native.library()))
     lib.zv_use_openssl_sha256.argtypes = [ctypes.c_void_p] * 3
     assert lib.zv_use_openssl_sha256(None, None, None) == 0
     crypto = native._libcrypto()
@@ -253,7 +255,7 @@ def test_no_hashlib_extension_keeps_the_native_loops_on_libsodium(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "_hashlib", None)  # "import _hashlib" raises ImportError
     assert native._libcrypto() is None
-    assert native.NativeLoops(ctypes.CDLL(str(native._library()))).sha256 == "libsodium"
+    assert native.NativeLoops(ctypes.CDLL(str(native.library()))).sha256 == "libsodium"
 
 
 def test_every_process_worker_has_the_native_loops():

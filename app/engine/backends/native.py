@@ -12,17 +12,19 @@ OpenSSL's low-level one from the libcrypto hashlib runs on where there is one
 (:func:`_libcrypto`), else libsodium's ``crypto_hash_sha256``.  A ctypes
 call releases the GIL, so one call verifies and leaf-hashes a whole chunk on one core while
 other threads run theirs; :meth:`NativeLoops.merkle_root` builds a batch's tree the same way.
+Ed25519 chunks take their verdicts from our own verify (:mod:`app.engine.backends.ed25519_cpu`,
+libsodium's rules; libsodium's where it does not build or ``$ZAPVERIFY_ED25519_CPU=0``) and
+are leaf-hashed here.
 
 Verdicts are, item for item, those of :mod:`app.engine.reference.reference` (the same library
-functions under the same length and prehash rules); tests check it on every vector.
+functions under the same length and prehash rules; for Ed25519 code held to libsodium's by
+``scripts/agreement --scheme ed25519-cpu``); tests check it on every vector.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import os
 import shutil
 import threading
 from pathlib import Path
@@ -30,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from app.core.errors import KernelBuildError
+from app.engine.backends import ed25519_cpu, native_build
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,10 @@ class NativeLoops:
         k1 = ctypes.CDLL(_k1_path())  # coincurve's bundled libsecp256k1
         addr = lambda so, name: ctypes.cast(getattr(so, name), _P).value  # noqa: E731
         self._ed = (addr(sodium, "crypto_sign_ed25519_verify_detached"),)
+        #: Ed25519 verdicts come from our own verify (:mod:`app.engine.backends.ed25519_cpu`,
+        #: libsodium's rules) where it builds, else from libsodium's: ``"own"`` or ``"libsodium"``.
+        self._own_ed = ed25519_cpu.load() if ed25519_cpu.enabled() else None
+        self.ed25519 = "own" if self._own_ed is not None else "libsodium"
         #: Which SHA-256 the loops hash with: ``"openssl"`` or ``"libsodium"``.
         self.sha256 = "libsodium"
         self._sha = addr(sodium, "crypto_hash_sha256")
@@ -103,7 +110,10 @@ class NativeLoops:
         n, _alive, cols = _columns(pks, sigs, msgs, offsets)
         verdicts = np.zeros(n, dtype=np.uint8)
         leaves = np.empty((n, 32), dtype=np.uint8)
-        if family == "ed25519":
+        if family == "ed25519" and self._own_ed is not None:
+            verdicts = self._own_ed.verify_columns(cols)
+            self._lib.zv_leaves(self._sha, code, verdicts.ctypes.data, *cols, leaves.ctypes.data)
+        elif family == "ed25519":
             self._lib.zv_cpu_ed25519(*self._ed, self._sha, code, *cols, verdicts.ctypes.data, leaves.ctypes.data)
         elif family == "secp256k1":
             self._lib.zv_cpu_secp256k1(*self._k1, self._k1_ctx, self._sha, code, int(prehashed),
@@ -153,47 +163,37 @@ def _columns(pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray, offsets: np.nd
 
 
 def _libcrypto() -> ctypes.CDLL | None:
-    """The SHA256_* functions of the libcrypto Python's hashlib runs on, as a library handle,
-    or None where there is none to reach (no ``_hashlib``, a libcrypto linked in statically).
-
-    Symbols are looked up through ``_hashlib``'s own handle, which searches the libraries it
-    depends on: its libcrypto, not another copy some other package loaded (psycopg bundles one).
-    """
-    try:
-        import _hashlib
-
-        so = ctypes.CDLL(_hashlib.__file__)
-    except (ImportError, OSError, AttributeError):  # AttributeError: a built-in _hashlib, no file
-        return None
-    return so if all(hasattr(so, name) for name in _OPENSSL_SHA256) else None
+    """The libcrypto hashlib runs on where it exports OpenSSL's SHA256_* functions
+    (:func:`app.engine.backends.native_build.libcrypto`), else None."""
+    return native_build.libcrypto(_OPENSSL_SHA256)
 
 
-def prebuilt_path(directory: str | Path) -> Path:
-    """Where a library prebuilt from this exact ``native_loops.cpp`` lies in ``directory``."""
-    return Path(directory) / f"native_loops-{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]}.so"
+#: The C++ sources built into libraries of their own: these loops and the Ed25519 verify.
+PREBUILT_SOURCES = (SOURCE, ed25519_cpu.SOURCE)
+
+
+def prebuilt_path(directory: str | Path, source: Path = SOURCE) -> Path:
+    """:func:`app.engine.backends.native_build.prebuilt_path`, of ``native_loops.cpp`` by default."""
+    return native_build.prebuilt_path(directory, source)
 
 
 def prebuild(directory: str | Path) -> Path:
-    """Build the native loops into ``directory`` for a host without a compiler (the CPU
-    image builds them in its build stage); returns the library's path.  Raises
-    :class:`app.core.errors.KernelBuildError` when the build fails."""
+    """Build the native loops (and the Ed25519 verify, :data:`PREBUILT_SOURCES`) into
+    ``directory`` for a host without a compiler (the CPU image builds them in its build
+    stage); returns the loops' library path.  Raises
+    :class:`app.core.errors.KernelBuildError` when a build fails."""
     from app.engine.device import hostbuild
 
-    out = prebuilt_path(directory)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(hostbuild.build_code(SOURCE.read_text(), "native_loops"), out)
-    return out
+    for source in PREBUILT_SOURCES:
+        out = native_build.prebuilt_path(directory, source)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(hostbuild.build_code(source.read_text(), source.stem), out)
+    return prebuilt_path(directory)
 
 
-def _library() -> Path:
-    from app.engine.device import hostbuild
-
-    if hostbuild.compiler() is None:
-        # No compiler here: a library prebuilt from this source, under $ZAPVERIFY_NATIVE_DIR.
-        prebuilt = prebuilt_path(os.environ.get("ZAPVERIFY_NATIVE_DIR", "."))
-        if prebuilt.is_file():
-            return prebuilt
-    return hostbuild.build_code(SOURCE.read_text(), "native_loops")
+def library() -> Path:
+    """The native loops' library (:func:`app.engine.backends.native_build.library`)."""
+    return native_build.library(SOURCE)
 
 
 def _k1_path() -> str:
@@ -229,7 +229,7 @@ def loops() -> NativeLoops | None:
     with _lock:
         if _loops is None and not _failed:
             try:
-                _loops = NativeLoops(ctypes.CDLL(str(_library())))
+                _loops = NativeLoops(ctypes.CDLL(str(library())))
             except (KernelBuildError, OSError, AttributeError, ImportError) as exc:
                 log.warning("native CPU loops unavailable, using the Python loop: %s", exc)
                 _failed = True

@@ -41,8 +41,8 @@ def prepare(args) -> None:
     host_library(SCHEME)
 
 
-def run_chunk(chunk: Chunk) -> Tally:
-    rng = random.Random(f"ed25519-agreement/{chunk.seed}/{chunk.index}")
+def items(chunk: Chunk, rng: random.Random) -> dict[str, list]:
+    """A chunk's items by kind: ``valid``, ``mixed_order`` and each mutation kind (see above)."""
     valid = [ka.item for ka in kat.generate(SCHEME, chunk.counts["valid"], 0, seed=10_000 * chunk.seed + chunk.index)]
     groups: dict[str, list] = {"valid": valid, "mixed_order": m.mixed_order_items(rng, chunk.counts["mixed"])}
     n_mutated = chunk.counts["mutated"]
@@ -51,9 +51,15 @@ def run_chunk(chunk: Chunk) -> Tally:
     for j in range(n_mutated):
         kind = "bitflip" if j < n_flip else kinds[1 + (j - n_flip) % (len(kinds) - 1)]
         groups.setdefault(kind, []).append(m.mutant(valid[j % len(valid)], kind, rng))
+    return groups
+
+
+def run_chunk(chunk: Chunk) -> Tally:
+    rng = random.Random(f"ed25519-agreement/{chunk.seed}/{chunk.index}")
+    groups = items(chunk, rng)
     tally = Tally()
     with CheckFailures(tally, chunk.set_id, host_library(SCHEME)):  # the library the ops path runs
-        for kind, items in groups.items():
-            compare(tally, chunk.set_id, kind, items, lambda its: kernel_via_ops(SCHEME, its),
-                    lambda its: [reference.verify_ed25519(it.public_key, it.message, it.signature) for it in its])
+        for kind, its in groups.items():
+            compare(tally, chunk.set_id, kind, its, lambda x: kernel_via_ops(SCHEME, x),
+                    lambda x: [reference.verify_ed25519(it.public_key, it.message, it.signature) for it in x])
     return tally
