@@ -225,3 +225,18 @@ def test_the_dashboard_sends_its_key_in_the_subprotocol_not_the_url(client):
     feed = page[page.index("function keyProtocols"):page.index("connect();\n</script>")]
     assert "access_token" not in page and "?key" not in feed
     assert '"zapverify.v1", "zapverify.key."' in feed and "/v1/ws/stats`,\n" in feed
+
+
+def test_an_admin_only_key_opens_the_receipts_the_dashboard_links_to(engine, tmp_path):
+    """The dashboard asks for an admin key and links every batch to its receipt: that key
+    reads receipts (issue 53: an admin-only key got FORBIDDEN on the receipt panel)."""
+    admin_only = "zv-admin-only-0123456789"
+    keys = [*KEYS, f"{security.key_digest(admin_only)}:admin:dash"]
+    assert security.parse_key(keys[-1]).scopes == {"admin", "receipts"}
+    with TestClient(create_app(Settings(api_keys=keys, data_dir=tmp_path), runtime=Runtime(engine))) as c:
+        batch = c.post("/v1/verify", json=_item(), headers=bearer(VERIFY_KEY)).json()["batch_id"]
+        r = c.get(f"/v1/receipts/{batch}", headers=bearer(admin_only))
+        assert r.status_code == 200 and r.json()["id"] == batch
+        assert c.get(f"/v1/receipts/{batch}/proof/0", headers=bearer(admin_only)).status_code == 200
+        assert c.get(f"/v1/receipts/{batch}", headers=bearer(VERIFY_KEY)).status_code == 403
+        assert c.post("/v1/verify", json=_item(), headers=bearer(admin_only)).status_code == 403  # not verify

@@ -300,8 +300,9 @@ class ReceiptStore(ABC):
         """The error to raise for driver exception ``exc`` during ``what`` ("read", "write");
         a store fault marks :attr:`health` down (its message names the reason)."""
         fault = self._classify(exc)
-        if fault is None:
-            return StoreUnavailable(f"receipt store {what} failed: {exc}")
+        if fault is None:  # the driver's words stay in the log (they may name the database)
+            log.warning("%s receipt store %s failed: %s", self.kind, what, exc)
+            return StoreUnavailable(f"the receipt store failed a {what}")
         self.health.failed(fault)
         return self.health.error(fault)
 
