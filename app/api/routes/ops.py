@@ -66,8 +66,9 @@ async def readyz(engine: Engine = Depends(get_engine), store: ReceiptStore | Non
     ``unreachable``, ``read_only``, ``io_error``, ``write_failed``; null while up), ``message``
     (what is wrong in words; never the store's address or the driver's text, which this open
     endpoint would show anyone: those are in the log and in ``store.detail`` of the
-    admin-scoped ``/v1/status``) and ``for_seconds`` in that state.  The store is probed at most once a second (``SELECT 1``
-    while up, a real write after a failed one), so a stopped database shows here within
+    admin-scoped ``/v1/status``) and ``for_seconds`` in that state.  The store is probed at
+    most once a second (``SELECT 1`` while up, a real write after a failed one), so a stopped
+    database shows here within
     about 3 s even without traffic, and recovery without a restart."""
     failed = [s for s, r in engine.routes.items() if not r.selftest.get("cpu")]
     store_state = None
