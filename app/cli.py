@@ -137,17 +137,26 @@ def _check_vectors(args: argparse.Namespace) -> int:
 
 
 def _convert_vectors(args: argparse.Namespace) -> int:
-    """Convert the external vectors (and optionally freshly signed ones) to JSONL files."""
+    """Convert the external vectors (and optionally freshly signed ones) to JSONL files.  The
+    external ones are not in the repository: without their folder, ``--generated`` alone
+    writes the signed ones (exit 0) and says so; with neither, exit 2 saying what is needed."""
     import itertools
 
     from app.vectors import convert_all, generated, generated_aggregate, write_jsonl
 
-    if not args.root.is_dir():
-        print(f"zapverify: no vector folder at {args.root} (see --root)", file=sys.stderr)
-        return 2
+    external = args.root.is_dir()
+    if not external:
+        why = (f"no external vectors at {args.root}: they are not in the repository (a folder of Wycheproof's "
+               "testvectors_v1, Ethereum's bls12-381-tests, ACVP SLH-DSA sigVer and BIP-340's test-vectors.csv, as "
+               "published; give it with --root)")
+        if not args.generated:
+            print(f"zapverify: {why}; --generated N writes freshly signed vectors without them", file=sys.stderr)
+            return 2
+        print(f"zapverify: {why}; writing the generated vectors only", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
-    n = write_jsonl(args.out / "external.jsonl", convert_all(args.root))
-    print(f"{n} external vectors -> {args.out / 'external.jsonl'}")
+    if external:
+        n = write_jsonl(args.out / "external.jsonl", convert_all(args.root))
+        print(f"{n} external vectors -> {args.out / 'external.jsonl'}")
     if args.generated:
         m = write_jsonl(args.out / "generated.jsonl", itertools.chain(generated(args.generated, args.generated),
                                                                        generated_aggregate(args.generated)))
@@ -302,9 +311,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     from app.vectors import DEFAULT_ROOT
 
-    cv = sub.add_parser("convert-vectors", help="convert ../shared/vectors to JSONL files for check-vectors")
+    cv = sub.add_parser("convert-vectors", help="convert the external vectors (../shared/vectors, not in the "
+                                                "repository) and/or freshly signed ones to JSONL for check-vectors")
     cv.add_argument("out", type=Path, help="output folder (temporary or git-ignored: never commit external vectors)")
-    cv.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the vector folder (default %(default)s)")
+    cv.add_argument("--root", type=Path, default=DEFAULT_ROOT,
+                    help="the external vector folder, laid out as published upstream (default %(default)s); "
+                         "without it only --generated vectors are written")
     cv.add_argument("--generated", type=int, default=0, metavar="N",
                     help="also write N valid and N mutated items per scheme, N BLS aggregate signer sets")
     cv.set_defaults(func=_convert_vectors)

@@ -57,7 +57,7 @@ def test_convert_vectors_writes_outside_the_repo(tmp_path, capsys):
     root = Path(__file__).resolve().parents[1]
     if not (root.parent / "shared" / "vectors").is_dir():
         assert main(["convert-vectors", str(tmp_path)]) == 2  # says where it looked
-        assert "no vector folder" in capsys.readouterr().err
+        assert "no external vectors at" in capsys.readouterr().err
         return
     assert main(["convert-vectors", str(tmp_path)]) == 0
     lines = (tmp_path / "external.jsonl").read_text().splitlines()
@@ -66,6 +66,22 @@ def test_convert_vectors_writes_outside_the_repo(tmp_path, capsys):
     assert len(lines) == 2882 + 19
     assert all(json.loads(line_)["source"] for line_ in lines[:10])
     assert "external vectors" in capsys.readouterr().out
+
+
+def test_convert_vectors_without_the_external_folder(tmp_path, capsys):
+    """A plain clone has no ../shared/vectors: the README's line (``--generated``) writes the
+    signed vectors alone, exit 0, and says why there are no external ones; without
+    ``--generated`` it exits 2 saying what it needs (issue 53)."""
+    absent = tmp_path / "no-vectors-here"
+    assert main(["convert-vectors", str(tmp_path / "a"), "--root", str(absent)]) == 2
+    err = capsys.readouterr().err
+    assert f"no external vectors at {absent}" in err and "not in the repository" in err and "--generated N" in err
+    assert not (tmp_path / "a").exists()
+    assert main(["convert-vectors", str(tmp_path / "b"), "--root", str(absent), "--generated", "1"]) == 0
+    cap = capsys.readouterr()
+    assert "writing the generated vectors only" in cap.err and "generated vectors ->" in cap.out
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["generated.jsonl"]
+    assert main(["check-vectors", str(tmp_path / "b" / "generated.jsonl")]) == 0
 
 
 def test_a_failed_conversion_leaves_no_file(tmp_path, monkeypatch):
