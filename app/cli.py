@@ -282,17 +282,22 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from app.build import describe
     from app.engine.device.prebuilt import ARCHS  # standard library only: cheap for every command
 
     p = argparse.ArgumentParser(prog="zapverify", description="Batch signature verification service.")
+    p.add_argument("--version", action="version", version=describe(), help="print the version and commit, then exit")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("serve", help="run the HTTP service (uvicorn)")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default %(default)s, loopback only; 0.0.0.0 for every interface: "
+                        "then set API keys, docs/operations.md)")
+    s.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default %(default)s)")
     s.add_argument("--workers", type=int, default=None,
                    help="uvicorn worker processes (default: $ZAPVERIFY_WORKERS, else 1)")
-    s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="the least severe log lines written (default %(default)s; format: $ZAPVERIFY_LOG_FORMAT)")
     s.set_defaults(func=_serve)
 
     pr = sub.add_parser("probe", help="show the host class, the transport and allocator picked, and the pool")
@@ -305,7 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     backends = ["auto", "cpu", "kernel-host", "cuda"]
     c = sub.add_parser("check-vectors", help="run JSONL vector files through the engine")
     c.add_argument("files", nargs="+", help="JSONL vector files (see app/vectors.py)")
-    c.add_argument("--backend", default="cpu", choices=backends)
+    c.add_argument("--backend", default="cpu", choices=backends,
+                   help="the backend to verify on (default %(default)s; auto: the fastest this host has)")
     c.add_argument("--chunk", type=int, default=4096, help="items per engine call")
     c.set_defaults(func=_check_vectors)
 
@@ -336,7 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--url", default=None,
                    help="a running server: print its self-test results (GET /v1/status) instead of running them here")
     _add_api_key(t, "admin", " with --url")
-    t.add_argument("--backend", default="auto", choices=backends)
+    t.add_argument("--backend", default="auto", choices=backends,
+                   help="the backend whose self-test to run (default %(default)s: every one this host has)")
     t.set_defaults(func=_selftest)
 
     from app.core.schemes import SCHEMES

@@ -24,7 +24,7 @@ from app import __version__, logs
 from app.api import access_log, metrics, security, workers, ws_limits
 from app.api.admission import Admission, AdmissionControl
 from app.api.deps import zap_limits
-from app.api.routes import bls_aggregate, dashboard, ops, receipts, stats, verify, ws, zap
+from app.api.routes import bls_aggregate, dashboard, info, ops, receipts, stats, verify, ws, zap
 from app.api.routes import metrics as metrics_routes
 from app.api.schemas import loc_to_field, validation_message
 from app.api.service import error_response, is_zap, json_error_response, zap_error_of
@@ -327,6 +327,6 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     app.add_middleware(logs.RequestId)  # every line logged for a request carries its id
     # Outermost: the refusals of every middleware above (401, 413, 503, 400) say who answered too.
     app.add_middleware(InstanceHeader, instance=settings.instance)
-    for module in (verify, bls_aggregate, zap, ws, receipts, ops, metrics_routes, stats, dashboard):
+    for module in (verify, bls_aggregate, zap, ws, receipts, ops, info, metrics_routes, stats, dashboard):
         app.include_router(module.router)
     return app

@@ -218,3 +218,43 @@ def test_a_bad_setting_is_one_line_naming_it_not_a_traceback(monkeypatch, capsys
     err = capsys.readouterr().err
     assert err.startswith("zapverify: ") and said in err and "Traceback" not in err
     get_settings.cache_clear()
+
+
+def test_version_prints_the_version_and_commit(capsys):
+    from app import __version__, build
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out.strip()
+    assert out == build.describe() and out.startswith(f"zapverify {__version__} (commit ")
+    c = build.commit()
+    assert c == "unknown" or (len(c) == 40 and out.endswith(f"{c[:12]})"))
+
+
+def test_the_build_commit_comes_from_the_environment_where_set(monkeypatch):
+    from app import build
+
+    monkeypatch.setenv(build.COMMIT_ENV, "0123456789abcdef0123456789abcdef01234567")
+    build.commit.cache_clear()
+    try:
+        assert build.commit() == "0123456789abcdef0123456789abcdef01234567"
+        assert build.describe().endswith("(commit 0123456789ab)")
+    finally:
+        monkeypatch.delenv(build.COMMIT_ENV)
+        build.commit.cache_clear()
+
+
+def test_every_option_of_every_command_has_help():
+    import argparse
+
+    from app.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [("zapverify", a.dest) for a in parser._actions
+               if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)) and not a.help]
+    for name, cmd in sub.choices.items():
+        assert cmd.description or any(c.dest == name and c.help for c in sub._choices_actions), name
+        missing += [(name, a.dest) for a in cmd._actions if not isinstance(a, argparse._HelpAction) and not a.help]
+    assert missing == []
