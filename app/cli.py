@@ -16,9 +16,18 @@ def _serve(args: argparse.Namespace) -> int:
 
     from app.config import Settings
 
+    import logging
+    import logging.config
+
+    from app.logs import log_config
+
     # Settings are read by each worker process from the environment, so pass them there.
     os.environ["ZAPVERIFY_HOST"], os.environ["ZAPVERIFY_PORT"] = args.host, str(args.port)
     settings = Settings()
+    # The log's format from the first line on: what this process says before uvicorn starts
+    # is a log record too, so ZAPVERIFY_LOG_FORMAT=json gives a shipper JSON only.
+    logging.config.dictConfig(log_config(settings.log_format, args.log_level))
+    log = logging.getLogger("zapverify.cli")
     if args.workers is None:
         args.workers = max(1, settings.workers)
     # Several workers: Prometheus multiprocess mode, whose directory must be set before any
@@ -32,10 +41,10 @@ def _serve(args: argparse.Namespace) -> int:
         workers.clear(os.environ["PROMETHEUS_MULTIPROC_DIR"])
     busy = _port_in_use(args.host, args.port)
     if busy:
-        print(f"zapverify serve: cannot listen on {args.host}:{args.port}: {busy} (another server there? "
-              "choose another with --port)", file=sys.stderr)
+        log.error("zapverify serve: cannot listen on %s:%d: %s (another server there? choose another with --port)",
+                  args.host, args.port, busy)
         return 2
-    print(f"zapverify: dashboard at http://{args.host}:{args.port}/  (API docs at /docs)", flush=True)
+    log.info("dashboard at http://%s:%d/  (API docs at /docs)", args.host, args.port)
     # A WebSocket message is a whole ZAP frame or JSON request: let it be as large as those limits.
     # On SIGTERM, requests in flight get shutdown_timeout_seconds, then their connections are cut
     # (a stalled upload must not hold the process; docs/operations.md, "Load shedding").
@@ -43,7 +52,6 @@ def _serve(args: argparse.Namespace) -> int:
     # app/api/http_limits.py): httptools, uvicorn's pick when installed, bounds none of them.
     from app.api.http_limits import PROTOCOL
     from app.api.ws_limits import PROTOCOL as WS_PROTOCOL
-    from app.logs import log_config
 
     uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
                 log_level=args.log_level, log_config=log_config(settings.log_format, args.log_level),

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import __version__, logs
+from app import __version__, build, logs
 from app.api import access_log, metrics, security, workers, ws_limits
 from app.api.admission import Admission, AdmissionControl
 from app.api.deps import zap_limits
@@ -259,8 +259,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
             app.state.ingest = ingest
             ingest.start()
             stack.push_async_callback(asyncio.to_thread, ingest.stop)
-            log.info("zapverify %s instance %s: dashboard at http://%s:%d/", __version__, settings.instance,
-                     settings.host, settings.port)
+            log.info("zapverify %s (commit %s) instance %s: dashboard at http://%s:%d/", __version__,
+                     build.commit()[:12], settings.instance, settings.host, settings.port)
             # The lifespan state reaches the connection protocols too: the WebSocket one charges
             # a message's bytes to admission as they arrive (app/api/ws_limits.py).
             yield {ws_limits.ADMISSION_STATE: app.state.admission}

@@ -65,9 +65,10 @@ def test_json_logs_parse_and_carry_the_client_request_id(tmp_path):
         assert receipt["request_id"] == "client-req-42"
     finally:
         srv.stop()
-    banner = "zapverify: dashboard at"  # `zapverify serve`'s one line on standard output, not a log record
-    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip() and not line.startswith(banner)]
+    # Every line is JSON from the first (issue 53: `serve`'s dashboard line was a plain print).
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     assert lines and all({"time", "level", "logger", "message", "request_id"} <= set(d) for d in lines)
+    assert lines[0]["logger"] == "zapverify.cli" and lines[0]["message"].startswith("dashboard at http://")
     access = [d for d in lines if d["logger"] == "uvicorn.access" and d.get("path") == "/v1/verify"]
     assert access and access[0]["request_id"] == "client-req-42" and access[0]["status"] == 200
     assert access[0]["method"] == "POST" and access[0]["route"] == "/v1/verify" and access[0]["duration_ms"] > 0
