@@ -28,6 +28,13 @@ def _serve(args: argparse.Namespace) -> int:
     # is a log record too, so ZAPVERIFY_LOG_FORMAT=json gives a shipper JSON only.
     logging.config.dictConfig(log_config(settings.log_format, args.log_level))
     log = logging.getLogger("zapverify.cli")
+    if settings.receipts:  # a missing optional dependency: one line, before anything starts
+        from app.engine.receipts.open import missing_dependency
+
+        missing = missing_dependency(settings.receipts_database_url)
+        if missing:
+            log.error("zapverify serve: %s", missing)
+            return 2
     if args.workers is None:
         args.workers = max(1, settings.workers)
     # Several workers: Prometheus multiprocess mode, whose directory must be set before any

@@ -85,3 +85,25 @@ def test_a_busy_port_is_one_clear_error_before_anything_starts():
     assert proc.returncode == 2
     assert "dashboard at" not in out and "Started server process" not in err
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_missing_optional_dependency_is_one_line_with_the_install_command(fmt):
+    """postgresql:// without the postgres extra printed 84 lines and two tracebacks before a
+    message naming a PyPI install (issue 53): now one line, before anything else, naming the
+    command for this checkout."""
+    import os
+
+    blocked = "import sys; sys.modules['psycopg'] = None; from app.cli import main; sys.exit(main(sys.argv[1:]))"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing listens there: the check must not need the database
+    proc = subprocess.run([sys.executable, "-c", blocked, "serve", "--port", str(closed)], cwd=ROOT,
+                          env={**os.environ, "ZAPVERIFY_DATABASE_URL": f"postgresql://zv@127.0.0.1:{closed}/zv",
+                               "ZAPVERIFY_LOG_FORMAT": fmt}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    text = json.loads(lines[0])["message"] if fmt == "json" else lines[0]
+    assert "needs the postgres extra (psycopg is not installed)" in text
+    assert f"{sys.executable} -m pip install -e '{ROOT}[postgres]'" in text
