@@ -9,16 +9,14 @@ from pathlib import Path
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import logging
+    import logging.config
     import os
     import tempfile
 
     import uvicorn
 
     from app.config import Settings
-
-    import logging
-    import logging.config
-
     from app.logs import log_config
 
     # Settings are read by each worker process from the environment, so pass them there.

@@ -11,7 +11,6 @@ from app.engine.receipts.postgres import PostgresStore, driver_missing
 from app.engine.receipts.sqlite import SqliteStore
 from app.engine.receipts.store import ReceiptStore
 
-
 #: The URL prefixes of a PostgreSQL store.
 POSTGRES = ("postgresql://", "postgres://")
 
