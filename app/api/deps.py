@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from app.api.schemas import ITEM_LIMIT
 from app.config import Settings
 from app.core.errors import BadContentType
 from app.engine.receipts.store import ReceiptStore
@@ -28,6 +29,13 @@ def get_settings(request: Request) -> Settings:
 def get_store(request: Request) -> ReceiptStore | None:
     """The receipt store, or ``None`` when receipts are off."""
     return get_runtime(request).store
+
+
+async def item_limit(request: Request) -> None:
+    """Set :data:`app.api.schemas.ITEM_LIMIT` for this request (``async``: a contextvar set in
+    a thread would not reach the body's validation), so an oversized item list is refused
+    before its items are validated."""
+    ITEM_LIMIT.set(get_settings(request).max_items)
 
 
 def zap_limits(settings: Settings) -> Limits:

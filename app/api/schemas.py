@@ -5,10 +5,11 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from app.core import schemes
 from app.core.batch import Batch, Item
@@ -80,6 +81,12 @@ else:
     SignatureFormatName = Literal[tuple(schemes.SIGNATURE_FORMATS)]
 
 
+#: ``ZAPVERIFY_MAX_ITEMS`` of the request being read, set before its body is validated
+#: (:func:`app.api.deps.item_limit`), so a list over it is refused (413) on its length
+#: before any of its items is validated: 65,537 items took 2.4 s to validate for that 413.
+ITEM_LIMIT: ContextVar[int | None] = ContextVar("zapverify_item_limit", default=None)
+
+
 class VerifyRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "encoding": "hex", "items": [_EXAMPLE_ITEM]}]})
@@ -93,6 +100,17 @@ class VerifyRequest(BaseModel):
     allow_high_s: StrictBool = _option("allow_high_s")
     low_s: StrictBool = _option("low_s")
     signature_format: SignatureFormatName = Field(schemes.RAW, description=_formats_description())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _count_first(cls, data: Any) -> Any:
+        """Refuse more items than :data:`ITEM_LIMIT` before validating one (raises
+        :class:`LimitExceeded`, which pydantic lets through: a 413 naming ``items``)."""
+        limit = ITEM_LIMIT.get()
+        items = data.get("items") if limit is not None and isinstance(data, dict) else None
+        if isinstance(items, list) and len(items) > limit:  # type: ignore[operator]
+            raise LimitExceeded(f"{len(items)} items, the limit is {limit}", field="items")
+        return data
 
 
 class VerifyResponse(BaseModel):

@@ -7,7 +7,7 @@ import time
 from fastapi import APIRouter, Body, Depends, Request
 
 from app.api.admission import ticket_of
-from app.api.deps import get_engine, get_settings, get_store, require_json
+from app.api.deps import get_engine, get_settings, get_store, item_limit, require_json
 from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, VerifyResponse
 from app.api.service import verify_json
 from app.config import Settings
@@ -18,7 +18,7 @@ router = APIRouter(prefix="/v1", tags=["verify"])
 
 
 @router.post("/verify", response_model=VerifyResponse, responses=ERROR_RESPONSES,
-             dependencies=[Depends(require_json)])
+             dependencies=[Depends(require_json), Depends(item_limit)])
 async def verify(request: Request, req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES),
                  engine: Engine = Depends(get_engine),
                  settings: Settings = Depends(get_settings),
