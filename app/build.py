@@ -3,15 +3,16 @@
 extra to this installation (:func:`install_command`).
 
 The commit is ``$ZAPVERIFY_BUILD_COMMIT`` where the build set it (the container images take it
-as the ``COMMIT`` build argument: they hold no ``.git``), else ``git rev-parse HEAD`` of the
-checkout the package runs from (a clone, ``make run``), else ``"unknown"``.  Read once.
+as the ``COMMIT`` build argument: they hold no ``.git``), else the ``HEAD`` of the checkout the
+package runs from (a clone, ``make run``; read from ``.git`` without running git), else
+``"unknown"``.  Read once.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import subprocess
+import re
 import sys
 from pathlib import Path
 
@@ -22,18 +23,36 @@ COMMIT_ENV = "ZAPVERIFY_BUILD_COMMIT"
 _ROOT = Path(__file__).resolve().parents[1]
 
 
+def source_commit(root: Path = _ROOT) -> str:
+    """The commit checked out at ``root`` (the source tree of this package), read from its
+    ``.git`` without running git; ``"unknown"`` outside a git checkout (an image, a wheel)."""
+    git = root / ".git"
+    try:
+        if git.is_file():  # a linked worktree: "gitdir: <path>"
+            git = (root / git.read_text().split(":", 1)[1].strip()).resolve()
+        common = git
+        if (git / "commondir").is_file():
+            common = (git / (git / "commondir").read_text().strip()).resolve()
+        head = (git / "HEAD").read_text().strip()
+        if head.startswith("ref: "):
+            ref = head[5:].strip()
+            for d in (git, common):
+                if (d / ref).is_file():
+                    head = (d / ref).read_text().strip()
+                    break
+            else:
+                packed = (common / "packed-refs").read_text().splitlines()
+                head = next(line.split()[0] for line in packed if line.endswith(" " + ref))
+    except (OSError, IndexError, StopIteration, ValueError):
+        return "unknown"
+    return head if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", head) else "unknown"
+
+
 @functools.cache
 def commit() -> str:
-    """The 40-hex commit this build came from, or ``"unknown"``; asks git at most once (1 s bound)."""
-    given = os.environ.get(COMMIT_ENV, "").strip()
-    if given:
-        return given
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True, text=True, timeout=1,
-                             check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out if len(out) == 40 and all(c in "0123456789abcdef" for c in out) else "unknown"
+    """The commit this build came from: ``$ZAPVERIFY_BUILD_COMMIT`` where set, else
+    :func:`source_commit` of this checkout, else ``"unknown"``.  Read once."""
+    return os.environ.get(COMMIT_ENV, "").strip() or source_commit()
 
 
 def describe() -> str:
