@@ -89,11 +89,16 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
         if self.handshake_complete and not self.close_sent and not self._track(data):
             return
         super().data_received(data)
-        if self._final and self._payload_left == 0:  # the message went to the application
-            self._end_message()
 
     def _track(self, data: bytes) -> bool:
-        """Follow the frames in ``data``; False when the connection was refused."""
+        """Follow the frames in ``data``; False when the connection was refused.
+
+        A message ends (its charge released, its read deadline disarmed) as soon as the
+        payload of its final frame is complete, wherever that falls in the read: one read
+        can hold a message's end and then a ping or the next message.  Ending it only when a
+        read's last frame completed it left it "in progress" behind a keep-alive ping (cut
+        as stalled 30 s later, close 1008) and let back-to-back messages pile onto one
+        admission charge until the bound refused it (close 1013): issue 53's soak close."""
         view, i = memoryview(data), 0
         while i < len(view):
             if self._payload_left:
@@ -104,16 +109,18 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
                     self._last, self._received = self.loop.time(), self._received + n
                     if not self._charge(n):
                         return False
-                continue
-            before = len(self._head)
-            self._head += view[i:i + 14 - before]  # 14: the longest header
-            size = self._header()
-            if size is None:  # the rest of the header comes in a later read
-                return True
-            i += size - before  # what this read gave of the header; the rest is payload
-            self._head.clear()
-            if not self._frame_started():
-                return False
+            else:
+                before = len(self._head)
+                self._head += view[i:i + 14 - before]  # 14: the longest header
+                size = self._header()
+                if size is None:  # the rest of the header comes in a later read
+                    return True
+                i += size - before  # what this read gave of the header; the rest is payload
+                self._head.clear()
+                if not self._frame_started():
+                    return False
+            if self._final and self._payload_left == 0:  # the message is whole: the application's now
+                self._end_message()
         return True
 
     def _header(self) -> int | None:
@@ -198,8 +205,11 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
             self._ticket = None
 
     def _refuse(self, code: int, reason: str) -> bool:
-        """Close with ``code`` (the reason's length within a control frame's 123 bytes)."""
-        log.info("WebSocket message refused with close %d: %s", code, reason)
+        """Close with ``code`` (the reason's length within a control frame's 123 bytes); logged
+        at warning with the peer: the server ending a client's connection is an operator's
+        business (issue 53: a soak's close left nothing above info)."""
+        peer = self.client[0] if getattr(self, "client", None) else "?"
+        log.warning("WebSocket from %s closed by the server with %d: %s", peer, code, reason)
         self._end_message()
         self.conn.fail(code, close_reason(reason))
         self.queue.put_nowait({"type": "websocket.disconnect", "code": code, "reason": reason})
