@@ -208,7 +208,7 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
         """Close with ``code`` (the reason's length within a control frame's 123 bytes); logged
         at warning with the peer: the server ending a client's connection is an operator's
         business (issue 53: a soak's close left nothing above info)."""
-        peer = self.client[0] if getattr(self, "client", None) else "?"
+        peer = self.client[0] if self.client else "?"
         log.warning("WebSocket from %s closed by the server with %d: %s", peer, code, reason)
         self._end_message()
         self.conn.fail(code, close_reason(reason))
