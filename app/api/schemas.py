@@ -135,6 +135,9 @@ class ErrorBody(BaseModel):
     code: str
     message: str
     field: str | None = None
+    reason: str | None = Field(None, description=(
+        "STORE_UNAVAILABLE only: why the receipt store is down (disk_full, unreachable, read_only, io_error, "
+        "write_failed); the message says it in words, never the store's address"))
 
 
 class ErrorResponse(BaseModel):
