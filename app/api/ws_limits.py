@@ -16,7 +16,9 @@ so that:
 * every data message is charged to the process's admission bound (app/engine/admission.py)
   as its payload bytes arrive, the same ticket rules as an HTTP body: refused (a new message
   while the bound is full, or one growing past its share while others wait) with close 1013
-  (Try Again Later).  The charge ends when the message is handed to the application, which
+  (Try Again Later).  The memory bounds only: a message is not refused here for the estimated
+  wait, which the route answers per request (``OVERLOADED`` with ``retry_after``) on an open
+  connection.  The charge ends when the message is handed to the application, which
   charges it again as a request (app/api/routes/ws.py);
 * binary (ZAP) messages keep the protocol's own bound, ``ws_max_size``;
 * a message half received has the read deadline of an HTTP body (app/api/slowbody.py): no
@@ -160,7 +162,11 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
             return self._refuse(TOO_BIG, f"text message over {self.max_text} bytes (settings.max_body_bytes)")
         if self._ticket is None and self.admission is not None:
             try:
-                self._ticket = self.admission.admit()
+                # The memory bounds only: a message refused for the estimated wait would close
+                # the whole connection (every request in flight on it lost) where HTTP answers
+                # one request 503.  The route charges it again as a request and answers
+                # OVERLOADED naming its request_id, the connection kept (issue 53's soak close).
+                self._ticket = self.admission.admit(wait=False)
             except Overloaded as exc:
                 return self._refuse(TRY_AGAIN_LATER, exc.message[:100])
         self._final = self._fin
