@@ -24,7 +24,11 @@ LABEL org.opencontainers.image.title="zapverify" \
 RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/zapverify --create-home zapverify \
  && install -d -o zapverify -g zapverify /var/lib/zapverify/data
 COPY --from=build /opt/zapverify /opt/zapverify
-ENV PATH=/opt/zapverify/bin:$PATH \
+# The commit this image holds, for --version and GET /v1/info (the image has no .git):
+# --build-arg COMMIT=$(git rev-parse HEAD), as scripts/container_test passes.
+ARG COMMIT=unknown
+ENV ZAPVERIFY_BUILD_COMMIT=${COMMIT} \
+    PATH=/opt/zapverify/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     ZAPVERIFY_DATA_DIR=/var/lib/zapverify/data \
     ZAPVERIFY_NATIVE_DIR=/opt/zapverify/native \

@@ -9,16 +9,30 @@ from pathlib import Path
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import logging
+    import logging.config
     import os
     import tempfile
 
     import uvicorn
 
     from app.config import Settings
+    from app.logs import log_config
 
     # Settings are read by each worker process from the environment, so pass them there.
     os.environ["ZAPVERIFY_HOST"], os.environ["ZAPVERIFY_PORT"] = args.host, str(args.port)
     settings = Settings()
+    # The log's format from the first line on: what this process says before uvicorn starts
+    # is a log record too, so ZAPVERIFY_LOG_FORMAT=json gives a shipper JSON only.
+    logging.config.dictConfig(log_config(settings.log_format, args.log_level))
+    log = logging.getLogger("zapverify.cli")
+    if settings.receipts:  # a missing optional dependency: one line, before anything starts
+        from app.engine.receipts.open import missing_dependency
+
+        missing = missing_dependency(settings.receipts_database_url)
+        if missing:
+            log.error("zapverify serve: %s", missing)
+            return 2
     if args.workers is None:
         args.workers = max(1, settings.workers)
     # Several workers: Prometheus multiprocess mode, whose directory must be set before any
@@ -32,10 +46,10 @@ def _serve(args: argparse.Namespace) -> int:
         workers.clear(os.environ["PROMETHEUS_MULTIPROC_DIR"])
     busy = _port_in_use(args.host, args.port)
     if busy:
-        print(f"zapverify serve: cannot listen on {args.host}:{args.port}: {busy} (another server there? "
-              "choose another with --port)", file=sys.stderr)
+        log.error("zapverify serve: cannot listen on %s:%d: %s (another server there? choose another with --port)",
+                  args.host, args.port, busy)
         return 2
-    print(f"zapverify: dashboard at http://{args.host}:{args.port}/  (API docs at /docs)", flush=True)
+    log.info("dashboard at http://%s:%d/  (API docs at /docs)", args.host, args.port)
     # A WebSocket message is a whole ZAP frame or JSON request: let it be as large as those limits.
     # On SIGTERM, requests in flight get shutdown_timeout_seconds, then their connections are cut
     # (a stalled upload must not hold the process; docs/operations.md, "Load shedding").
@@ -43,7 +57,6 @@ def _serve(args: argparse.Namespace) -> int:
     # app/api/http_limits.py): httptools, uvicorn's pick when installed, bounds none of them.
     from app.api.http_limits import PROTOCOL
     from app.api.ws_limits import PROTOCOL as WS_PROTOCOL
-    from app.logs import log_config
 
     uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
                 log_level=args.log_level, log_config=log_config(settings.log_format, args.log_level),
@@ -137,17 +150,26 @@ def _check_vectors(args: argparse.Namespace) -> int:
 
 
 def _convert_vectors(args: argparse.Namespace) -> int:
-    """Convert the external vectors (and optionally freshly signed ones) to JSONL files."""
+    """Convert the external vectors (and optionally freshly signed ones) to JSONL files.  The
+    external ones are not in the repository: without their folder, ``--generated`` alone
+    writes the signed ones (exit 0) and says so; with neither, exit 2 saying what is needed."""
     import itertools
 
     from app.vectors import convert_all, generated, generated_aggregate, write_jsonl
 
-    if not args.root.is_dir():
-        print(f"zapverify: no vector folder at {args.root} (see --root)", file=sys.stderr)
-        return 2
+    external = args.root.is_dir()
+    if not external:
+        why = (f"no external vectors at {args.root}: they are not in the repository (a folder of Wycheproof's "
+               "testvectors_v1, Ethereum's bls12-381-tests, ACVP SLH-DSA sigVer and BIP-340's test-vectors.csv, as "
+               "published; give it with --root)")
+        if not args.generated:
+            print(f"zapverify: {why}; --generated N writes freshly signed vectors without them", file=sys.stderr)
+            return 2
+        print(f"zapverify: {why}; writing the generated vectors only", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
-    n = write_jsonl(args.out / "external.jsonl", convert_all(args.root))
-    print(f"{n} external vectors -> {args.out / 'external.jsonl'}")
+    if external:
+        n = write_jsonl(args.out / "external.jsonl", convert_all(args.root))
+        print(f"{n} external vectors -> {args.out / 'external.jsonl'}")
     if args.generated:
         m = write_jsonl(args.out / "generated.jsonl", itertools.chain(generated(args.generated, args.generated),
                                                                        generated_aggregate(args.generated)))
@@ -273,17 +295,22 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from app.build import describe
     from app.engine.device.prebuilt import ARCHS  # standard library only: cheap for every command
 
     p = argparse.ArgumentParser(prog="zapverify", description="Batch signature verification service.")
+    p.add_argument("--version", action="version", version=describe(), help="print the version and commit, then exit")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("serve", help="run the HTTP service (uvicorn)")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default %(default)s, loopback only; 0.0.0.0 for every interface: "
+                        "then set API keys, docs/operations.md)")
+    s.add_argument("--port", type=int, default=8000, help="TCP port to listen on (default %(default)s)")
     s.add_argument("--workers", type=int, default=None,
                    help="uvicorn worker processes (default: $ZAPVERIFY_WORKERS, else 1)")
-    s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="the least severe log lines written (default %(default)s; format: $ZAPVERIFY_LOG_FORMAT)")
     s.set_defaults(func=_serve)
 
     pr = sub.add_parser("probe", help="show the host class, the transport and allocator picked, and the pool")
@@ -296,15 +323,19 @@ def build_parser() -> argparse.ArgumentParser:
     backends = ["auto", "cpu", "kernel-host", "cuda"]
     c = sub.add_parser("check-vectors", help="run JSONL vector files through the engine")
     c.add_argument("files", nargs="+", help="JSONL vector files (see app/vectors.py)")
-    c.add_argument("--backend", default="cpu", choices=backends)
+    c.add_argument("--backend", default="cpu", choices=backends,
+                   help="the backend to verify on (default %(default)s; auto: the fastest this host has)")
     c.add_argument("--chunk", type=int, default=4096, help="items per engine call")
     c.set_defaults(func=_check_vectors)
 
     from app.vectors import DEFAULT_ROOT
 
-    cv = sub.add_parser("convert-vectors", help="convert ../shared/vectors to JSONL files for check-vectors")
+    cv = sub.add_parser("convert-vectors", help="convert the external vectors (../shared/vectors, not in the "
+                                                "repository) and/or freshly signed ones to JSONL for check-vectors")
     cv.add_argument("out", type=Path, help="output folder (temporary or git-ignored: never commit external vectors)")
-    cv.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the vector folder (default %(default)s)")
+    cv.add_argument("--root", type=Path, default=DEFAULT_ROOT,
+                    help="the external vector folder, laid out as published upstream (default %(default)s); "
+                         "without it only --generated vectors are written")
     cv.add_argument("--generated", type=int, default=0, metavar="N",
                     help="also write N valid and N mutated items per scheme, N BLS aggregate signer sets")
     cv.set_defaults(func=_convert_vectors)
@@ -324,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--url", default=None,
                    help="a running server: print its self-test results (GET /v1/status) instead of running them here")
     _add_api_key(t, "admin", " with --url")
-    t.add_argument("--backend", default="auto", choices=backends)
+    t.add_argument("--backend", default="auto", choices=backends,
+                   help="the backend whose self-test to run (default %(default)s: every one this host has)")
     t.set_defaults(func=_selftest)
 
     from app.core.schemes import SCHEMES

@@ -16,10 +16,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import __version__, logs
+from app import __version__, build, logs
 from app.api import access_log, metrics, security, workers, ws_limits
 from app.api.admission import AdmissionControl
-from app.api.routes import bls_aggregate, dashboard, ops, receipts, stats, verify, ws, zap
+from app.api.routes import bls_aggregate, dashboard, info, ops, receipts, stats, verify, ws, zap
 from app.api.routes import metrics as metrics_routes
 from app.api.schemas import loc_to_field, validation_message
 from app.api.service import error_response, is_zap, json_error_response, zap_error_of
@@ -106,7 +106,7 @@ class BodyLimit:
         return error_response(exc, zap_body=zap_body)
 
 
-ROUTERS = (verify, bls_aggregate, zap, ws, receipts, ops, metrics_routes, stats, dashboard)
+ROUTERS = (verify, bls_aggregate, zap, ws, receipts, ops, info, metrics_routes, stats, dashboard)
 
 
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None) -> FastAPI:
@@ -140,8 +140,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         async with rt.running(keys=keys, rate=buckets.take if buckets is not None else None,
                               exchange=workers.exchange_dir(metrics.multiprocess_dir()), observer=metrics.LISTENER,
                               background=[lambda: metrics.refresh_forever(rt, rt.admission, ws=rt.ws)]):
-            log.info("zapverify %s instance %s: dashboard at http://%s:%d/", __version__, settings.instance,
-                     settings.host, settings.port)
+            log.info("zapverify %s (commit %s) instance %s: dashboard at http://%s:%d/", __version__,
+                     build.commit()[:12], settings.instance, settings.host, settings.port)
             # The lifespan state reaches the connection protocols too: the WebSocket one charges
             # a message's bytes to admission as they arrive (app/api/ws_limits.py).
             yield {ws_limits.ADMISSION_STATE: rt.admission}

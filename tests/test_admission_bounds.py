@@ -67,6 +67,23 @@ def test_a_new_request_is_refused_when_the_work_in_flight_is_over_the_wait_bound
     adm.admit().release()  # nothing in flight: admitted again
 
 
+def test_without_the_time_bound_a_new_ticket_meets_the_memory_bounds_only():
+    # A WebSocket message arriving (app/api/ws_limits.py): over the wait it is admitted, the
+    # route then refusing that one request; over a memory bound it is still refused.
+    adm = _measured(max_wait=2.0)
+    first = adm.admit(nbytes=MiB)
+    first.add_items({"ed25519": 3000})  # 3 s of work in flight
+    with pytest.raises(Overloaded):
+        adm.admit()
+    arriving = adm.admit(nbytes=1024, wait=False)
+    assert adm.snapshot()["refused_by"]["wait"] == 1 and adm.snapshot()["bytes_in_flight"] == MiB + 1024
+    with pytest.raises(Overloaded):
+        adm.admit(nbytes=1 << 30, wait=False)
+    assert adm.snapshot()["refused_by"]["bytes"] == 1
+    arriving.release()
+    first.release()
+
+
 def test_a_request_whose_items_would_wait_too_long_is_refused_when_they_are_known():
     adm = _measured(max_wait=2.0)
     a = adm.admit()

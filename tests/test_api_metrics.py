@@ -63,15 +63,17 @@ def test_a_verify_counts_signatures_batches_and_http(client):
     before = (value("zapverify_signatures_total", **sig, result="valid"),
               value("zapverify_signatures_total", **sig, result="invalid"),
               value("zapverify_batch_duration_seconds_count", **sig),
-              value("zapverify_batch_size_sum", scheme="ed25519"),
+              value("zapverify_batch_items_sum", scheme="ed25519"),
+              value("zapverify_batch_size_sum", scheme="ed25519"),  # the deprecated name, until 0.2.0
               value("zapverify_http_requests_total", method="POST", route="/v1/verify", status="200"))
     assert client.post("/v1/verify", json=body).status_code == 200
     after = (value("zapverify_signatures_total", **sig, result="valid"),
              value("zapverify_signatures_total", **sig, result="invalid"),
              value("zapverify_batch_duration_seconds_count", **sig),
+             value("zapverify_batch_items_sum", scheme="ed25519"),
              value("zapverify_batch_size_sum", scheme="ed25519"),
              value("zapverify_http_requests_total", method="POST", route="/v1/verify", status="200"))
-    assert [a - b for a, b in zip(after, before)] == [valid, len(kas) - valid, 1, len(kas), 1]
+    assert [a - b for a, b in zip(after, before)] == [valid, len(kas) - valid, 1, len(kas), len(kas), 1]
 
 
 def test_http_metrics_use_route_templates_and_bounded_labels(client):
@@ -96,7 +98,8 @@ def test_metrics_endpoint_exposes_every_family_in_valid_text_format(client):
     assert r.status_code == 200 and r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
     families = {f.name: f for f in text_string_to_metric_families(r.text)}
     want = {"zapverify_signatures": "counter", "zapverify_batch_duration_seconds": "histogram",
-            "zapverify_batch_size": "histogram", "zapverify_backend_available": "gauge",
+            "zapverify_batch_items": "histogram", "zapverify_batch_size": "histogram",
+            "zapverify_backend_available": "gauge",
             "zapverify_http_requests": "counter", "zapverify_http_request_duration_seconds": "histogram",
             "zapverify_http_requests_in_progress": "gauge", "zapverify_ingest_frames": "counter",
             "zapverify_pool_bytes": "gauge", "zapverify_http_errors": "counter", "zapverify_build_info": "gauge",
@@ -280,20 +283,22 @@ def test_receipt_store_writes_are_timed_by_outcome(client):
 
 
 def test_source_commit_is_read_from_the_checkout_without_git(tmp_path):
+    from app import build
+
     sha = "0123456789abcdef0123456789abcdef01234567"
-    assert metrics.source_commit(tmp_path) == "unknown"  # no .git: an image or an installed wheel
+    assert build.source_commit(tmp_path) == "unknown"  # no .git: an image or an installed wheel
     git = tmp_path / ".git"
     (git / "refs" / "heads").mkdir(parents=True)
     (git / "HEAD").write_text("ref: refs/heads/main\n")
     (git / "refs" / "heads" / "main").write_text(sha + "\n")
-    assert metrics.source_commit(tmp_path) == sha
+    assert build.source_commit(tmp_path) == sha
     (git / "refs" / "heads" / "main").unlink()
     (git / "packed-refs").write_text(f"# pack-refs with: peeled\n{sha} refs/heads/main\n")
-    assert metrics.source_commit(tmp_path) == sha
+    assert build.source_commit(tmp_path) == sha
     (git / "HEAD").write_text(sha[::-1] + "\n")  # detached
-    assert metrics.source_commit(tmp_path) == sha[::-1]
+    assert build.source_commit(tmp_path) == sha[::-1]
     (git / "HEAD").write_text("garbage\n")
-    assert metrics.source_commit(tmp_path) == "unknown"
+    assert build.source_commit(tmp_path) == "unknown"
 
 
 # ------------------------------------------------------------------ a live server with two workers

@@ -82,7 +82,7 @@ def test_refusals_of_the_middlewares_say_which_instance_answered(client):
     assert all(r.headers.get("x-zapverify-instance") for r in refusals)
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/v1/schemes", "/openapi.json", "/docs", "/"])
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/v1/schemes", "/v1/info", "/openapi.json", "/docs", "/"])
 def test_open_paths_need_no_key(client, path):
     assert client.get(path).status_code == 200
 
@@ -225,3 +225,31 @@ def test_the_dashboard_sends_its_key_in_the_subprotocol_not_the_url(client):
     feed = page[page.index("function keyProtocols"):page.index("connect();\n</script>")]
     assert "access_token" not in page and "?key" not in feed
     assert '"zapverify.v1", "zapverify.key."' in feed and "/v1/ws/stats`,\n" in feed
+
+
+def test_an_admin_only_key_opens_the_receipts_the_dashboard_links_to(engine, tmp_path):
+    """The dashboard asks for an admin key and links every batch to its receipt: that key
+    reads receipts (issue 53: an admin-only key got FORBIDDEN on the receipt panel)."""
+    admin_only = "zv-admin-only-0123456789"
+    keys = [*KEYS, f"{security.key_digest(admin_only)}:admin:dash"]
+    assert security.parse_key(keys[-1]).scopes == {"admin", "receipts"}
+    with TestClient(create_app(Settings(api_keys=keys, data_dir=tmp_path), runtime=Runtime(engine))) as c:
+        batch = c.post("/v1/verify", json=_item(), headers=bearer(VERIFY_KEY)).json()["batch_id"]
+        r = c.get(f"/v1/receipts/{batch}", headers=bearer(admin_only))
+        assert r.status_code == 200 and r.json()["id"] == batch
+        assert c.get(f"/v1/receipts/{batch}/proof/0", headers=bearer(admin_only)).status_code == 200
+        assert c.get(f"/v1/receipts/{batch}", headers=bearer(VERIFY_KEY)).status_code == 403
+        assert c.post("/v1/verify", json=_item(), headers=bearer(admin_only)).status_code == 403  # not verify
+
+
+def test_info_tells_a_client_what_it_needs_and_nothing_of_the_host(client):
+    from app import __version__, build
+
+    body = client.get("/v1/info").json()  # no key: open, like /healthz
+    assert body["name"] == "zapverify" and body["version"] == __version__ and body["commit"] == build.commit()
+    assert body["schemes"][:2] == ["ed25519", "secp256k1"] and "cpu" in body["backends"]
+    assert body["limits"]["max_items"] == Settings().max_items and body["receipts"] is False
+    assert set(body) == {"name", "version", "commit", "api", "schemes", "backends", "receipts", "limits"}
+    status = client.get("/v1/status", headers=bearer(ADMIN_KEY)).json()
+    for secret in (status["instance"], status["host"]["python"], str(status["host"]["cpus"]) + ","):
+        assert secret not in client.get("/v1/info").text

@@ -57,7 +57,7 @@ def test_convert_vectors_writes_outside_the_repo(tmp_path, capsys):
     root = Path(__file__).resolve().parents[1]
     if not (root.parent / "shared" / "vectors").is_dir():
         assert main(["convert-vectors", str(tmp_path)]) == 2  # says where it looked
-        assert "no vector folder" in capsys.readouterr().err
+        assert "no external vectors at" in capsys.readouterr().err
         return
     assert main(["convert-vectors", str(tmp_path)]) == 0
     lines = (tmp_path / "external.jsonl").read_text().splitlines()
@@ -66,6 +66,22 @@ def test_convert_vectors_writes_outside_the_repo(tmp_path, capsys):
     assert len(lines) == 2882 + 19
     assert all(json.loads(line_)["source"] for line_ in lines[:10])
     assert "external vectors" in capsys.readouterr().out
+
+
+def test_convert_vectors_without_the_external_folder(tmp_path, capsys):
+    """A plain clone has no ../shared/vectors: the README's line (``--generated``) writes the
+    signed vectors alone, exit 0, and says why there are no external ones; without
+    ``--generated`` it exits 2 saying what it needs (issue 53)."""
+    absent = tmp_path / "no-vectors-here"
+    assert main(["convert-vectors", str(tmp_path / "a"), "--root", str(absent)]) == 2
+    err = capsys.readouterr().err
+    assert f"no external vectors at {absent}" in err and "not in the repository" in err and "--generated N" in err
+    assert not (tmp_path / "a").exists()
+    assert main(["convert-vectors", str(tmp_path / "b"), "--root", str(absent), "--generated", "1"]) == 0
+    cap = capsys.readouterr()
+    assert "writing the generated vectors only" in cap.err and "generated vectors ->" in cap.out
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["generated.jsonl"]
+    assert main(["check-vectors", str(tmp_path / "b" / "generated.jsonl")]) == 0
 
 
 def test_a_failed_conversion_leaves_no_file(tmp_path, monkeypatch):
@@ -202,3 +218,43 @@ def test_a_bad_setting_is_one_line_naming_it_not_a_traceback(monkeypatch, capsys
     err = capsys.readouterr().err
     assert err.startswith("zapverify: ") and said in err and "Traceback" not in err
     get_settings.cache_clear()
+
+
+def test_version_prints_the_version_and_commit(capsys):
+    from app import __version__, build
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out.strip()
+    assert out == build.describe() and out.startswith(f"zapverify {__version__} (commit ")
+    c = build.commit()
+    assert c == "unknown" or (len(c) in (40, 64) and out.endswith(f"{c[:12]})"))
+
+
+def test_the_build_commit_comes_from_the_environment_where_set(monkeypatch):
+    from app import build
+
+    monkeypatch.setenv(build.COMMIT_ENV, "0123456789abcdef0123456789abcdef01234567")
+    build.commit.cache_clear()
+    try:
+        assert build.commit() == "0123456789abcdef0123456789abcdef01234567"
+        assert build.describe().endswith("(commit 0123456789ab)")
+    finally:
+        monkeypatch.delenv(build.COMMIT_ENV)
+        build.commit.cache_clear()
+
+
+def test_every_option_of_every_command_has_help():
+    import argparse
+
+    from app.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [("zapverify", a.dest) for a in parser._actions
+               if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)) and not a.help]
+    for name, cmd in sub.choices.items():
+        assert cmd.description or any(c.dest == name and c.help for c in sub._choices_actions), name
+        missing += [(name, a.dest) for a in cmd._actions if not isinstance(a, argparse._HelpAction) and not a.help]
+    assert missing == []

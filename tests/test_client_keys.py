@@ -189,7 +189,8 @@ def test_the_readme_client_example_runs_as_written(engine, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("100 [ True  True")  # r.valid, r.verdicts (numpy wraps them), the root
     i = lines.index("[True, True] True")  # both JSON items valid; the newest receipt is their batch
-    assert lines[i + 1:] == ["10"] * 10 + [str([10] * 10)]  # the stream, then the asyncio stream
+    assert lines[i + 1] == "True True"  # the served proof, and the user's own leaf, verify offline
+    assert lines[i + 2:] == ["10"] * 10 + [str([10] * 10)]  # the stream, then the asyncio stream
 
 
 def test_the_readme_commands_write_their_files_outside_the_checkout():

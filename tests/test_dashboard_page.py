@@ -15,6 +15,7 @@ Skipped where Chromium is not installed (scripts/system_test installs it)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
@@ -140,12 +141,18 @@ def test_y_axis_ticks_read_their_values(page):
             assert value == pytest.approx(v, rel=1e-9, abs=1e-12), (peak, v, label)
 
 
-def test_no_sideways_scroll_on_a_phone(browser, server):
-    ctx, pg, errors = open_page(browser, server, width=420, height=900)
+@pytest.mark.parametrize("width", [390, 420])  # 390: an iPhone 12-15 (issue 53: the pool's size classes, 6 px)
+def test_no_sideways_scroll_on_a_phone(browser, server, width, tmp_path):
+    ctx, pg, errors = open_page(browser, server, width=width, height=900)
     try:
         pg.wait_for_selector("#limits :first-child")
+        pg.wait_for_selector("#pool-classes tbody tr")
+        pg.screenshot(path=str(tmp_path / f"dashboard-{width}.png"), full_page=True)
         width = pg.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")
-        assert width[0] <= width[1], width
+        wide = pg.evaluate("""() => [...document.querySelectorAll('body *')]
+            .filter(e => e.getBoundingClientRect().right > innerWidth + 0.5).slice(0, 8)
+            .map(e => `${e.tagName}#${e.id}.${e.className} ${e.getBoundingClientRect().right}`)""")
+        assert width[0] <= width[1], (width, wide)
     finally:
         ctx.close()
     assert errors == []
@@ -193,3 +200,56 @@ def test_the_script_runs_in_strict_mode(page):
     # A strict function's .caller throws; a sloppy one's is null.
     assert page.evaluate("() => { try { renderChart.caller; return 'sloppy'; } catch (e) { return 'strict'; } }") \
         == "strict"
+
+
+def test_chart_colours_are_fixed_per_scheme_not_by_appearance(page):
+    from app.core.batch import AGGREGATE_LABELS
+    from app.core.schemes import SCHEMES
+
+    order = page.evaluate("() => SCHEME_ORDER")
+    assert order == [*SCHEMES, *AGGREGATE_LABELS.values()]
+    before = page.evaluate("(ids) => ids.map(color)", order)
+    again = page.evaluate("(ids) => ids.slice().reverse().map(color).reverse()", order)  # asked in another order
+    assert before == again and len(set(before)) == len(order)  # the same, and one colour each
+    stroke = page.get_attribute('#chart polyline[data-scheme="ed25519"]', "stroke")
+    assert stroke == before[0]  # ed25519, the registry's first, whatever the page saw first
+
+
+@pytest.fixture(scope="module")
+def keyed_server(engine, tmp_path_factory):
+    """Keys on, receipts on: a verify key and an admin-only key (the one the page asks for)."""
+    from app.api import security
+    from app.main import create_app
+    from tests.server import LiveServer
+
+    keys = [f"{security.key_digest('zv-page-verify-0123')}:verify",
+            f"{security.key_digest('zv-page-admin-0123')}:admin"]
+    settings = Settings(api_keys=keys, data_dir=tmp_path_factory.mktemp("data"))
+    with LiveServer(create_app(settings, runtime=Runtime(engine))) as srv:
+        yield srv
+
+
+def test_the_receipt_panel_opens_with_the_admin_key_the_page_asks_for(browser, keyed_server):
+    # Issue 53: with an admin-only key, clicking a batch showed FORBIDDEN.
+    from app.engine.reference import kat
+
+    it = kat.sign_items("ed25519", 1, seed=5)[0]
+    r = httpx.post(keyed_server.url + "/v1/verify", headers={"Authorization": "Bearer zv-page-verify-0123"},
+                   json={"items": [{"scheme": "ed25519", "public_key": it.public_key.hex(),
+                                    "message": it.message.hex(), "signature": it.signature.hex()}]}, timeout=30)
+    assert r.status_code == 200, r.text
+    batch = r.json()["batch_id"]
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    try:
+        pg = ctx.new_page()
+        pg.set_default_timeout(10_000)
+        pg.goto(keyed_server.url + "/#key=zv-page-admin-0123")
+        pg.wait_for_selector("#conn.ok")
+        link = pg.locator(f'#recent a[title^="{batch}"]')
+        link.click()
+        pg.wait_for_function("() => !document.getElementById('receipt-json').textContent.startsWith('loading')")
+        assert pg.get_attribute("#receipt-json", "class") != "bad"
+        assert json.loads(pg.inner_text("#receipt-json"))["id"] == batch
+        assert pg.locator("#key-form").is_hidden()
+    finally:
+        ctx.close()

@@ -7,7 +7,14 @@ graph (grimp; imports inside functions count too):
 - ``app.core`` imports nothing from the rest of ``app`` (it is the bottom floor);
 - ``app.engine`` imports nothing from ``app.api`` (the engine runs without the web stack);
 - no route module imports another route module (shared code lives in app.api.service and
-  app.api.status).
+  app.api.status);
+- the client package ``zapverify`` imports from ``app`` only the floors it shares with the
+  server, ``app.core`` (registry, items, errors, encodings, the Merkle leaf and proof check)
+  and ``app.wire`` (the ZAP codec), never the engine, the API or the settings — but for the
+  load generator's signers, ``app.engine.reference.kat``, which reach only ``app.core`` and the
+  reference's constants (``zapverify bench`` signs real items with the reference libraries); and of ``app``
+  only the command line (``app.cli``, a user of the client) imports ``zapverify``, so the
+  server never depends on its client.
 """
 
 from __future__ import annotations
@@ -18,7 +25,17 @@ import pytest
 
 @pytest.fixture(scope="module")
 def graph():
-    return grimp.build_graph("app", cache_dir=None)
+    return grimp.build_graph("app", "zapverify", cache_dir=None)
+
+
+#: What the client may import from the server's package (the shared floors).
+CLIENT_MAY_IMPORT = ("app.core", "app.wire")
+#: The one more edge: the load generator signs its items with the reference signers.
+LOADGEN_SIGNERS = ("zapverify.loadgen", "app.engine.reference.kat")
+
+
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
 
 
 def _cycles(graph) -> list[list[str]]:
@@ -70,7 +87,9 @@ def _package_edges(graph) -> dict[str, set[str]]:
             k = 0
             while k < min(len(a), len(b)) and a[k] == b[k]:
                 k += 1
-            if k < len(a) and k < len(b):
+            # Between the two top-level packages (k == 0) the layering is finer than a package
+            # edge: app.core and app.wire < zapverify < app.cli (the client rules below).
+            if 0 < k < len(a) and k < len(b):
                 edges.setdefault(".".join(a[:k + 1]), set()).add(".".join(b[:k + 1]))
     return edges
 
@@ -88,7 +107,8 @@ def _edge_graph(edges: dict[str, set[str]]):
 def test_the_graph_covers_the_packages(graph):
     # A rule checked on an empty or partial graph would pass for nothing.
     for module in ("app.engine.pipeline", "app.engine.verify.engine", "app.api.routes.ws", "app.api.service",
-                   "app.wire.zap", "app.core.schemes", "app.engine.receipts.open"):
+                   "app.wire.zap", "app.core.schemes", "app.engine.receipts.open", "zapverify.http",
+                   "zapverify.proofs", "zapverify.loadgen", "zapverify.ingest"):
         assert module in graph.modules
     assert graph.direct_import_exists(importer="app.api.routes.ws", imported="app.api.service")
 
@@ -144,3 +164,21 @@ def test_no_route_module_imports_another(graph):
     assert len(routes) >= 8
     bad = [(r, i) for r in sorted(routes) for i in graph.find_modules_directly_imported_by(r) if i in routes]
     assert bad == []
+
+
+def test_the_client_imports_only_the_shared_floors_of_app(graph):
+    client = {"zapverify"} | graph.find_descendants("zapverify")
+    bad = [(m, i) for m in sorted(client) for i in sorted(graph.find_modules_directly_imported_by(m))
+           if _in(i, ("app",)) and not _in(i, CLIENT_MAY_IMPORT) and (m, i) != LOADGEN_SIGNERS]
+    assert bad == []
+    signers = graph.find_upstream_modules(LOADGEN_SIGNERS[1])
+    assert signers and all(_in(m, (*CLIENT_MAY_IMPORT, "app.engine.reference.reference")) for m in signers), signers
+    for floor in CLIENT_MAY_IMPORT:  # and the floors, in turn, reach nothing above them
+        for above in ("app.engine", "app.api", "app.main", "app.config", "zapverify"):
+            assert not graph.chain_exists(importer=floor, imported=above, as_packages=True), (floor, above)
+
+
+def test_only_the_command_line_imports_the_client(graph):
+    server = {m for m in graph.modules if _in(m, ("app",))}
+    users = sorted(m for m in server for i in graph.find_modules_directly_imported_by(m) if _in(i, ("zapverify",)))
+    assert users and set(users) == {"app.cli"}

@@ -65,9 +65,10 @@ def test_json_logs_parse_and_carry_the_client_request_id(tmp_path):
         assert receipt["request_id"] == "client-req-42"
     finally:
         srv.stop()
-    banner = "zapverify: dashboard at"  # `zapverify serve`'s one line on standard output, not a log record
-    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip() and not line.startswith(banner)]
+    # Every line is JSON from the first (issue 53: `serve`'s dashboard line was a plain print).
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     assert lines and all({"time", "level", "logger", "message", "request_id"} <= set(d) for d in lines)
+    assert lines[0]["logger"] == "zapverify.cli" and lines[0]["message"].startswith("dashboard at http://")
     access = [d for d in lines if d["logger"] == "uvicorn.access" and d.get("path") == "/v1/verify"]
     assert access and access[0]["request_id"] == "client-req-42" and access[0]["status"] == 200
     assert access[0]["method"] == "POST" and access[0]["route"] == "/v1/verify" and access[0]["duration_ms"] > 0
@@ -84,3 +85,25 @@ def test_a_busy_port_is_one_clear_error_before_anything_starts():
     assert proc.returncode == 2
     assert "dashboard at" not in out and "Started server process" not in err
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_missing_optional_dependency_is_one_line_with_the_install_command(fmt):
+    """postgresql:// without the postgres extra printed 84 lines and two tracebacks before a
+    message naming a PyPI install (issue 53): now one line, before anything else, naming the
+    command for this checkout."""
+    import os
+
+    blocked = "import sys; sys.modules['psycopg'] = None; from app.cli import main; sys.exit(main(sys.argv[1:]))"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing listens there: the check must not need the database
+    proc = subprocess.run([sys.executable, "-c", blocked, "serve", "--port", str(closed)], cwd=ROOT,
+                          env={**os.environ, "ZAPVERIFY_DATABASE_URL": f"postgresql://zv@127.0.0.1:{closed}/zv",
+                               "ZAPVERIFY_LOG_FORMAT": fmt}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    text = json.loads(lines[0])["message"] if fmt == "json" else lines[0]
+    assert "needs the postgres extra (psycopg is not installed)" in text
+    assert f"{sys.executable} -m pip install -e '{ROOT}[postgres]'" in text

@@ -174,6 +174,34 @@ def test_full_disk_turns_readyz_503_verify_fails_fast_with_retry_after_and_recov
     assert "zapverify_receipt_store_up 1.0" in client.get("/metrics").text
 
 
+def test_a_store_fault_shows_its_path_to_admins_only(make_client, tmp_path):
+    """The open /readyz and a verify 503 say what is wrong in words with a reason code; the
+    database file's path and SQLite's own words are in the log and /v1/status (admin) only."""
+    client = make_client()
+    fill(client.app.state.runtime.store)
+    path = str(tmp_path)
+    ready = client.get("/readyz")
+    assert ready.status_code == 503 and path not in ready.text and "database or disk" not in ready.text
+    assert ready.json()["store"]["message"] == "the disk of the receipt store is full"
+    r = client.post("/v1/verify", json=_items(2))
+    assert r.status_code == 503 and path not in r.text
+    assert r.json()["error"] == {"code": "STORE_UNAVAILABLE", "reason": "disk_full",
+                                 "message": "the disk of the receipt store is full; retry in 1 s"}
+    zap = client.post("/v1/verify/zap", content=_zap_frame(), headers={"content-type": "application/x-zap"})
+    assert zap.status_code == 503 and path.encode() not in zap.content
+    store = client.get("/v1/status").json()["store"]
+    assert store["kind"] == "sqlite" and store["reason"] == "disk_full" and path in store["url"]
+    assert path in store["detail"] and "database or disk is full" in store["detail"]
+
+
+def _zap_frame() -> bytes:
+    from app.wire import zap
+
+    items = _items(2)["items"]
+    cols = [[bytes.fromhex(i[f]) for i in items] for f in ("public_key", "message", "signature")]
+    return bytes(zap.encode_items("ed25519", *cols, request_id=1))
+
+
 # ------------------------------------------------------------------ PostgreSQL going away
 class Proxy:
     """A TCP proxy on a loopback port to ``target``; :meth:`down` closes the listener and every
@@ -263,7 +291,16 @@ def test_postgres_unreachable_turns_readyz_503_verify_fails_fast_and_recovers(ma
         assert time.monotonic() - t0 < 1.5  # was the pool's 10 s connect timeout per request
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
         assert r.json()["error"]["code"] == "STORE_UNAVAILABLE"
+        assert r.json()["error"]["reason"] == "unreachable"
         assert "cannot be reached" in r.json()["error"]["message"]
+        # Neither the open /readyz nor a client's 503 shows the database's user, host, port or
+        # URL (issue 53); the admin-scoped status does.
+        ready = client.get("/readyz")
+        for leaked in (str(proxy.port), "postgresql://", parts.hostname or "127.0.0.1", parts.username or "postgres"):
+            assert leaked not in ready.text and leaked not in r.text, leaked
+        store = client.get("/v1/status").json()["store"]
+        assert store["kind"] == "postgresql" and str(proxy.port) in store["url"]
+        assert store["reason"] == "unreachable" and str(proxy.port) in store["detail"]
 
         proxy.up()
         _wait_status(client, "/readyz", 200, within=20)

@@ -83,6 +83,32 @@ def test_verify_writes_a_receipt_and_every_proof_verifies(make_client):
         path = [bytes.fromhex(h) for h in p["audit_path"]]
         assert verify_inclusion(root, leaf, i, 11, path)
         assert not verify_inclusion(root, leaf_hash(code, not p["verdict"], pk, msg, sig), i, 11, path)
+        assert verify_inclusion(**p)  # the JSON as served (hex, audit_path), issue 53
+        assert verify_inclusion(**{**p, "leaf_hash": leaf})  # with the user's own leaf, as bytes
+        tampered = list(p["audit_path"])
+        tampered[i % len(tampered)] = bytes(31).hex() + "01"
+        assert not verify_inclusion(**{**p, "audit_path": tampered})
+        assert not verify_inclusion(**{**p, "audit_path": p["audit_path"][:-1]})
+
+
+def test_verify_inclusion_raises_on_what_is_not_a_proof(make_client):
+    from zapverify import MalformedProof
+
+    client = make_client()
+    rid = client.post("/v1/verify", json=_request(_items(random.Random(3), 5))).json()["batch_id"]
+    p = client.get(f"/v1/receipts/{rid}/proof/2").json()
+    assert verify_inclusion(**p) and verify_inclusion(**{**p, "merkle_root": "0x" + p["merkle_root"].upper()})
+    for field, bad, words in [("merkle_root", "zz" * 32, "not hex"), ("leaf_hash", p["leaf_hash"][:-2], "31 bytes"),
+                              ("audit_path", [p["audit_path"][0], "0x12"], "1 bytes"),
+                              ("audit_path", [p["audit_path"][0] + " "], "not hex"),
+                              ("audit_path", "".join(p["audit_path"]), "a list"), ("index", "2", "integer"),
+                              ("count", 5.0, "integer"), ("leaf_hash", None, "hex text or bytes")]:
+        with pytest.raises(MalformedProof) as e:
+            verify_inclusion(**{**p, field: bad})
+        assert words in e.value.message and e.value.field.startswith(field), (field, e.value.message)
+        assert isinstance(e.value, ValueError) and e.value.code == "BAD_PROOF"
+    with pytest.raises(TypeError):  # a field the served proof does not have
+        verify_inclusion(**{**p, "path": p["audit_path"]})
 
 
 def test_list_pages_with_keyset_cursor(make_client):

@@ -228,3 +228,47 @@ def test_booleans_are_strict(client, field, value):
     item = as_json(kat.known_answers()["ed25519"][0].item)
     r = client.post("/v1/verify", json={"items": [item], field: value})
     assert r.status_code == 422 and r.json()["error"]["field"] == field
+
+
+@pytest.mark.parametrize("option, takers", [("prehashed", "secp256k1/p256"), ("allow_high_s", "secp256k1"),
+                                            ("low_s", "p256")])
+def test_an_option_no_item_takes_is_refused_naming_it(client, option, takers):
+    # Issue 53: "prehashed": true on an Ed25519-only request answered plain Ed25519 verdicts.
+    items = [as_json(kat.known_answers()[s][0].item) for s in ("ed25519", "bip340")]
+    r = client.post("/v1/verify", json={"items": items, option: True})
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "BAD_REQUEST" and err["field"] == option
+    assert err["message"] == f"option {option} applies to {takers} only, and this request's items are ed25519/bip340"
+
+
+def test_an_option_some_items_take_applies_to_those(client):
+    k1 = kat.sign_items("secp256k1", 1, seed=13, prehashed=True)[0]
+    ed = kat.known_answers()["ed25519"][0]
+    r = client.post("/v1/verify", json={"prehashed": True, "items": [as_json(k1), as_json(ed.item)]})
+    assert r.status_code == 200 and r.json()["verdicts"] == [True, ed.expected]
+
+
+def test_a_signature_format_no_item_takes_is_refused_naming_it(client):
+    item = as_json(kat.known_answers()["ed25519"][0].item)
+    r = client.post("/v1/verify", json={"items": [item], "signature_format": "der"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "signature_format"
+    assert "secp256k1/p256 only" in r.json()["error"]["message"]
+
+
+def test_a_scheme_id_in_the_wrong_case_gets_a_hint(client):
+    item = {**as_json(kat.known_answers()["ed25519"][0].item), "scheme": "Ed25519"}
+    r = client.post("/v1/verify", json={"items": [item]})
+    err = r.json()["error"]
+    assert r.status_code == 422 and err["code"] == "UNKNOWN_SCHEME" and err["field"] == "items[0].scheme"
+    assert "case-sensitive: did you mean 'ed25519'?" in err["message"] and "known: ed25519, secp256k1" in err["message"]
+
+
+def test_too_many_items_are_refused_before_any_item_is_validated(client):
+    # Issue 53: 65,537 items were validated (2.4 s) before their 413.  Items that would each
+    # fail validation show that none was looked at: the answer is the count's 413, not a 422.
+    r = client.post("/v1/verify", json={"items": [{"scheme": 7}] * 51})
+    assert r.status_code == 413, r.text
+    assert r.json()["error"] == {"code": "LIMIT_EXCEEDED", "message": "51 items, the limit is 50", "field": "items"}
+    r = client.post("/v1/verify", json={"items": [{"scheme": 7}] * 50})  # at the limit: validated, 422
+    assert r.status_code == 422 and r.json()["error"]["field"] == "items[0].scheme"

@@ -103,6 +103,14 @@ def test_a_json_option_applies_exactly_to_the_schemes_that_accept_it(sid, name):
     want = schemes.OPTIONS[name].bit if s.accepts_option(name) else 0
     items = schemas.to_items(req, **LIMITS)
     assert [schemes.option_bits(it) for it in items] == [want, want]
+    if not want:  # no item takes it: refused naming the option (issue 53), not silently dropped
+        with pytest.raises(RequestError) as e:
+            schemas.to_work(req, **LIMITS)
+        assert e.value.field == name and "/".join(schemes.accepting(schemes.OPTIONS[name].bit)) in e.value.message
+        taker = schemes.SCHEMES[schemes.accepting(schemes.OPTIONS[name].bit)[0]]
+        mixed = schemas.VerifyRequest.model_validate({"items": [_row(s), _row(taker)], name: True})
+        assert [schemes.option_bits(it) for it in schemas.to_work(mixed, **LIMITS)] == [0, schemes.OPTIONS[name].bit]
+        return
     work = schemas.to_work(req, **LIMITS)  # the column path decides alike
     assert isinstance(work, Batch) and work.options == want
 
@@ -118,6 +126,11 @@ def test_a_signature_format_applies_exactly_to_the_schemes_that_accept_it(sid, f
         assert item.signature == encoding.compact_signature(sent, fmt)
     else:
         assert item.signature == sent
+    if fmt != schemes.RAW and fmt not in s.signature_formats:  # no item takes it: refused (issue 53)
+        with pytest.raises(RequestError) as e:
+            schemas.to_work(req, **LIMITS)
+        assert e.value.field == "signature_format"
+        return
     # Only signatures taken as sent go straight to columns; others are read one by one.
     assert isinstance(schemas.to_work(req, **LIMITS), Batch) == (s.signature_format_for(fmt) == schemes.RAW)
 
@@ -249,7 +262,10 @@ def test_a_new_scheme_with_an_option_of_its_own_needs_only_its_record(toy):
                                                 "signature_format": "der"})
     [item] = schemas.to_items(req, **LIMITS)
     assert (item.prehashed, item.allow_high_s, item.signature) == (True, False, bytes(64))
-    work = schemas.to_work(req, **LIMITS)
+    with pytest.raises(RequestError, match="^option allow_high_s applies to secp256k1 only"):
+        schemas.to_work(req, **LIMITS)  # no item takes it: refused, not dropped
+    own = schemas.VerifyRequest.model_validate({"items": [_row(toy)], "prehashed": True})
+    work = schemas.to_work(own, **LIMITS)
     assert isinstance(work, Batch) and work.options == 0x01
 
     body = json_body([Item(toy.id, bytes(32), bytes(32), bytes(64), prehashed=True, allow_high_s=True)])

@@ -378,8 +378,12 @@ def test_kernel_host_delayed_invert_is_caught_in_the_first_faulty_batch(tmp_path
         assert wrong and all(faulty["verdicts"][i] != answers[3][1][i] for i in wrong)
         # warm-up: every (inverted) true verdict of the faulty batch was checked
         assert {i for i, v in enumerate(faulty["verdicts"]) if v} <= set(wrong)
+        # The list is what a sample found, and the receipt says so (issue 53).
+        assert receipt["shadow_mismatches_note"].startswith("a sample:") and "not checked" in receipt[
+            "shadow_mismatches_note"]
         for ok in (answers[0][0], answers[4][0]):
-            assert client.get(f"/v1/receipts/{ok['batch_id']}").json()["shadow_mismatches"] == []
+            clean = client.get(f"/v1/receipts/{ok['batch_id']}").json()
+            assert clean["shadow_mismatches"] == [] and clean["shadow_mismatches_note"] is None
 
         assert sample("zapverify_shadow_mismatches_total", **labels) - before == len(wrong)
         assert sample("zapverify_shadow_checked_items_total", **labels) - checked_before >= 3 * 8 + len(wrong)

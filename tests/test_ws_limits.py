@@ -27,10 +27,12 @@ TIMEOUT = 3.0  # ZAPVERIFY_BODY_READ_TIMEOUT_SECONDS
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = ServerProcess({"ZAPVERIFY_DATA_DIR": str(tmp_path_factory.mktemp("data")), "ZAPVERIFY_BACKEND": "cpu",
+    data = tmp_path_factory.mktemp("data")
+    srv = ServerProcess({"ZAPVERIFY_DATA_DIR": str(data), "ZAPVERIFY_BACKEND": "cpu",
                          "ZAPVERIFY_MAX_BODY_BYTES": str(MAX_BODY),
                          "ZAPVERIFY_ADMISSION_MAX_BYTES": str(MAX_BYTES),
-                         "ZAPVERIFY_BODY_READ_TIMEOUT_SECONDS": str(TIMEOUT)}, cli=True).start()
+                         "ZAPVERIFY_BODY_READ_TIMEOUT_SECONDS": str(TIMEOUT)}, log=data / "server.log",
+                        cli=True).start()
     yield srv
     srv.stop()
 
@@ -155,6 +157,98 @@ def test_a_message_that_stalls_is_cut_after_the_read_deadline_and_an_idle_socket
         t0 = time.monotonic()
         assert close_code(s) == 1008
         assert TIMEOUT * 0.9 <= time.monotonic() - t0 < TIMEOUT + 3
+        # The server's close is logged at warning with its reason (the soak's close of issue 53 was not).
+        deadline = time.monotonic() + 5
+        while not (warned := [line for line in server.log.read_text().splitlines()
+                              if " WARNING zapverify.ws: WebSocket from 127.0.0.1 closed by the server with 1008: "
+                                 "message stalled after 18 bytes" in line]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert warned
         # The connection that sent no message all along is still open and answers.
         idle.sendall(frame(0x1, request_text(request_id=9)))
         assert json.loads(read_frame(idle)[1])["request_id"] == 9
+
+
+# ------------------------------------------------------------------ issue 53: a close in a soak
+# In a 600 s soak the server closed the one WebSocket partway, logged at info only.  The
+# protocol ended a message (its admission charge, its read deadline) only when a read's last
+# frame completed it: a read that held a message's end and then a ping, a pong or the start
+# of the next message left it "in progress".  So a client's keep-alive ping right behind a
+# request got the connection cut 30 s later for a "stalled" message (1008), and back-to-back
+# messages kept adding to one admission charge until the bound refused it (1013).
+def test_a_ping_right_behind_a_message_does_not_leave_it_in_progress(server):
+    s = opened(server.port)
+    with s:
+        s.sendall(frame(0x1, request_text(request_id=21)) + frame(0x9, b"keepalive"))  # one read
+        got = {read_frame(s)[0] for _ in range(2)}
+        assert got == {0x1, 0xA}  # the reply and the pong
+        time.sleep(TIMEOUT + 1.5)  # past the read deadline: nothing is in progress, nothing is cut
+        s.sendall(frame(0x1, request_text(request_id=22)))
+        opcode, payload = read_frame(s)
+        assert opcode == 0x1 and json.loads(payload)["request_id"] == 22
+    assert admission(server)["bytes_in_flight"] == 0
+
+
+def test_back_to_back_messages_are_charged_one_at_a_time(server):
+    """Each read holds the end of one message and the start of the next, for more bytes than
+    the admission bound: every message's charge ends with it, so none is refused."""
+    s = opened(server.port)
+    with s:
+        texts = [request_text(request_id=100 + i) + b" " * 200_000 for i in range(16)]  # 3.2 MB > MAX_BYTES
+        stream = b"".join(frame(0x1, t) for t in texts)
+        cut = 100_000  # reads that straddle every message boundary
+        for lo in range(0, len(stream), cut):
+            s.sendall(stream[lo:lo + cut])
+            time.sleep(0.01)
+        ids = set()
+        for _ in texts:
+            opcode, payload = read_frame(s)
+            assert opcode == 0x1, (opcode, payload[:200])
+            ids.add(json.loads(payload)["request_id"])
+        assert ids == {100 + i for i in range(16)}
+    deadline = time.monotonic() + 10
+    while admission(server)["bytes_in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert admission(server)["bytes_in_flight"] == 0
+
+
+def test_the_estimated_wait_refuses_a_request_not_the_connection(tmp_path):
+    """The soak's close, reproduced in 3 s on a 2-core host (bench --transport ws --batch 1024
+    --concurrency 8): past the admission time bound the protocol refused the next message at
+    its header and closed the connection (1013), every request on it lost.  Now the route
+    answers that request OVERLOADED (an error frame naming it, with its retry time) and the
+    connection stays open, as HTTP answers one request 503."""
+    from websockets.sync.client import connect
+
+    from app.wire import zap
+
+    srv = ServerProcess({"ZAPVERIFY_DATA_DIR": str(tmp_path), "ZAPVERIFY_BACKEND": "cpu",
+                         "ZAPVERIFY_RECEIPTS": "false", "ZAPVERIFY_ADMISSION_MAX_WAIT_SECONDS": "0.02"},
+                        cli=True).start()
+    try:
+        items = kat.sign_items("ed25519", 8, seed=11)
+        pks, msgs, sigs = ([getattr(it, f) for it in items] * 128 for f in ("public_key", "message", "signature"))
+        frames = [bytes(zap.encode_items("ed25519", pks, msgs, sigs, request_id=i)) for i in range(12)]
+        with connect(srv.url.replace("http", "ws", 1) + "/v1/ws/verify", max_size=None) as ws:
+            for _ in range(10):  # the server learns what an Ed25519 item costs
+                for f in frames[:3]:
+                    ws.send(f)
+                assert all(zap.read_header(ws.recv(timeout=60)).type != zap.TYPE_ERROR for _ in range(3))
+                if admission(srv)["items_per_second"].get("ed25519"):
+                    break
+            for f in frames[1:]:  # then 11 at once, 1024 items each, against a 0.02 s bound
+                ws.send(f)
+            answered, overloaded = set(), 0
+            for _ in frames[1:]:
+                reply = ws.recv(timeout=60)
+                header = zap.read_header(reply)
+                answered.add(header.request_id)
+                if header.type == zap.TYPE_ERROR:
+                    err = zap.decode_error(reply)
+                    assert err.code == 0x0105 and "estimated wait" in err.message, err
+                    overloaded += 1
+            assert answered == set(range(1, 12)) and overloaded >= 1
+            ws.send(frames[0])  # and the connection still serves
+            assert zap.read_header(ws.recv(timeout=60)).request_id == 0
+    finally:
+        srv.stop()

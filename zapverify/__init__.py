@@ -26,7 +26,8 @@ from zapverify.http import (
     leaf_hash,
     verify_inclusion,
 )
+from zapverify.proofs import MalformedProof
 
 __all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream",
            "aggregate_body", "aggregate_leaf", "aggregate_leaf_hash", "json_body", "leaf_hash", "verify_inclusion",
-           "compact_to_der", "der_to_compact", "ConnectionFailed", "RemoteError", "ZapVerifyError"]
+           "compact_to_der", "der_to_compact", "ConnectionFailed", "MalformedProof", "RemoteError", "ZapVerifyError"]

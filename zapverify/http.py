@@ -29,15 +29,16 @@ not given; ``api_key=""`` sends none).  It is sent as ``Authorization: Bearer <k
 request and on the WebSocket handshake.
 
 :func:`verify_inclusion` checks an inclusion proof from ``GET /v1/receipts/{id}/proof/{index}``
-offline: it needs only the proof's numbers and hashes, never the server.
+offline, the JSON as served: it needs only the proof's numbers and hashes, never the server.
 :func:`leaf_hash` recomputes an item's leaf from what the user sent (scheme wire code,
 verdict, public key, message, signature; the scheme as its id or its wire code), so a user
 can show that *their* item got that verdict::
 
     from zapverify import leaf_hash, verify_inclusion
-    leaf = leaf_hash("ed25519", True, pk, msg, sig)     # must equal the proof's leaf_hash
-    verify_inclusion(bytes.fromhex(p["merkle_root"]), leaf, p["index"], p["count"],
-                     [bytes.fromhex(h) for h in p["audit_path"]])   # -> True
+    p = zv.proof(batch_id, 0)
+    verify_inclusion(**p)                                # -> True: the served leaf is in the tree
+    leaf = leaf_hash("ed25519", True, pk, msg, sig)     # the user's own item...
+    verify_inclusion(**{**p, "leaf_hash": leaf})         # -> True: ...with that verdict
 
 An aggregate item's leaf is :func:`aggregate_leaf` (``item``, verdict), checked the same way.
 """
@@ -58,12 +59,12 @@ from typing import Any
 import httpx
 import numpy as np
 
-from app.core import schemes
+from app.core import commitment, schemes
 from app.core.batch import AGGREGATE_MODES, AGGREGATE_VARIANTS, AggregateItem, Item
+from app.core.commitment import aggregate_leaf, aggregate_leaf_hash
 from app.core.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
-from app.engine.commit import merkle
-from app.engine.commit.merkle import aggregate_leaf, aggregate_leaf_hash, verify_inclusion
 from app.wire import zap
+from zapverify.proofs import verify_inclusion
 
 __all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream",
            "aggregate_body", "aggregate_leaf", "aggregate_leaf_hash", "leaf_hash", "verify_inclusion"]
@@ -191,7 +192,7 @@ def leaf_hash(scheme: int | str, verdict: bool, pk: bytes, msg: bytes, sig: byte
     ``sig`` the signature as verified (secp256k1 DER converted to compact r ‖ s).  Raises
     :class:`app.core.errors.UnknownScheme` for an id no scheme has."""
     code = schemes.get(scheme).code if isinstance(scheme, str) else scheme
-    return merkle.leaf_hash(code, verdict, pk, msg, sig)
+    return commitment.leaf_hash(code, verdict, pk, msg, sig)
 
 
 def json_body(items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | None = None,

@@ -15,6 +15,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
 
+from app.api.schemas import ITEM_LIMIT
 from app.config import Settings
 from app.core.errors import BadContentType
 from app.engine.admission import Admission
@@ -58,6 +59,13 @@ def get_ws_stats(runtime: RuntimeDep) -> WsStats:
     return runtime.ws
 
 
+async def item_limit(settings: Annotated[Settings, Depends(get_settings)]) -> None:
+    """Set :data:`app.api.schemas.ITEM_LIMIT` for this request (``async``: a contextvar set in
+    a thread would not reach the body's validation), so an oversized item list is refused
+    before its items are validated."""
+    ITEM_LIMIT.set(settings.max_items)
+
+
 def get_zap_limits(settings: Annotated[Settings, Depends(get_settings)]) -> Limits:
     """The ZAP decoder's bounds from the settings."""
     return zap_limits(settings)
@@ -88,3 +96,5 @@ def require_json(request: Request) -> None:
 
 #: ``dependencies=[RequireJson]`` on a route that takes a JSON body.
 RequireJson = Depends(require_json)
+#: ``dependencies=[ItemLimit]`` on a route whose JSON body holds an item list (:func:`item_limit`).
+ItemLimit = Depends(item_limit)

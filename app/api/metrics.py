@@ -45,7 +45,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Hashable, Iterable
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import (
@@ -61,7 +60,7 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import __version__
+from app import __version__, build
 from app.api import workers
 from app.api.workers import pid_alive
 from app.wire import zap
@@ -95,7 +94,11 @@ SIGNATURES = Counter("zapverify_signatures", "Signatures verified, by scheme, ba
                      ["scheme", "backend", "result"])
 BATCH_DURATION = Histogram("zapverify_batch_duration_seconds", "Verify time of one single-scheme batch.",
                            ["scheme", "backend"], buckets=DURATION_BUCKETS)
-BATCH_SIZE = Histogram("zapverify_batch_size", "Items per single-scheme batch.", ["scheme"], buckets=SIZE_BUCKETS)
+BATCH_ITEMS = Histogram("zapverify_batch_items", "Items per single-scheme batch.", ["scheme"], buckets=SIZE_BUCKETS)
+#: The same histogram under its name before the unit suffix (0.1.0), kept one release so that
+#: dashboards and rules written against it keep working while they move; removed in 0.2.0.
+BATCH_SIZE_DEPRECATED = Histogram("zapverify_batch_size", "Deprecated (removed in 0.2.0): zapverify_batch_items.",
+                                  ["scheme"], buckets=SIZE_BUCKETS)
 POOL_BYTES = Gauge("zapverify_pool_bytes", "UMA pool bytes by state (in_use|free); their sum is the capacity.",
                    ["state"], multiprocess_mode="livesum")
 INGEST_FRAMES = Counter("zapverify_ingest_frames", "ZAP frames received by ingest, by transport and outcome.",
@@ -196,7 +199,8 @@ class _Listener:
         if items - valid:
             SIGNATURES.labels(scheme, backend, "invalid").inc(items - valid)
         BATCH_DURATION.labels(scheme, backend).observe(seconds)
-        BATCH_SIZE.labels(scheme).observe(items)
+        BATCH_ITEMS.labels(scheme).observe(items)
+        BATCH_SIZE_DEPRECATED.labels(scheme).observe(items)
 
     def frame(self, transport: str, outcome: str) -> None:
         INGEST_FRAMES.labels(transport, outcome).inc()
@@ -218,33 +222,8 @@ class _Listener:
 LISTENER = _Listener()
 
 
-def source_commit(root: Path = Path(__file__).resolve().parents[2]) -> str:
-    """The commit checked out at ``root`` (the source tree of this package), read from its
-    ``.git`` without running git; ``"unknown"`` outside a git checkout (an image, a wheel)."""
-    git = root / ".git"
-    try:
-        if git.is_file():  # a linked worktree: "gitdir: <path>"
-            git = (root / git.read_text().split(":", 1)[1].strip()).resolve()
-        common = git
-        if (git / "commondir").is_file():
-            common = (git / (git / "commondir").read_text().strip()).resolve()
-        head = (git / "HEAD").read_text().strip()
-        if head.startswith("ref: "):
-            ref = head[5:].strip()
-            for d in (git, common):
-                if (d / ref).is_file():
-                    head = (d / ref).read_text().strip()
-                    break
-            else:
-                packed = (common / "packed-refs").read_text().splitlines()
-                head = next(line.split()[0] for line in packed if line.endswith(" " + ref))
-    except (OSError, IndexError, StopIteration, ValueError):
-        return "unknown"
-    return head if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", head) else "unknown"
-
-
-#: Read once: the commit a running server was started from.
-COMMIT = source_commit()
+#: Read once: the commit a running server was started from (app/build.py).
+COMMIT = build.commit()
 
 
 class _Totals:

@@ -9,7 +9,9 @@ presented key is hashed and compared with every configured digest by
 digest came close.
 
 Scopes: ``verify`` (POST /v1/verify*, WS /v1/ws/verify), ``receipts`` (GET /v1/receipts*),
-``admin`` (/metrics, /v1/status, WS /v1/ws/stats, POST /v1/admin/*).  Always open: /healthz, /readyz, the
+``admin`` (/metrics, /v1/status, WS /v1/ws/stats, POST /v1/admin/*; an ``admin`` key also
+reads receipts, :data:`IMPLIED`, since the dashboard it opens links every batch to its
+receipt).  Always open: /healthz, /readyz, the
 API docs, /v1/schemes and the dashboard page itself (it holds no data; its script reads
 /v1/status and /v1/ws/stats with a key given in the page's ``#key=`` fragment).  A key is
 read from ``Authorization: Bearer <key>``, ``X-API-Key: <key>``, then, for browser
@@ -51,6 +53,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("zapverify.security")
 
 SCOPES = frozenset({"verify", "receipts", "admin"})
+#: Scopes a scope brings with it: an ``admin`` key opens everything the dashboard shows,
+#: the receipts its batch links point at included (docs/operations.md, "Access control").
+IMPLIED: dict[str, frozenset[str]] = {"admin": frozenset({"receipts"})}
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 #: The WebSocket subprotocol the server accepts when a browser passes its key in
@@ -74,7 +79,8 @@ def required_scope(path: str) -> str | None:
 
 @dataclass(frozen=True)
 class ApiKey:
-    """A configured key: the SHA-256 of its text, its scopes and a name for logs and metrics."""
+    """A configured key: the SHA-256 of its text, the scopes it grants (those configured and
+    the ones they imply, :data:`IMPLIED`) and a name for logs and metrics."""
 
     digest: bytes
     scopes: frozenset[str]
@@ -97,7 +103,8 @@ def parse_key(entry: str) -> ApiKey:
     scopes = frozenset(scopes_text.split("+"))
     if not scopes or not scopes <= SCOPES:
         raise ValueError(f"API key entry {entry[:12]!r}…: scopes must be among {sorted(SCOPES)}, joined by '+'")
-    return ApiKey(digest, scopes, parts[2] if len(parts) == 3 and parts[2] else hexdigest[:8])
+    granted = scopes.union(*(IMPLIED.get(s, frozenset()) for s in scopes))
+    return ApiKey(digest, granted, parts[2] if len(parts) == 3 and parts[2] else hexdigest[:8])
 
 
 def load_keys(settings: Settings) -> list[ApiKey]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from app import __version__
 from app.api.metrics import HTTP_ERRORS
+from app.engine.receipts.store import ReceiptStore
 from app.engine.runtime import Runtime
 from app.engine.verify.status import engine_status
 
@@ -17,7 +18,8 @@ def status_body(runtime: Runtime) -> dict[str, Any]:
     """Host (class and probe), transport pick, UMA pool use, backends and self-test per
     scheme, counters and throughput per scheme (and request latency: ``stats.latency``), limits,
     WebSocket and NIC ingest counters, admission control (items and bytes in flight, refusals),
-    HTTP error answers of this process by route and code (``http_errors``),
+    HTTP error answers of this process by route and code (``http_errors``), the receipt store
+    with its address and the detail of a fault (``store``, :func:`store_status`),
     of ``runtime``.  ``pick`` and ``pool`` are null for a runtime built without a pool."""
     settings = runtime.settings
     hs = runtime.host_status()
@@ -41,8 +43,17 @@ def status_body(runtime: Runtime) -> dict[str, Any]:
         "websocket": runtime.ws.snapshot(),
         "ingest": ingest.status() if ingest is not None else {"enabled": False, "transports": {}},
         "admission": runtime.admission.snapshot(),
+        "store": store_status(runtime.store),
         "http_errors": http_errors(),
     }
+
+
+def store_status(store: ReceiptStore | None) -> dict[str, Any] | None:
+    """The receipt store for admins: ``kind``, ``url`` (password removed) and its health with the
+    database's own words (``detail``), which the open ``/readyz`` leaves out; None when receipts are off."""
+    if store is None:
+        return None
+    return {"kind": store.kind, "url": store.url, **store.health.snapshot(detail=True)}
 
 
 def http_errors() -> list[dict[str, Any]]:

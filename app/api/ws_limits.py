@@ -16,7 +16,9 @@ so that:
 * every data message is charged to the process's admission bound (app/engine/admission.py)
   as its payload bytes arrive, the same ticket rules as an HTTP body: refused (a new message
   while the bound is full, or one growing past its share while others wait) with close 1013
-  (Try Again Later).  The charge ends when the message is handed to the application, which
+  (Try Again Later).  The memory bounds only: a message is not refused here for the estimated
+  wait, which the route answers per request (``OVERLOADED`` with ``retry_after``) on an open
+  connection.  The charge ends when the message is handed to the application, which
   charges it again as a request (app/api/routes/ws.py);
 * binary (ZAP) messages keep the protocol's own bound, ``ws_max_size``;
 * a message half received has the read deadline of an HTTP body (app/api/slowbody.py): no
@@ -89,11 +91,16 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
         if self.handshake_complete and not self.close_sent and not self._track(data):
             return
         super().data_received(data)
-        if self._final and self._payload_left == 0:  # the message went to the application
-            self._end_message()
 
     def _track(self, data: bytes) -> bool:
-        """Follow the frames in ``data``; False when the connection was refused."""
+        """Follow the frames in ``data``; False when the connection was refused.
+
+        A message ends (its charge released, its read deadline disarmed) as soon as the
+        payload of its final frame is complete, wherever that falls in the read: one read
+        can hold a message's end and then a ping or the next message.  Ending it only when a
+        read's last frame completed it left it "in progress" behind a keep-alive ping (cut
+        as stalled 30 s later, close 1008) and let back-to-back messages pile onto one
+        admission charge until the bound refused it (close 1013): issue 53's soak close."""
         view, i = memoryview(data), 0
         while i < len(view):
             if self._payload_left:
@@ -104,16 +111,18 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
                     self._last, self._received = self.loop.time(), self._received + n
                     if not self._charge(n):
                         return False
-                continue
-            before = len(self._head)
-            self._head += view[i:i + 14 - before]  # 14: the longest header
-            size = self._header()
-            if size is None:  # the rest of the header comes in a later read
-                return True
-            i += size - before  # what this read gave of the header; the rest is payload
-            self._head.clear()
-            if not self._frame_started():
-                return False
+            else:
+                before = len(self._head)
+                self._head += view[i:i + 14 - before]  # 14: the longest header
+                size = self._header()
+                if size is None:  # the rest of the header comes in a later read
+                    return True
+                i += size - before  # what this read gave of the header; the rest is payload
+                self._head.clear()
+                if not self._frame_started():
+                    return False
+            if self._final and self._payload_left == 0:  # the message is whole: the application's now
+                self._end_message()
         return True
 
     def _header(self) -> int | None:
@@ -153,7 +162,11 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
             return self._refuse(TOO_BIG, f"text message over {self.max_text} bytes (settings.max_body_bytes)")
         if self._ticket is None and self.admission is not None:
             try:
-                self._ticket = self.admission.admit()
+                # The memory bounds only: a message refused for the estimated wait would close
+                # the whole connection (every request in flight on it lost) where HTTP answers
+                # one request 503.  The route charges it again as a request and answers
+                # OVERLOADED naming its request_id, the connection kept (issue 53's soak close).
+                self._ticket = self.admission.admit(wait=False)
             except Overloaded as exc:
                 return self._refuse(TRY_AGAIN_LATER, exc.message[:100])
         self._final = self._fin
@@ -198,8 +211,11 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
             self._ticket = None
 
     def _refuse(self, code: int, reason: str) -> bool:
-        """Close with ``code`` (the reason's length within a control frame's 123 bytes)."""
-        log.info("WebSocket message refused with close %d: %s", code, reason)
+        """Close with ``code`` (the reason's length within a control frame's 123 bytes); logged
+        at warning with the peer: the server ending a client's connection is an operator's
+        business (issue 53: a soak's close left nothing above info)."""
+        peer = self.client[0] if self.client else "?"
+        log.warning("WebSocket from %s closed by the server with %d: %s", peer, code, reason)
         self._end_message()
         self.conn.fail(code, close_reason(reason))
         self.queue.put_nowait({"type": "websocket.disconnect", "code": code, "reason": reason})

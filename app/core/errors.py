@@ -262,6 +262,13 @@ class StoreUnavailable(ZapVerifyError):
         if retry_after is not None:
             self.retry_after = retry_after
 
+    def to_dict(self) -> dict:
+        """The error shape plus ``reason`` (a code of app.engine.receipts.health.REASONS) where known."""
+        out = super().to_dict()
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
 
 class StoreSchemaTooNew(StoreUnavailable):
     """The database was migrated by a newer zapverify than this one."""

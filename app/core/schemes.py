@@ -247,11 +247,15 @@ BY_CODE: dict[int, Scheme] = {s.code: s for s in SCHEMES.values()}
 
 
 def get(scheme_id: str) -> Scheme:
-    """Return the scheme named ``scheme_id``; raises :class:`UnknownScheme`."""
+    """Return the scheme named ``scheme_id``; raises :class:`UnknownScheme`, which lists the
+    known ids.  Ids are case-sensitive, as the Merkle leaf's scheme code makes them one name
+    each (docs/architecture.md): ``"Ed25519"`` is refused with a hint naming ``"ed25519"``."""
     try:
         return SCHEMES[scheme_id]
     except KeyError:
-        raise UnknownScheme(f"unknown scheme {scheme_id!r}; known: {', '.join(SCHEMES)}",
+        folded = {s.casefold(): s for s in SCHEMES}.get(str(scheme_id).casefold())
+        hint = f" (scheme ids are case-sensitive: did you mean {folded!r}?)" if folded else ""
+        raise UnknownScheme(f"unknown scheme {scheme_id!r}{hint}; known: {', '.join(SCHEMES)}",
                             field="scheme") from None
 
 

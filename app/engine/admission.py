@@ -160,15 +160,17 @@ class Admission:
         self._average_work = 0.0
         self._lock = threading.Lock()
 
-    def admit(self, nbytes: int = 0, items: int = 0, *, provisional: bool = False) -> Ticket:
+    def admit(self, nbytes: int = 0, items: int = 0, *, provisional: bool = False, wait: bool = True) -> Ticket:
         """A new ticket charged ``nbytes`` bytes and ``items`` items; with ``provisional`` (a
         request whose body must be read and parsed before its items are known: HTTP), also the
         average request's work, at most an eighth of ``max_wait``, until
-        :meth:`Ticket.add_items` says its own.  Raises :class:`Overloaded`."""
+        :meth:`Ticket.add_items` says its own.  ``wait=False`` leaves the time bound out (the
+        memory bounds only: a WebSocket message arriving, which the route then charges and
+        answers ``OVERLOADED`` on its own, the connection kept).  Raises :class:`Overloaded`."""
         ticket = Ticket(self)
         with self._lock:
             work = min(self._average_work, self.max_wait / 8) if provisional else 0.0
-            self._charge(ticket, nbytes, items, work, new=True)
+            self._charge(ticket, nbytes, items, work, new=True, wait=wait)
             ticket.provisional = ticket.work
         return ticket
 
@@ -200,7 +202,7 @@ class Admission:
     AVERAGE_ALPHA = 0.1
 
     def _charge(self, ticket: Ticket, nbytes: int, items: int, work: float, *, new: bool = False,
-                known: bool = False) -> None:
+                known: bool = False, wait: bool = True) -> None:
         s = self.stats
         # Alone in flight (this ticket's own earlier charges aside): always admitted.
         others = s.requests_in_flight - (0 if new else 1)
@@ -212,7 +214,7 @@ class Admission:
                 raise self._refuse("bytes", f"over the admission bound {self._where()}; retry later")
             # Checked when a request arrives and when its items become known (``known``).
             ahead = s.work_in_flight - ticket.work
-            if self.max_wait > 0 and (new or known) and ahead > self.max_wait:
+            if wait and self.max_wait > 0 and (new or known) and ahead > self.max_wait:
                 raise self._refuse("wait", f"the estimated wait, {ahead:.2f} s, is over the bound {self._where()}; "
                                    "retry later", retry_after=max(self.retry_after, ahead - self.max_wait))
         # A request that grows past its share while others are in flight or were just turned away.

@@ -181,8 +181,9 @@ def _shadow_sink(store: ReceiptStore | None, parts: list[tuple[int, str]]):
             if not m.corrected:
                 wrong.setdefault(m.batch_id, []).append(m.item)
         for batch_id, items in wrong.items():
-            log.error("batch %s: a shadow check found the answered verdicts of items %s wrong%s", batch_id,
-                      sorted(items), "; recorded on its receipt" if store is not None else " (receipts are off)")
+            log.error("batch %s: a shadow check found the answered verdicts of items %s wrong (among the items it "
+                      "sampled; the others were not checked)%s", batch_id, sorted(items),
+                      "; recorded on its receipt" if store is not None else " (receipts are off)")
             if store is not None:
                 store.add_shadow_mismatches(batch_id, items)
 

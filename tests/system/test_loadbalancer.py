@@ -154,7 +154,7 @@ def test_metrics_add_up_over_the_workers_of_a_replica(cluster):
     text = httpx.get(a.url + "/metrics", headers=cluster.auth, timeout=10).text
     (ARTIFACTS / "metrics-replica-a.txt").write_text(text)
     names = {f.name for f in text_string_to_metric_families(text)}
-    assert {"zapverify_signatures", "zapverify_batch_duration_seconds", "zapverify_batch_size",
+    assert {"zapverify_signatures", "zapverify_batch_duration_seconds", "zapverify_batch_items",
             "zapverify_backend_available", "zapverify_http_requests", "zapverify_http_request_duration_seconds",
             } <= names
     if shutil.which("promtool"):

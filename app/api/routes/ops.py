@@ -50,8 +50,8 @@ async def healthz() -> dict:
                                                        "store": {"up": True, "reason": None, "message": None,
                                                                  "for_seconds": 12.5}}}}},
     503: {"content": {"application/json": {"example": {"ready": False, "failed": [], "degraded": {}, "store": {
-        "up": False, "reason": "disk_full", "for_seconds": 3.1,
-        "message": "the disk of the receipt store is full: data/receipts.db: database or disk is full"}}}}}})
+        "up": False, "reason": "unreachable", "for_seconds": 3.1,
+        "message": "the receipt store's database cannot be reached"}}}}}})
 async def readyz(engine: EngineDep, store: StoreDep) -> JSONResponse:
     """Readiness: 200 only once the engine is up, the known-answer check passed for every
     scheme, and the receipt store (when receipts are on) can be written.
@@ -62,8 +62,11 @@ async def readyz(engine: EngineDep, store: StoreDep) -> JSONResponse:
 
     ``store`` (null when receipts are off): ``up``, ``reason`` (``disk_full``,
     ``unreachable``, ``read_only``, ``io_error``, ``write_failed``; null while up), ``message``
-    and ``for_seconds`` in that state.  The store is probed at most once a second (``SELECT 1``
-    while up, a real write after a failed one), so a stopped database shows here within
+    (what is wrong in words; never the store's address or the driver's text, which this open
+    endpoint would show anyone: those are in the log and in ``store.detail`` of the
+    admin-scoped ``/v1/status``) and ``for_seconds`` in that state.  The store is probed at
+    most once a second (``SELECT 1`` while up, a real write after a failed one), so a stopped
+    database shows here within
     about 3 s even without traffic, and recovery without a restart."""
     failed = [s for s, r in engine.routes.items() if not r.selftest.get("cpu")]
     store_state = None

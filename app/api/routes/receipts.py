@@ -54,6 +54,9 @@ class ReceiptOut(BaseModel):
         "indices of items whose verdict here a shadow check (the CPU reference re-verifying a sample of an "
         "accelerated backend's verdicts) found wrong after it was answered: the right verdict is the opposite; "
         "empty when none. May grow after the receipt is written (docs/architecture.md, \"Shadow verification\")"))
+    shadow_mismatches_note: str | None = Field(None, description=(
+        "null when shadow_mismatches is empty; else says that the list is what a sample found: items the shadow "
+        "check did not sample were not checked and may be wrong too"))
     request_id: str | None = Field(None, description=(
         "the X-Request-ID of the request that carried the batch (the client's, or one the server made and "
         "answered in that header); null for ingest frames and receipts written before it was recorded"))

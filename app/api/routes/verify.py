@@ -7,7 +7,7 @@ import time
 from fastapi import APIRouter, Body, Request
 
 from app.api.admission import ticket_of
-from app.api.deps import EngineDep, RequireJson, SettingsDep, StoreDep
+from app.api.deps import EngineDep, ItemLimit, RequireJson, SettingsDep, StoreDep
 from app.api.schemas import ERROR_RESPONSES, VERIFY_EXAMPLES, VerifyRequest, VerifyResponse
 from app.api.service import verify_json
 
@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1", tags=["verify"])
 
 
 @router.post("/verify", response_model=VerifyResponse, responses=ERROR_RESPONSES,
-             dependencies=[RequireJson])
+             dependencies=[RequireJson, ItemLimit])
 async def verify(request: Request, engine: EngineDep, settings: SettingsDep, store: StoreDep,
                  req: VerifyRequest = Body(openapi_examples=VERIFY_EXAMPLES)) -> VerifyResponse:
     """Verify every item; verdicts come back in input order.

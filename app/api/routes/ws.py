@@ -259,7 +259,7 @@ class Connection:
         self.closing = True
         others = [t for t in self.tasks if t is not asyncio.current_task()]
         await asyncio.gather(*others, return_exceptions=True)
-        log.info("websocket closed with %d: %s", code, reason)
+        log.warning("websocket closed by the server with %d: %s", code, reason)
         try:
             async with self.send_lock:
                 await self.ws.close(code, close_reason(reason))

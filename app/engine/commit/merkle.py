@@ -21,11 +21,19 @@ from typing import Protocol
 
 import numpy as np
 
-from app.core.batch import AggregateItem
+# The leaf and proof definitions the client shares (app/core/commitment.py), re-exported:
+# this module's callers build and check trees through one name.
+from app.core.commitment import (  # noqa: F401
+    AGGREGATE_LEAF_TAG,
+    BytesLike,
+    aggregate_leaf,
+    aggregate_leaf_hash,
+    leaf_hash,
+    node,
+    verify_inclusion,
+)
 
 _sha256 = hashlib.sha256
-#: What a leaf hashes: bytes, or a zero-copy view of a batch's columns.
-BytesLike = bytes | bytearray | memoryview
 
 
 class LeafHasher(Protocol):
@@ -42,50 +50,6 @@ class LeafHasher(Protocol):
     def merkle_root(self, leaves: np.ndarray) -> bytes:
         """:func:`root` of ``uint8[n, 32]`` leaf hashes (n ≥ 1), 32 bytes."""
         ...
-
-
-def leaf_hash(code: int, verdict: bool, pk: BytesLike, msg: BytesLike, sig: BytesLike) -> bytes:
-    """The 32-byte leaf hash of one item."""
-    return _sha256(b"\x00" + bytes((code, 1 if verdict else 0)) + _sha256(pk).digest()
-                   + _sha256(msg).digest() + _sha256(sig).digest()).digest()
-
-
-#: First byte of an aggregate item's leaf data, a value no scheme's wire code takes
-#: (app/core/schemes.py), so aggregate and single leaves never share a preimage.
-AGGREGATE_LEAF_TAG = 0xA9
-
-
-def _list_digest(parts: Sequence[bytes]) -> bytes:
-    """SHA-256 of the count and each part, all length-prefixed (4-byte big-endian)."""
-    h = _sha256(len(parts).to_bytes(4, "big"))
-    for part in parts:
-        h.update(len(part).to_bytes(4, "big"))
-        h.update(part)
-    return h.digest()
-
-
-def aggregate_leaf_hash(mode: int, verdict: bool, pks: Sequence[bytes], msgs: Sequence[bytes],
-                        sig: bytes) -> bytes:
-    """The 32-byte leaf hash of one BLS aggregate item (docs/bls-aggregate.md).
-
-    Leaf data is ``0xA9 ‖ mode ‖ verdict ‖ L(pks) ‖ L(msgs) ‖ SHA-256(sig)`` (99 bytes),
-    with ``mode`` 1 for ``fast_aggregate`` (``msgs`` is its one message), 2 for
-    ``aggregate`` and 3 for ``fast_aggregate`` under the ``eth`` variant, and
-    L(list) = SHA-256(u32(len(list)) ‖ u32(len(e)) ‖ e ‖ …) with u32
-    big-endian; the leaf hash is RFC 6962's ``SHA-256(0x00 ‖ data)``.  A single item's data
-    is 98 bytes starting with a scheme code, so no aggregate leaf equals a single one.
-    """
-    data = (bytes((AGGREGATE_LEAF_TAG, mode, 1 if verdict else 0)) + _list_digest([bytes(p) for p in pks])
-            + _list_digest([bytes(m) for m in msgs]) + _sha256(bytes(sig)).digest())
-    return _sha256(b"\x00" + data).digest()
-
-
-def aggregate_leaf(item: AggregateItem, verdict: bool) -> bytes:
-    """The leaf hash of one :class:`app.core.batch.AggregateItem` with ``verdict``; the mode
-    byte is :attr:`~app.core.batch.AggregateItem.leaf_mode` (3 for ``fast_aggregate`` under
-    the ``eth`` variant, whose verdict can differ); an unknown mode or variant hashes as
-    mode 0 (the API refuses those before they get here)."""
-    return aggregate_leaf_hash(item.leaf_mode, verdict, item.public_keys, item.messages, item.signature)
 
 
 def batch_leaves(batch, verdicts: np.ndarray, hasher: LeafHasher | None = None) -> np.ndarray:
@@ -109,10 +73,6 @@ def batch_leaves(batch, verdicts: np.ndarray, hasher: LeafHasher | None = None) 
     return out
 
 
-def _node(left: bytes, right: bytes) -> bytes:
-    return _sha256(b"\x01" + left + right).digest()
-
-
 def root(leaves: Sequence[bytes] | np.ndarray, hasher: LeafHasher | None = None) -> bytes:
     """RFC 6962 §2.1 Merkle Tree Hash of ``leaves`` (already leaf-hashed), 32 bytes.
 
@@ -127,7 +87,7 @@ def root(leaves: Sequence[bytes] | np.ndarray, hasher: LeafHasher | None = None)
     if not level:
         return _sha256(b"").digest()
     while len(level) > 1:
-        nxt = [_node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        nxt = [node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt
@@ -147,33 +107,8 @@ def audit_path(leaves: Sequence[bytes] | np.ndarray, index: int) -> list[bytes]:
         sibling = index ^ 1
         if sibling < len(level):
             path.append(level[sibling])
-        nxt = [_node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        nxt = [node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
         if len(level) % 2:
             nxt.append(level[-1])
         level, index = nxt, index // 2
     return path
-
-
-def verify_inclusion(root_hash: bytes, leaf: bytes, index: int, count: int,
-                     path: Sequence[bytes]) -> bool:
-    """True when ``path`` proves ``leaf`` is leaf ``index`` of a ``count``-leaf tree with
-    root ``root_hash`` (the RFC 9162 §2.1.3.2 verification algorithm).  Pure; never raises.
-    """
-    if not 0 <= index < count or len(leaf) != 32:
-        return False
-    fn, sn, r = index, count - 1, bytes(leaf)
-    for p in path:
-        p = bytes(p)
-        if sn == 0:
-            return False
-        if fn & 1 or fn == sn:
-            r = _node(p, r)
-            if not fn & 1:
-                while fn and not fn & 1:
-                    fn >>= 1
-                    sn >>= 1
-        else:
-            r = _node(r, p)
-        fn >>= 1
-        sn >>= 1
-    return sn == 0 and r == bytes(root_hash)

@@ -39,7 +39,11 @@ log = logging.getLogger("zapverify.store")
 #: write), ``write_failed`` (any other failure of the database).
 REASONS = ("disk_full", "unreachable", "read_only", "io_error", "write_failed")
 
-#: What a client is told per reason (the error message and ``/readyz`` start with it).
+#: What a client is told per reason: the whole of the error message and of ``/readyz``'s
+#: ``message``.  The store's address and the driver's words (:attr:`Fault.detail`) would tell
+#: anyone who can reach the open ``/readyz`` the database's user, host, port and name, so
+#: they go only to the log and to the admin-scoped ``/v1/status`` (:meth:`StoreHealth.snapshot`
+#: with ``detail=True``), as web3signer's health check reports a check's name and state only.
 _SAYS = {"disk_full": "the disk of the receipt store is full",
          "unreachable": "the receipt store's database cannot be reached",
          "read_only": "the receipt store refuses writes (read-only)",
@@ -50,13 +54,18 @@ _SAYS = {"disk_full": "the disk of the receipt store is full",
 @dataclass(frozen=True)
 class Fault:
     """A failure of the store itself: ``reason`` one of :data:`REASONS`, ``detail`` the
-    database's own words."""
+    database's own words (with the store's path or address: for the log and admins only)."""
 
     reason: str
     detail: str
 
     def message(self) -> str:
-        return f"{_SAYS[self.reason]}: {self.detail}"
+        """What is wrong, in words a client may see (no address, no driver text)."""
+        return _SAYS[self.reason]
+
+    def describe(self) -> str:
+        """:meth:`message` with the detail: for the log and the admin-scoped status."""
+        return f"{self.message()}: {self.detail}"
 
 
 class StoreHealth:
@@ -92,13 +101,18 @@ class StoreHealth:
     def up(self) -> bool:
         return self._fault is None
 
-    def snapshot(self) -> dict:
+    def snapshot(self, *, detail: bool = False) -> dict:
         """``{"up": bool, "reason": str | None, "message": str | None, "for_seconds": float}``
-        (``for_seconds``: how long the store has been in this state)."""
+        (``for_seconds``: how long the store has been in this state; ``message`` in the words
+        of :data:`_SAYS`, nothing of the store's address).  ``detail=True`` (the admin-scoped
+        status) adds ``"detail"``: the database's own words with the path or address, None while up."""
         f = self._fault
-        return {"up": f is None, "reason": None if f is None else f.reason,
-                "message": None if f is None else f.message(),
-                "for_seconds": round(time.monotonic() - self._since, 3)}
+        out: dict = {"up": f is None, "reason": None if f is None else f.reason,
+                     "message": None if f is None else f.message(),
+                     "for_seconds": round(time.monotonic() - self._since, 3)}
+        if detail:
+            out["detail"] = None if f is None else f.detail
+        return out
 
     def error(self, fault: Fault | None = None) -> StoreUnavailable:
         """The error a refused or failed request gets (503 with ``Retry-After``)."""
@@ -117,7 +131,7 @@ class StoreHealth:
             if was is None or was.reason != fault.reason:
                 self._since = time.monotonic()
                 log.error("%s is down (%s), verify requests get 503 STORE_UNAVAILABLE until it recovers: %s",
-                          self.name, fault.reason, fault.message())
+                          self.name, fault.reason, fault.describe())
 
     def succeeded(self) -> None:
         """Record a write or probe that worked: the store is up."""

@@ -7,9 +7,19 @@ own implementations (each of which imports the interface).
 from __future__ import annotations
 
 from app.core.errors import ConfigError
-from app.engine.receipts.postgres import PostgresStore
+from app.engine.receipts.postgres import PostgresStore, driver_missing
 from app.engine.receipts.sqlite import SqliteStore
 from app.engine.receipts.store import ReceiptStore
+
+#: The URL prefixes of a PostgreSQL store.
+POSTGRES = ("postgresql://", "postgres://")
+
+
+def missing_dependency(url: str) -> str | None:
+    """Why the store of ``url`` cannot be opened in this environment whatever the database
+    says (an optional dependency not installed), in one line with the command that installs
+    it; None when nothing is missing.  ``zapverify serve`` asks before anything starts."""
+    return driver_missing() if url.startswith(POSTGRES) else None
 
 
 def open_store(url: str, *, pool_size: int = 8) -> ReceiptStore:
@@ -24,6 +34,6 @@ def open_store(url: str, *, pool_size: int = 8) -> ReceiptStore:
             raise ConfigError("a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path",
                               field="database_url")
         return SqliteStore(rest[1:])
-    if url.startswith(("postgresql://", "postgres://")):
+    if url.startswith(POSTGRES):
         return PostgresStore(url, pool_size=pool_size)
     raise ConfigError("database_url must start with sqlite:// or postgresql://", field="database_url")

@@ -82,6 +82,20 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
+def driver_missing() -> str | None:
+    """Why a ``postgresql://`` URL cannot be used in this environment, with the command that
+    fixes it (psycopg 3 or psycopg_pool not installed: the ``postgres`` extra), or None."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        from app.build import install_command
+
+        return (f"a postgresql:// database URL needs the postgres extra ({exc.name or 'psycopg'} is not installed): "
+                f"{install_command('postgres')}")
+    return None
+
+
 class PostgresStore(ReceiptStore):
     """Receipts in the PostgreSQL database at ``url`` (a libpq connection URI).
 
@@ -107,12 +121,12 @@ class PostgresStore(ReceiptStore):
                  request_timeout: float = 1.5, probe_timeout: float = 2.0,
                  migrations: tuple[tuple[str, ...], ...] = MIGRATIONS):
         super().__init__()
-        try:
-            import psycopg
-            from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
-        except ImportError as exc:
-            raise ConfigError("a postgresql:// database_url needs psycopg 3 and psycopg_pool "
-                              "(pip install 'zapverify[postgres]')", field="database_url") from exc
+        missing = driver_missing()
+        if missing:
+            raise ConfigError(missing, field="database_url")
+        import psycopg
+        from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
         self._errors = (psycopg.Error,)  # PoolTimeout and PoolClosed derive from it
         self._psycopg, self._pool_timeout, self._pool_closed = psycopg, PoolTimeout, PoolClosed
         self.probe_timeout = probe_timeout

@@ -181,13 +181,24 @@ class Receipt:
                               self.verdict(index))
 
     def to_json(self) -> dict:
-        """JSON form (without leaf hashes): root and bitmap as lowercase hex."""
+        """JSON form (without leaf hashes): root and bitmap as lowercase hex; with
+        ``shadow_mismatches_note`` (:data:`SHADOW_SAMPLE_NOTE`) where a shadow check listed
+        items, null otherwise."""
         return {"id": self.id, "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
                 "schemes": list(self.schemes), "count": self.count, "valid": self.valid,
                 "merkle_root": self.merkle_root.hex(), "verdict_bitmap": self.verdict_bitmap.hex(),
                 "backends": dict(self.backends), "duration_seconds": self.duration_seconds,
                 "source": self.source, "shadow_mismatches": list(self.shadow_mismatches),
+                "shadow_mismatches_note": SHADOW_SAMPLE_NOTE if self.shadow_mismatches else None,
                 "request_id": self.request_id}
+
+
+#: What a receipt with ``shadow_mismatches`` says of them: a shadow check re-verifies a sample
+#: of a batch's items, so the list is what that sample found, not every wrong verdict of the
+#: batch (an inverting device once showed 33 of 64 items, the ones sampled, with no word of it).
+SHADOW_SAMPLE_NOTE = ("a sample: the shadow check re-verified some of this batch's items on the CPU and found "
+                      "these verdicts wrong (the right one is the opposite); items it did not sample were not "
+                      "checked and may be wrong too, so re-verify the whole batch")
 
 
 #: Column order of the ``receipts`` table that both stores read and write.
@@ -300,8 +311,9 @@ class ReceiptStore(ABC):
         """The error to raise for driver exception ``exc`` during ``what`` ("read", "write");
         a store fault marks :attr:`health` down (its message names the reason)."""
         fault = self._classify(exc)
-        if fault is None:
-            return StoreUnavailable(f"receipt store {what} failed: {exc}")
+        if fault is None:  # the driver's words stay in the log (they may name the database)
+            log.warning("%s receipt store %s failed: %s", self.kind, what, exc)
+            return StoreUnavailable(f"the receipt store failed a {what}")
         self.health.failed(fault)
         return self.health.error(fault)
 
