@@ -12,9 +12,13 @@ OpenSSL's low-level one from the libcrypto hashlib runs on where there is one
 (:func:`_libcrypto`), else libsodium's ``crypto_hash_sha256``.  A ctypes
 call releases the GIL, so one call verifies and leaf-hashes a whole chunk on one core while
 other threads run theirs; :meth:`NativeLoops.merkle_root` builds a batch's tree the same way.
+ML-DSA chunks are verified by our own code (:mod:`app.engine.backends.native_ml_dsa`, a
+library of its own) and leaf-hashed here.
 
 Verdicts are, item for item, those of :mod:`app.engine.reference.reference` (the same library
-functions under the same length and prehash rules); tests check it on every vector.
+functions under the same length and prehash rules; for ML-DSA, our verify checked against
+OpenSSL on every vector and on generated and mutated items: tests/test_native_ml_dsa.py,
+scripts/agreement --scheme ml-dsa --path cpu); tests check it on every vector.
 """
 
 from __future__ import annotations
@@ -30,12 +34,14 @@ from pathlib import Path
 import numpy as np
 
 from app.core.errors import KernelBuildError
+from app.core.schemes import SCHEMES
+from app.engine.backends import native_ml_dsa
 
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("native_loops.cpp")
 #: Scheme families with a native loop.
-FAMILIES = frozenset({"ed25519", "secp256k1", "bip340"})
+FAMILIES = frozenset({"ed25519", "secp256k1", "bip340", "ml-dsa"})
 
 #: OpenSSL's low-level SHA-256 (openssl/sha.h), in the order zv_use_openssl_sha256 takes them.
 _OPENSSL_SHA256 = ("SHA256_Init", "SHA256_Update", "SHA256_Final")
@@ -87,16 +93,20 @@ class NativeLoops:
         lib.zv_merkle_root.argtypes = [_P, _P, _SZ, _P]
         lib.zv_merkle_root.restype = None
         self._lib = lib
+        # ML-DSA: our own verify (native_ml_dsa.cpp, a library of its own); leaves hashed here.
+        self._ml_dsa = native_ml_dsa.load()
 
     def run(self, family: str, code: int, pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray,
-            offsets: np.ndarray, prehashed: bool = False, allow_high_s: bool = False) -> tuple[bytes, bytes]:
+            offsets: np.ndarray, prehashed: bool = False, allow_high_s: bool = False,
+            ctx: bytes = b"") -> tuple[bytes, bytes]:
         """Verify and leaf-hash one chunk.
 
         Args:
-            family: ``"ed25519"``, ``"secp256k1"`` or ``"bip340"`` (:data:`FAMILIES`).
+            family: ``"ed25519"``, ``"secp256k1"``, ``"bip340"`` or ``"ml-dsa"`` (:data:`FAMILIES`).
             code: the scheme's one-byte code (the leaf's first data byte).
             pks: ``uint8[n, pk_len]``; sigs: ``uint8[n, sig_len]``; msgs: ``uint8[M]``.
             offsets: ``[n + 1]`` message offsets relative to ``msgs`` (any integer dtype).
+            ctx: the batch's context string (ML-DSA; the other families have none).
         Returns:
             (``n`` verdict bytes 0/1, ``32·n`` bytes of leaf hashes), as the Python loop returns.
         """
@@ -111,6 +121,11 @@ class NativeLoops:
         elif family == "bip340":
             self._lib.zv_cpu_bip340(*self._bip340, self._k1_ctx, self._sha, code, *cols, verdicts.ctypes.data,
                                     leaves.ctypes.data)
+        elif family == "ml-dsa":
+            level = native_ml_dsa.LEVELS[next(s.id for s in SCHEMES.values() if s.code == code)]
+            pk_col, sig_col, msg_col, off_col = _alive
+            verdicts = self._ml_dsa.verdicts(level, pk_col, sig_col, msg_col, off_col, ctx)
+            self._lib.zv_leaves(self._sha, code, verdicts.ctypes.data, *cols, leaves.ctypes.data)
         else:
             raise ValueError(f"no native loop for {family!r}")
         return verdicts.tobytes(), leaves.tobytes()
@@ -174,14 +189,16 @@ def prebuilt_path(directory: str | Path) -> Path:
 
 
 def prebuild(directory: str | Path) -> Path:
-    """Build the native loops into ``directory`` for a host without a compiler (the CPU
-    image builds them in its build stage); returns the library's path.  Raises
+    """Build the native loops (and :mod:`native_ml_dsa`'s library beside them) into ``directory``
+    for a host without a compiler (the CPU image builds them in its build stage); returns the
+    native loops' path.  Raises
     :class:`app.core.errors.KernelBuildError` when the build fails."""
     from app.engine.device import hostbuild
 
     out = prebuilt_path(directory)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(hostbuild.build_code(SOURCE.read_text(), "native_loops"), out)
+    native_ml_dsa.prebuild(directory)
     return out
 
 
