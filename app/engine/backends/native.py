@@ -40,7 +40,7 @@ from app.engine.backends import native_ml_dsa
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("native_loops.cpp")
-#: Scheme families with a native loop.
+#: Scheme families with a native loop (those a loaded library serves: NativeLoops.families).
 FAMILIES = frozenset({"ed25519", "secp256k1", "bip340", "ml-dsa"})
 
 #: OpenSSL's low-level SHA-256 (openssl/sha.h), in the order zv_use_openssl_sha256 takes them.
@@ -95,6 +95,9 @@ class NativeLoops:
         self._lib = lib
         # ML-DSA: our own verify (native_ml_dsa.cpp, a library of its own); leaves hashed here.
         self._ml_dsa = native_ml_dsa.load()
+        #: The families this CPU runs here: ML-DSA only with a vector path (AVX2 or AVX-512),
+        #: as our portable path is no faster than OpenSSL's (bench/results/ml_dsa_cpu.md).
+        self.families = FAMILIES if self._ml_dsa.best_isa > 0 else FAMILIES - {"ml-dsa"}
 
     def run(self, family: str, code: int, pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray,
             offsets: np.ndarray, prehashed: bool = False, allow_high_s: bool = False,
