@@ -94,28 +94,31 @@ def openssl_us(scheme_id: str, items: list[Item], min_seconds: float) -> float:
             return 1e6 * (time.perf_counter() - t0) / done
 
 
+def per_core_set(verifier, sid: str, rounds: int, n: int, min_seconds: float) -> dict:
+    """One parameter set's row: every path of ours and OpenSSL, interleaved rounds."""
+    items = kat.sign_items(sid, n, seed=50)
+    cols, level = _columns(items), native_ml_dsa.LEVELS[sid]
+    modes = {f"ours_{p}": (lambda isa=isa: ours_us(verifier, level, cols, n, isa, min_seconds))
+             for isa, p in native_ml_dsa.ISA_NAMES.items() if isa <= verifier.best_isa}
+    modes["openssl"] = lambda: openssl_us(sid, items, min_seconds)
+    got: dict[str, list[float]] = {m: [] for m in modes}
+    order = list(modes)
+    for r in range(rounds):
+        k = r % len(order)
+        for m in order[k:] + order[:k]:
+            got[m].append(modes[m]())
+    med = {m: statistics.median(v) for m, v in got.items()}
+    print(sid, {m: round(v, 1) for m, v in med.items()}, flush=True)
+    return {"us_per_verify": {m: {"median": round(med[m], 2), "rounds": [round(x, 2) for x in v]}
+                              for m, v in got.items()},
+            "openssl_over_ours": {m: round(med["openssl"] / med[m], 3) for m in med if m != "openssl"}}
+
+
 def per_core(rounds: int, n: int, min_seconds: float) -> dict:
     verifier = native_ml_dsa.load()
     paths = [native_ml_dsa.ISA_NAMES[i] for i in range(verifier.best_isa, -1, -1)]
-    out = {}
-    for sid in SETS:
-        items = kat.sign_items(sid, n, seed=50)
-        cols, level = _columns(items), native_ml_dsa.LEVELS[sid]
-        modes = {f"ours_{p}": (lambda isa=isa: ours_us(verifier, level, cols, n, isa, min_seconds))
-                 for isa, p in native_ml_dsa.ISA_NAMES.items() if isa <= verifier.best_isa}
-        modes["openssl"] = lambda: openssl_us(sid, items, min_seconds)
-        got: dict[str, list[float]] = {m: [] for m in modes}
-        order = list(modes)
-        for r in range(rounds):
-            k = r % len(order)
-            for m in order[k:] + order[:k]:
-                got[m].append(modes[m]())
-        med = {m: statistics.median(v) for m, v in got.items()}
-        out[sid] = {"us_per_verify": {m: {"median": round(med[m], 2), "rounds": [round(x, 2) for x in v]}
-                                      for m, v in got.items()},
-                    "openssl_over_ours": {m: round(med["openssl"] / med[m], 3) for m in med if m != "openssl"}}
-        print(sid, {m: round(v, 1) for m, v in med.items()}, flush=True)
-    return {"paths": paths, "items_per_call": n, "sets": out}
+    return {"paths": paths, "items_per_call": n,
+            "sets": {sid: per_core_set(verifier, sid, rounds, n, min_seconds) for sid in SETS}}
 
 
 # ------------------------------------------------------------------ served

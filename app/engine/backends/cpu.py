@@ -14,8 +14,9 @@ the fixed policy of :mod:`app.engine.backends.cpu_policy` names (the evidence is
 in docs/architecture.md, "CPU backend").  Ed25519, secp256k1, BIP-340 and ML-DSA chunks run
 in the native loops of :mod:`app.engine.backends.native` where those build (the libraries'
 own C entry points, or for ML-DSA our own vectorized verify, over whole columns, leaf hashes
-in the same pass, GIL released), on a thread pool, the columns passed without a copy.  Every chunk in the Python loop over
-:mod:`app.engine.reference.reference` runs on a pool of worker processes (started with
+in the same pass, GIL released), on a thread pool, the columns passed without a copy.
+Every chunk in the Python loop over :mod:`app.engine.reference.reference` runs on a pool of
+worker processes (started with
 ``spawn``, so a threaded server is never forked).  The server copies a process batch into a
 shared-memory segment and each worker claims ranges of it until none is left
 (:mod:`app.engine.backends.shared_columns`, :func:`cpu_worker.shared_batch`), the claims
