@@ -94,6 +94,19 @@ def openssl_us(scheme_id: str, items: list[Item], min_seconds: float) -> float:
             return 1e6 * (time.perf_counter() - t0) / done
 
 
+def interleaved(modes: dict, rounds: int, label: str = "") -> dict[str, list[float]]:
+    """Each of ``modes`` (name → a call returning one measurement) once per round, the order
+    rotating by one each round; the measurements per mode, a line printed per round."""
+    got: dict[str, list[float]] = {m: [] for m in modes}
+    order = list(modes)
+    for r in range(rounds):
+        k = r % len(order)
+        for m in order[k:] + order[:k]:
+            got[m].append(modes[m]())
+        print(f"{label} round {r + 1}/{rounds}: " + "  ".join(f"{m} {got[m][-1]:,.1f}" for m in modes), flush=True)
+    return got
+
+
 def per_core_set(verifier, sid: str, rounds: int, n: int, min_seconds: float) -> dict:
     """One parameter set's row: every path of ours and OpenSSL, interleaved rounds."""
     items = kat.sign_items(sid, n, seed=50)
@@ -101,14 +114,8 @@ def per_core_set(verifier, sid: str, rounds: int, n: int, min_seconds: float) ->
     modes = {f"ours_{p}": (lambda isa=isa: ours_us(verifier, level, cols, n, isa, min_seconds))
              for isa, p in native_ml_dsa.ISA_NAMES.items() if isa <= verifier.best_isa}
     modes["openssl"] = lambda: openssl_us(sid, items, min_seconds)
-    got: dict[str, list[float]] = {m: [] for m in modes}
-    order = list(modes)
-    for r in range(rounds):
-        k = r % len(order)
-        for m in order[k:] + order[:k]:
-            got[m].append(modes[m]())
+    got = interleaved(modes, rounds, f"{sid} µs per verify:")
     med = {m: statistics.median(v) for m, v in got.items()}
-    print(sid, {m: round(v, 1) for m, v in med.items()}, flush=True)
     return {"us_per_verify": {m: {"median": round(med[m], 2), "rounds": [round(x, 2) for x in v]}
                               for m, v in got.items()},
             "openssl_over_ours": {m: round(med["openssl"] / med[m], 3) for m in med if m != "openssl"}}
@@ -188,13 +195,7 @@ def served(rounds: int, batch_items: int, in_flight: int, frames: int, workers: 
             wait_ready(client, proc)
         for fn in modes.values():  # warm: pools started, libraries loaded, connections opened once
             fn()
-        got: dict[str, list[float]] = {m: [] for m in modes}
-        order = list(modes)
-        for r in range(rounds):
-            k = r % len(order)
-            for m in order[k:] + order[:k]:
-                got[m].append(modes[m]())
-            print(f"round {r + 1}/{rounds}: " + "  ".join(f"{m} {got[m][-1]:,.0f}/s" for m in modes), flush=True)
+        got = interleaved(modes, rounds, "served items/s:")
     except Exception:
         log.seek(0)
         sys.stderr.write(log.read()[-4000:].decode(errors="replace"))

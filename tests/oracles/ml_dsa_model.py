@@ -146,6 +146,15 @@ def cpu_verdicts(verifier, items: list[Item], isa: int = -1) -> list[bool]:
     return out  # type: ignore[return-value]
 
 
+def assert_agrees_with_openssl(items: list[Item], got: list[bool]) -> list[bool]:
+    """``got`` (verdicts of ``items`` from the code under test) equals OpenSSL's on every item;
+    returns it."""
+    want = openssl_verdicts(items)
+    bad = [(i, items[i].scheme, len(items[i].context), want[i], got[i]) for i in range(len(items)) if got[i] != want[i]]
+    assert not bad, f"{len(bad)} disagreements with OpenSSL, first: {bad[:5]}"
+    return got
+
+
 def openssl_verdicts(items: list[Item]) -> list[bool]:
     """The CPU backend's reference verdicts (OpenSSL through ``cryptography``) for ``items``."""
     return [reference.verifier(SCHEMES[it.scheme])(it.public_key, it.message, it.signature, it.context)
