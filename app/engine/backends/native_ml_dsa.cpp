@@ -2,11 +2,10 @@
 // ML-DSA.Verify, pure interface, over Alg. 8 ML-DSA.Verify_internal), vectorized, with the
 // verdicts of OpenSSL (app/engine/reference/reference.py make_verify_mldsa), item for item.
 //
-// What is shared with the kernels (app/engine/kernels/schemes/ml_dsa.cuh): every check and
-// every decoding that decides a verdict — the length and context checks, HintBitUnpack's
-// checks (zv_mldsa_hint_is_valid), z's decoding with its norm check (zv_mldsa_unpack_z),
-// SampleInBall, μ = H(tr ‖ M′) and the final c̃ comparison (zv_mldsa_mu,
-// zv_mldsa_challenge_matches) — and the whole scalar verify, which is the portable path
+// What is shared with the kernels (app/engine/kernels/schemes/ml_dsa.cuh): the parameter
+// sets and sizes, HintBitUnpack's checks (zv_mldsa_hint_is_valid), UseHint as the reference
+// the vector one is checked against, SampleInBall where one block of its stream does not
+// suffice, the tables, and the whole scalar verify, which is the portable path
 // (zv_mldsa_verify).  What is new here is speed only, for the x86-64 vector units:
 //   - NTT, NTT^-1 and the pointwise products on 8 signed 32-bit lanes (AVX2): layers
 //     len ≥ 8 pair whole vectors under one zeta; layers len 4, 2, 1 run after an 8×8
@@ -17,6 +16,13 @@
 //     Keccak-f[1600]: 4 streams in AVX2 registers, or 8 in AVX-512 registers, where the
 //     AVX-512 rotate (vprolq) and three-input logic (vpternlogq) halve the instructions of
 //     a round;
+//   - ExpandA's rejection sampling (Alg. 30/14) 16 (AVX-512: compress-store) or 8 (AVX2: a
+//     permutation looked up by the accept mask) three-byte groups at a time;
+//   - the hashes of each item — tr = H(pk), μ, SampleInBall's stream, c̃′ = H(μ ‖ w1) — run
+//     across a group of 4 or 8 items, one item per Keccak lane (inputs of different lengths
+//     side by side, each lane read out after its own last block);
+//   - z decoded by whole byte groups (2 coefficients per 5 bytes, or 4 per 9) with the norm
+//     check branch-free, the same verdict as zv_mldsa_unpack_z;
 //   - UseHint with Decompose by fixed-point arithmetic (no division), on 8 lanes; checked
 //     against the kernel's zv_mldsa_use_hint on every r in [0, q) by zv_mldsa_cpu_check_use_hint.
 // Dispatch is at run time (zv_cpu_ml_dsa's `isa`, zv_mldsa_cpu_best_isa): 2 = AVX-512
@@ -69,6 +75,21 @@ struct zv_mldsa_lane_zetas {
 };
 static const zv_mldsa_lane_zetas zv_mldsa_lanes;
 
+// For the AVX2 rejection sampler: idx[m] lists the set bits of the 8-bit mask m in order
+// (the lanes to keep), padded with zeros; a permutation by it packs the kept lanes first.
+struct zv_mldsa_compress_table {
+    alignas(8) zv_u8 idx[256][8];
+    zv_mldsa_compress_table() {
+        for (int m = 0; m < 256; m++) {
+            int k = 0;
+            for (int b = 0; b < 8; b++)
+                if (m >> b & 1) idx[m][k++] = (zv_u8)b;
+            while (k < 8) idx[m][k++] = 0;
+        }
+    }
+};
+static const zv_mldsa_compress_table zv_mldsa_compress;
+
 // Bounds of the vector code's intermediates, checked where the kernel checks its own
 // (ZV_CHECK counts failures in builds with -DZV_VERIFY; nothing otherwise).
 static inline void zv_mldsa_check_below(const zv_i32 *a, int n, zv_i64 bound) {
@@ -110,17 +131,40 @@ extern "C" int zv_mldsa_cpu_best_isa(void) {
     return 0;
 }
 
+// Items [0, n) of a chunk with checked lengths (the columns as zv_cpu_ml_dsa's), on path
+// `isa`: the vector paths take them in groups of their Keccak width, whose hashes run across
+// the group; the portable path is the kernels' zv_mldsa_verify, item by item.
 template <int LEVEL>
-static int zv_mldsa_cpu_verify(int isa, const zv_u8 *pk, const zv_u8 *sig, const zv_u8 *msg, zv_u64 msg_len,
-                               const zv_u8 *ctx, zv_u32 ctx_len) {
+static void zv_mldsa_cpu_chunk(int isa, const zv_u8 *pks, const zv_u8 *sigs, const zv_u8 *msgs, size_t msgs_len,
+                               const zv_u64 *offsets, size_t n, const zv_u8 *ctx, zv_u32 ctx_len, zv_u8 *verdicts) {
     typedef zv_mldsa_params<LEVEL> P;
     typedef zv_mldsa_sizes<P> S;
+    enum { MAX_GROUP = 8 };
+    const size_t group = isa >= 2 ? 8 : isa == 1 ? 4 : 1;
+    for (size_t i0 = 0; i0 < n; i0 += group) {
+        const int g = (int)(n - i0 < group ? n - i0 : group);
+        const zv_u8 *pk[MAX_GROUP], *sig[MAX_GROUP], *msg[MAX_GROUP];
+        zv_u64 len[MAX_GROUP];
+        int ok[MAX_GROUP];
+        for (int w = 0; w < g; w++) {
+            const size_t i = i0 + w;
+            const zv_u64 lo = offsets[i] < msgs_len ? offsets[i] : msgs_len;
+            const zv_u64 hi = offsets[i + 1] < msgs_len ? offsets[i + 1] : msgs_len;
+            pk[w] = pks + i * S::PK_BYTES;
+            sig[w] = sigs + i * S::SIG_BYTES;
+            msg[w] = msgs + lo;
+            len[w] = hi > lo ? hi - lo : 0;
+        }
 #if ZV_MLDSA_X86
-    if (isa >= 2) return zv_mldsa_avx512::verify<P>(pk, sig, msg, msg_len, ctx, ctx_len);
-    if (isa == 1) return zv_mldsa_avx2::verify<P>(pk, sig, msg, msg_len, ctx, ctx_len);
+        if (isa >= 2)
+            zv_mldsa_avx512::verify_group<P>(g, pk, sig, msg, len, ctx, ctx_len, ok);
+        else if (isa == 1)
+            zv_mldsa_avx2::verify_group<P>(g, pk, sig, msg, len, ctx, ctx_len, ok);
+        else
 #endif
-    (void)isa;
-    return zv_mldsa_verify<LEVEL>(pk, S::PK_BYTES, sig, S::SIG_BYTES, msg, msg_len, ctx, ctx_len);
+            ok[0] = zv_mldsa_verify<LEVEL>(pk[0], S::PK_BYTES, sig[0], S::SIG_BYTES, msg[0], len[0], ctx, ctx_len);
+        for (int w = 0; w < g; w++) verdicts[i0 + w] = (zv_u8)ok[w];
+    }
 }
 
 // Verdicts of one chunk of ML-DSA-`level` items (44, 65 or 87), as the CPU backend's
@@ -142,21 +186,17 @@ extern "C" void zv_cpu_ml_dsa(int level, int isa, const zv_u8 *pks, size_t pk_le
         case 87: want_pk = zv_mldsa_sizes<zv_mldsa_params<87>>::PK_BYTES; want_sig = zv_mldsa_sizes<zv_mldsa_params<87>>::SIG_BYTES; break;
         default: break;
     }
-    const int sizes_ok = want_pk && pk_len == want_pk && sig_len == want_sig && ctx_len <= ZV_MLDSA_MAX_CTX;
-    for (size_t i = 0; i < n; i++) {
-        int ok = 0;
-        if (sizes_ok) {
-            const zv_u64 lo = offsets[i] < msgs_len ? offsets[i] : msgs_len;
-            const zv_u64 hi = offsets[i + 1] < msgs_len ? offsets[i + 1] : msgs_len;
-            const zv_u8 *pk = pks + i * pk_len, *sig = sigs + i * sig_len, *msg = msgs + lo;
-            const zv_u64 len = hi > lo ? hi - lo : 0;
-            const zv_u32 cl = (zv_u32)ctx_len;
-            ok = level == 44   ? zv_mldsa_cpu_verify<44>(isa, pk, sig, msg, len, ctx, cl)
-                 : level == 65 ? zv_mldsa_cpu_verify<65>(isa, pk, sig, msg, len, ctx, cl)
-                               : zv_mldsa_cpu_verify<87>(isa, pk, sig, msg, len, ctx, cl);
-        }
-        verdicts[i] = (zv_u8)ok;
+    if (!want_pk || pk_len != want_pk || sig_len != want_sig || ctx_len > ZV_MLDSA_MAX_CTX) {
+        memset(verdicts, 0, n);
+        return;
     }
+    const zv_u32 cl = (zv_u32)ctx_len;
+    if (level == 44)
+        zv_mldsa_cpu_chunk<44>(isa, pks, sigs, msgs, msgs_len, offsets, n, ctx, cl, verdicts);
+    else if (level == 65)
+        zv_mldsa_cpu_chunk<65>(isa, pks, sigs, msgs, msgs_len, offsets, n, ctx, cl, verdicts);
+    else
+        zv_mldsa_cpu_chunk<87>(isa, pks, sigs, msgs, msgs_len, offsets, n, ctx, cl, verdicts);
 }
 
 // Exhaustive check of the vector UseHint (Decompose by fixed point) against the kernel's
