@@ -109,18 +109,25 @@ _lock = threading.Lock()
 _verifier: MlDsaVerifier | None = None
 
 
+def _library() -> Path:
+    """The library to load: built here (cached), or where there is no compiler, the one
+    prebuilt from these sources under ``$ZAPVERIFY_NATIVE_DIR``.  Raises
+    :class:`app.engine.device.hostbuild.HostBuildError` where neither is there."""
+    from app.engine.device import hostbuild
+
+    if hostbuild.compiler() is None:
+        prebuilt = prebuilt_path(os.environ.get("ZAPVERIFY_NATIVE_DIR", "."))
+        if prebuilt.is_file():
+            return prebuilt
+    return build()
+
+
 def load() -> MlDsaVerifier:
     """The library, built (or found prebuilt under ``$ZAPVERIFY_NATIVE_DIR`` where there is
     no compiler) and loaded once per process.  Raises
     :class:`app.core.errors.KernelBuildError` or ``OSError`` where neither works."""
     global _verifier
-    from app.engine.device import hostbuild
-
     with _lock:
         if _verifier is None:
-            path = None
-            if hostbuild.compiler() is None:
-                prebuilt = prebuilt_path(os.environ.get("ZAPVERIFY_NATIVE_DIR", "."))
-                path = prebuilt if prebuilt.is_file() else None
-            _verifier = MlDsaVerifier(ctypes.CDLL(str(path or build())))
+            _verifier = MlDsaVerifier(ctypes.CDLL(str(_library())))
         return _verifier
