@@ -44,7 +44,7 @@ def test_each_family_runs_on_its_documented_pool_unless_one_is_forced():
     # The policy docs/architecture.md ("CPU backend") states, with bench/results/cpu_engine.md
     # as its evidence: the native loops on threads, every Python-loop chunk on processes.
     assert cpu_policy.POOL_KIND == {"ed25519": "thread", "secp256k1": "thread", "p256": "process", "bip340": "thread",
-                                    "bls12-381": "process", "ml-dsa": "process", "slh-dsa": "process"}
+                                    "bls12-381": "process", "ml-dsa": "thread", "slh-dsa": "process"}
     assert {s.family for s in SCHEMES.values()} == set(cpu_policy.POOL_KIND)  # a row for every family
     assert {f for f, kind in cpu_policy.POOL_KIND.items() if kind == "thread"} == native.FAMILIES
     auto, python_loop = CpuBackend(workers=2), CpuBackend(workers=2, use_native=False)
@@ -57,17 +57,18 @@ def test_each_family_runs_on_its_documented_pool_unless_one_is_forced():
             assert CpuBackend(workers=2, parallelism=forced).pool_kind(scheme) == forced
     if native.loops() is not None:
         assert auto.pool_kind(SCHEMES["ed25519"]) == auto.pool_kind(SCHEMES["secp256k1"]) == "thread"
-    assert auto.pool_kind(SCHEMES["ml-dsa-44"]) == auto.pool_kind(SCHEMES["bls12-381"]) == "process"
+        assert auto.pool_kind(SCHEMES["ml-dsa-44"]) == "thread"
+    assert auto.pool_kind(SCHEMES["p256"]) == auto.pool_kind(SCHEMES["bls12-381"]) == "process"
     with pytest.raises(KeyError):
         cpu_policy.pool_kind("ecdsa-p256", True)  # a family the registry does not have
 
 
 def test_a_chunk_is_its_pool_kinds_seconds_of_the_per_item_cost():
-    ml, slh = SCHEMES["ml-dsa-44"], SCHEMES["slh-dsa-sha2-128f"]
+    ml, slh = SCHEMES["p256"], SCHEMES["slh-dsa-sha2-128f"]
     auto, threads = CpuBackend(workers=2), CpuBackend(workers=2, parallelism="thread")
     assert auto.chunk_items(ml) == threads.chunk_items(ml) == cpu_policy.DEFAULT_CHUNK  # not measured yet
     for backend in (auto, threads):
-        backend.item_seconds.update({"ml-dsa-44": 1e-4, "slh-dsa-sha2-128f": 2.5e-4})
+        backend.item_seconds.update({"p256": 1e-4, "slh-dsa-sha2-128f": 2.5e-4})
     assert (auto.chunk_items(ml), auto.chunk_items(slh)) == (1000, 400)  # 100 ms on processes
     assert (threads.chunk_items(ml), threads.chunk_items(slh)) == (40, 16)  # 4 ms on threads
     assert auto.claim_items(ml, 4096) == 20  # 2 ms, the smallest claim of a shared batch

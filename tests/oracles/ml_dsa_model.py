@@ -123,6 +123,38 @@ def kernel_verdicts(lib, items: list[Item], kernel: str = "thread") -> list[bool
     return out  # type: ignore[return-value]
 
 
+def cpu_verdicts(verifier, items: list[Item], isa: int = -1) -> list[bool]:
+    """Verdicts of the CPU backend's own ML-DSA verify (``verifier``: an
+    :class:`app.engine.backends.native_ml_dsa.MlDsaVerifier`) over ``items`` on code path
+    ``isa`` (-1: the best this CPU runs): one call per (scheme, pk length, sig length, context), the
+    columns as the CPU backend passes a chunk, so wrong lengths reach it too."""
+    out: list[bool | None] = [None] * len(items)
+    groups: dict[tuple, list[int]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault((it.scheme, len(it.public_key), len(it.signature), it.context), []).append(i)
+    for (scheme, pk_len, sig_len, ctx), idx in groups.items():
+        pks = np.frombuffer(b"".join(items[i].public_key for i in idx), np.uint8).reshape(len(idx), pk_len)
+        sigs = np.frombuffer(b"".join(items[i].signature for i in idx), np.uint8).reshape(len(idx), sig_len)
+        msgs = buf(b"".join(items[i].message for i in idx))
+        offsets = np.zeros(len(idx) + 1, np.uint64)
+        offsets[1:] = np.cumsum([len(items[i].message) for i in idx])
+        verdicts = verifier.verdicts(params_of(scheme).level, pks, sigs, msgs[:-1], offsets, ctx, isa)
+        if not set(verdicts.tolist()) <= {0, 1}:
+            raise RuntimeError("the CPU verify wrote a verdict other than 0 or 1")
+        for j, i in enumerate(idx):
+            out[i] = bool(verdicts[j])
+    return out  # type: ignore[return-value]
+
+
+def assert_agrees_with_openssl(items: list[Item], got: list[bool]) -> list[bool]:
+    """``got`` (verdicts of ``items`` from the code under test) equals OpenSSL's on every item;
+    returns it."""
+    want = openssl_verdicts(items)
+    bad = [(i, items[i].scheme, len(items[i].context), want[i], got[i]) for i in range(len(items)) if got[i] != want[i]]
+    assert not bad, f"{len(bad)} disagreements with OpenSSL, first: {bad[:5]}"
+    return got
+
+
 def openssl_verdicts(items: list[Item]) -> list[bool]:
     """The CPU backend's reference verdicts (OpenSSL through ``cryptography``) for ``items``."""
     return [reference.verifier(SCHEMES[it.scheme])(it.public_key, it.message, it.signature, it.context)

@@ -11,11 +11,12 @@ memory.
 A batch is cut into chunks of about ``CHUNK_SECONDS`` of its scheme's measured per-item cost
 (:func:`app.engine.backends.cpu_policy.chunk_bounds`), and its chunks run on the pool that
 the fixed policy of :mod:`app.engine.backends.cpu_policy` names (the evidence is there and
-in docs/architecture.md, "CPU backend").  Ed25519 and secp256k1 chunks run in the native
-loops of :mod:`app.engine.backends.native` where those build (the libraries' own C entry
-points over whole columns, leaf hashes in the same pass, GIL released), on a thread pool,
-the columns passed without a copy.  Every chunk in the Python loop over
-:mod:`app.engine.reference.reference` runs on a pool of worker processes (started with
+in docs/architecture.md, "CPU backend").  Ed25519, secp256k1, BIP-340 and ML-DSA chunks run
+in the native loops of :mod:`app.engine.backends.native` where those build (the libraries'
+own C entry points, or for ML-DSA our own vectorized verify, over whole columns, leaf hashes
+in the same pass, GIL released), on a thread pool, the columns passed without a copy.
+Every chunk in the Python loop over :mod:`app.engine.reference.reference` runs on a pool of
+worker processes (started with
 ``spawn``, so a threaded server is never forked).  The server copies a process batch into a
 shared-memory segment and each worker claims ranges of it until none is left
 (:mod:`app.engine.backends.shared_columns`, :func:`cpu_worker.shared_batch`), the claims
@@ -94,7 +95,7 @@ class CpuBackend(Backend):
             (:func:`cpu_policy.pool_kind`: threads for the native loops, processes for the
             Python loop); ``thread`` or ``process`` forces one kind of pool for every scheme
             (tests and the benchmark compare them).
-        use_native: run Ed25519 and secp256k1 in the native loops where they build (False:
+        use_native: run the native loops' families in them where they build (False:
             every scheme verified in the Python loop, which tests compare against; leaf
             hashes and Merkle roots still use the loops wherever they are loaded).
         bls_batch: verify BLS12-381 chunks by random linear combination
@@ -143,7 +144,8 @@ class CpuBackend(Backend):
 
     def native_family(self, scheme: Scheme) -> bool:
         """Whether ``scheme`` runs in a native loop here (built, and not turned off)."""
-        return self.use_native and scheme.family in native.FAMILIES and native.loops() is not None
+        loops = native.loops() if self.use_native and scheme.family in native.FAMILIES else None
+        return loops is not None and scheme.family in loops.families
 
     def pool_kind(self, scheme: Scheme) -> PoolKind:
         """The pool ``scheme``'s parallel batches run on: forced by ``parallelism``, else the

@@ -1,7 +1,7 @@
 """The CPU backend's fixed policy: which pool each scheme family runs on, and how a batch is cut.
 
 Pool kind (docs/architecture.md, "CPU backend").  A chunk verified in a native loop
-(:mod:`app.engine.backends.native`: Ed25519, secp256k1, BIP-340) is one ctypes call that releases the
+(:mod:`app.engine.backends.native`: Ed25519, secp256k1, BIP-340, ML-DSA) is one ctypes call that releases the
 GIL for the whole chunk, so it runs on threads; every chunk verified in the Python loop over
 :mod:`app.engine.reference.reference` runs on worker processes, whether or not its library
 releases the GIL, because the Python between the library calls (slicing, the loop, BLS
@@ -18,7 +18,9 @@ p256              process    16,571 vs 20,991 (OpenSSL releases the GIL, 1.84x o
                              but the Python loop around it decides)
 bip340            thread     native loop: 48,629 vs 48,820 (equal)
 bls12-381         process    715 vs 2,214
-ml-dsa            process    11,419 vs 14,392 (44), 7,619 vs 9,742 (65), 5,483 vs 6,586 (87)
+ml-dsa            thread     native loop (our own verify, native_ml_dsa.py); in the Python
+                             loop over OpenSSL: 11,419 vs 14,392 (44), 7,619 vs 9,742 (65),
+                             5,483 vs 6,586 (87)
 slh-dsa           process    2.15–2.25× faster on processes in all twelve sets
 ================  =========  ==========================================================
 
@@ -48,7 +50,7 @@ POOL_KIND: dict[Family, PoolKind] = {
     "p256": "process",
     "bip340": "thread",
     "bls12-381": "process",
-    "ml-dsa": "process",
+    "ml-dsa": "thread",
     "slh-dsa": "process",
 }
 

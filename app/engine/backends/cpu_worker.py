@@ -61,7 +61,8 @@ def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Byt
         offsets: ``n + 1`` message offsets in bytes, relative to ``msgs``.
         ctx, options: the batch's context and option bits (:attr:`app.core.batch.Batch.options`,
             as on the wire).
-        use_native: run Ed25519 and secp256k1 in :func:`app.engine.backends.native.loops`.
+        use_native: run the families the native loops serve here
+            (:attr:`app.engine.backends.native.NativeLoops.families`) in them.
         bls_batch: verify BLS12-381 chunks with :class:`BlsBatchVerifier` (same verdicts as
             the one-by-one loop, see app/engine/reference/bls_batch.py).
 
@@ -82,8 +83,8 @@ def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Byt
     columns = (np.frombuffer(pks, u8).reshape(n, pk_len), np.frombuffer(sigs, u8).reshape(n, sig_len),
                np.frombuffer(msgs, u8), np.asarray(offsets, np.uint64))
     loops = native.loops() if use_native and scheme.family in native.FAMILIES else None
-    if loops is not None:
-        return loops.run(scheme.family, code, *columns, opts.prehashed, opts.allow_high_s)
+    if loops is not None and scheme.family in loops.families:
+        return loops.run(scheme.family, code, *columns, opts.prehashed, opts.allow_high_s, ctx)
     fn = reference.verifier(scheme)
     kwargs = scheme.verifier_options(opts)  # the options its scheme accepts, by name
     mv_pk, mv_sig, mv_msg = memoryview(pks), memoryview(sigs), memoryview(msgs)
@@ -160,7 +161,7 @@ def native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
     assert loops is not None  # callers check native_family first
     base, end, off = message_span(batch.offsets, lo, hi)
     return loops.run(batch.scheme.family, batch.scheme.code, batch.pks[lo:hi], batch.sigs[lo:hi],
-                     batch.msgs[base:end], off.astype(np.uint64), batch.prehashed, batch.allow_high_s)
+                     batch.msgs[base:end], off.astype(np.uint64), batch.prehashed, batch.allow_high_s, batch.ctx)
 
 
 def _leave_with_parent(parent: int) -> None:

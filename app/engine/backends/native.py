@@ -14,11 +14,13 @@ call releases the GIL, so one call verifies and leaf-hashes a whole chunk on one
 other threads run theirs; :meth:`NativeLoops.merkle_root` builds a batch's tree the same way.
 Ed25519 chunks take their verdicts from our own verify (:mod:`app.engine.backends.ed25519_cpu`,
 libsodium's rules; libsodium's where it does not build or ``$ZAPVERIFY_ED25519_CPU=0``) and
-are leaf-hashed here.
+ML-DSA chunks from our own code (:mod:`app.engine.backends.native_ml_dsa`, OpenSSL's verdicts);
+both are libraries of their own, and their chunks are leaf-hashed here.
 
 Verdicts are, item for item, those of :mod:`app.engine.reference.reference` (the same library
 functions under the same length and prehash rules; for Ed25519 code held to libsodium's by
-``scripts/agreement --scheme ed25519-cpu``); tests check it on every vector.
+``scripts/agreement --scheme ed25519-cpu``, for ML-DSA to OpenSSL's by tests/test_native_ml_dsa.py
+and ``scripts/agreement --scheme ml-dsa --kernel cpu``); tests check it on every vector.
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ from pathlib import Path
 import numpy as np
 
 from app.core.errors import KernelBuildError
-from app.engine.backends import ed25519_cpu, native_build
+from app.core.schemes import SCHEMES
+from app.engine.backends import ed25519_cpu, native_build, native_ml_dsa
 
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("native_loops.cpp")
-#: Scheme families with a native loop.
-FAMILIES = frozenset({"ed25519", "secp256k1", "bip340"})
+#: Scheme families with a native loop (those a loaded library serves: NativeLoops.families).
+FAMILIES = frozenset({"ed25519", "secp256k1", "bip340", "ml-dsa"})
 
 #: OpenSSL's low-level SHA-256 (openssl/sha.h), in the order zv_use_openssl_sha256 takes them.
 _OPENSSL_SHA256 = ("SHA256_Init", "SHA256_Update", "SHA256_Final")
@@ -94,16 +97,23 @@ class NativeLoops:
         lib.zv_merkle_root.argtypes = [_P, _P, _SZ, _P]
         lib.zv_merkle_root.restype = None
         self._lib = lib
+        # ML-DSA: our own verify (native_ml_dsa.cpp, a library of its own); leaves hashed here.
+        self._ml_dsa = native_ml_dsa.load()
+        #: The families this CPU runs here: ML-DSA only with a vector path (AVX2 or AVX-512),
+        #: as our portable path is no faster than OpenSSL's (bench/results/ml_dsa_cpu.md).
+        self.families = FAMILIES if self._ml_dsa.best_isa > 0 else FAMILIES - {"ml-dsa"}
 
     def run(self, family: str, code: int, pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray,
-            offsets: np.ndarray, prehashed: bool = False, allow_high_s: bool = False) -> tuple[bytes, bytes]:
+            offsets: np.ndarray, prehashed: bool = False, allow_high_s: bool = False,
+            ctx: bytes = b"") -> tuple[bytes, bytes]:
         """Verify and leaf-hash one chunk.
 
         Args:
-            family: ``"ed25519"``, ``"secp256k1"`` or ``"bip340"`` (:data:`FAMILIES`).
+            family: ``"ed25519"``, ``"secp256k1"``, ``"bip340"`` or ``"ml-dsa"`` (:data:`FAMILIES`).
             code: the scheme's one-byte code (the leaf's first data byte).
             pks: ``uint8[n, pk_len]``; sigs: ``uint8[n, sig_len]``; msgs: ``uint8[M]``.
             offsets: ``[n + 1]`` message offsets relative to ``msgs`` (any integer dtype).
+            ctx: the batch's context string (ML-DSA; the other families have none).
         Returns:
             (``n`` verdict bytes 0/1, ``32·n`` bytes of leaf hashes), as the Python loop returns.
         """
@@ -121,6 +131,11 @@ class NativeLoops:
         elif family == "bip340":
             self._lib.zv_cpu_bip340(*self._bip340, self._k1_ctx, self._sha, code, *cols, verdicts.ctypes.data,
                                     leaves.ctypes.data)
+        elif family == "ml-dsa":
+            level = native_ml_dsa.LEVELS[next(s.id for s in SCHEMES.values() if s.code == code)]
+            pk_col, sig_col, msg_col, off_col = _alive
+            verdicts = self._ml_dsa.verdicts(level, pk_col, sig_col, msg_col, off_col, ctx)
+            self._lib.zv_leaves(self._sha, code, verdicts.ctypes.data, *cols, leaves.ctypes.data)
         else:
             raise ValueError(f"no native loop for {family!r}")
         return verdicts.tobytes(), leaves.tobytes()
@@ -178,9 +193,9 @@ def prebuilt_path(directory: str | Path, source: Path = SOURCE) -> Path:
 
 
 def prebuild(directory: str | Path) -> Path:
-    """Build the native loops (and the Ed25519 verify, :data:`PREBUILT_SOURCES`) into
-    ``directory`` for a host without a compiler (the CPU image builds them in its build
-    stage); returns the loops' library path.  Raises
+    """Build the native loops (and the libraries of our own verifies: :data:`PREBUILT_SOURCES`,
+    :mod:`native_ml_dsa`'s) into ``directory`` for a host without a compiler (the CPU image
+    builds them in its build stage); returns the loops' library path.  Raises
     :class:`app.core.errors.KernelBuildError` when a build fails."""
     from app.engine.device import hostbuild
 
@@ -188,6 +203,7 @@ def prebuild(directory: str | Path) -> Path:
         out = native_build.prebuilt_path(directory, source)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(hostbuild.build_code(source.read_text(), source.stem), out)
+    native_ml_dsa.prebuild(directory)
     return prebuilt_path(directory)
 
 
