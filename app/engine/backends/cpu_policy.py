@@ -47,7 +47,7 @@ POOL_KIND: dict[Family, PoolKind] = {
     "secp256k1": "thread",
     "p256": "process",
     "bip340": "thread",
-    "bls12-381": "process",
+    "bls12-381": "thread",
     "ml-dsa": "process",
     "slh-dsa": "process",
 }
@@ -65,6 +65,11 @@ CLAIM_SECONDS = 0.002
 TAIL_PIECES = 2
 #: Items per chunk before a scheme has been measured.
 DEFAULT_CHUNK = 64
+#: Items per full chunk at least for BLS12-381 on blst's native loop, whose chunks are verified
+#: by random linear combination: a group of n items shares one final exponentiation and one
+#: signature Miller loop, so 4 ms chunks (about 6 items) would give up most of the gain
+#: (bench/results/bls_batch.md); 64 is bls_batch.MAX_GROUP, one full group.
+BLS_RLC_CHUNK = 64
 #: Items per chunk at most, however cheap the items.
 MAX_CHUNK = 4096
 #: Weight of the newest batch in a scheme's running per-item cost.
@@ -90,13 +95,19 @@ def item_cost(old: float | None, n: int, seconds: float, cores: int) -> float:
     return new if old is None else (1 - COST_WEIGHT) * old + COST_WEIGHT * new
 
 
-def chunk_items(cost: float | None, kind: PoolKind) -> int:
+def least_chunk(family: Family, native_loop: bool) -> int:
+    """The fewest items a full chunk of ``family`` holds: ``BLS_RLC_CHUNK`` for BLS12-381 in
+    its native loop (a chunk is what one random linear combination covers), else 1."""
+    return BLS_RLC_CHUNK if family == "bls12-381" and native_loop else 1
+
+
+def chunk_items(cost: float | None, kind: PoolKind, least: int = 1) -> int:
     """Items per full chunk for a scheme of single-core ``cost`` seconds per item on ``kind``:
-    ``CHUNK_SECONDS[kind]`` of work, between 1 and ``MAX_CHUNK``; ``DEFAULT_CHUNK`` while
-    ``cost`` is unmeasured (None)."""
+    ``CHUNK_SECONDS[kind]`` of work, between ``least`` (:func:`least_chunk`) and
+    ``MAX_CHUNK``; ``DEFAULT_CHUNK`` (at least ``least``) while ``cost`` is unmeasured (None)."""
     if cost is None:
-        return DEFAULT_CHUNK
-    return max(1, min(MAX_CHUNK, int(CHUNK_SECONDS[kind] / max(cost, 1e-9))))
+        return max(least, DEFAULT_CHUNK)
+    return max(least, 1, min(MAX_CHUNK, int(CHUNK_SECONDS[kind] / max(cost, 1e-9))))
 
 
 def claim_items(cost: float | None, n: int, workers: int, fixed: int = 0) -> int:

@@ -34,8 +34,9 @@ from app.core.errors import KernelBuildError
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("native_loops.cpp")
-#: Scheme families with a native loop.
-FAMILIES = frozenset({"ed25519", "secp256k1", "bip340"})
+#: Scheme families with a native loop (bls12-381: blst's, :mod:`app.engine.backends.native_bls`,
+#: where blspy loads; :attr:`NativeLoops.families`).
+FAMILIES = frozenset({"ed25519", "secp256k1", "bip340", "bls12-381"})
 
 #: OpenSSL's low-level SHA-256 (openssl/sha.h), in the order zv_use_openssl_sha256 takes them.
 _OPENSSL_SHA256 = ("SHA256_Init", "SHA256_Update", "SHA256_Final")
@@ -87,16 +88,24 @@ class NativeLoops:
         lib.zv_merkle_root.argtypes = [_P, _P, _SZ, _P]
         lib.zv_merkle_root.restype = None
         self._lib = lib
+        from app.engine.backends import native_bls
+
+        #: The blst loops for BLS12-381 chunks, or None (no blspy): then the Python loop.
+        self.bls = native_bls.loops()
+        #: The families :meth:`run` verifies here.
+        self.families = FAMILIES if self.bls is not None else FAMILIES - {"bls12-381"}
 
     def run(self, family: str, code: int, pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray,
-            offsets: np.ndarray, prehashed: bool = False, allow_high_s: bool = False) -> tuple[bytes, bytes]:
+            offsets: np.ndarray, prehashed: bool = False, allow_high_s: bool = False,
+            bls_batch: bool = True) -> tuple[bytes, bytes]:
         """Verify and leaf-hash one chunk.
 
         Args:
-            family: ``"ed25519"``, ``"secp256k1"`` or ``"bip340"`` (:data:`FAMILIES`).
+            family: ``"ed25519"``, ``"secp256k1"``, ``"bip340"`` or ``"bls12-381"`` (:attr:`families`).
             code: the scheme's one-byte code (the leaf's first data byte).
             pks: ``uint8[n, pk_len]``; sigs: ``uint8[n, sig_len]``; msgs: ``uint8[M]``.
             offsets: ``[n + 1]`` message offsets relative to ``msgs`` (any integer dtype).
+            bls_batch: BLS12-381 by random linear combination (:meth:`native_bls.BlsLoops.verify`).
         Returns:
             (``n`` verdict bytes 0/1, ``32·n`` bytes of leaf hashes), as the Python loop returns.
         """
@@ -111,6 +120,9 @@ class NativeLoops:
         elif family == "bip340":
             self._lib.zv_cpu_bip340(*self._bip340, self._k1_ctx, self._sha, code, *cols, verdicts.ctypes.data,
                                     leaves.ctypes.data)
+        elif family == "bls12-381" and self.bls is not None:
+            flags = self.bls.verify(pks, sigs, msgs, offsets, rlc=bls_batch)
+            return flags, self.leaves(code, flags, pks, sigs, msgs, offsets)
         else:
             raise ValueError(f"no native loop for {family!r}")
         return verdicts.tobytes(), leaves.tobytes()
@@ -168,20 +180,24 @@ def _libcrypto() -> ctypes.CDLL | None:
     return so if all(hasattr(so, name) for name in _OPENSSL_SHA256) else None
 
 
-def prebuilt_path(directory: str | Path) -> Path:
-    """Where a library prebuilt from this exact ``native_loops.cpp`` lies in ``directory``."""
-    return Path(directory) / f"native_loops-{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]}.so"
+def prebuilt_path(directory: str | Path, source: Path = SOURCE) -> Path:
+    """Where a library prebuilt from this exact ``source`` (``native_loops.cpp``, or
+    ``native_bls.cpp``) lies in ``directory``."""
+    return Path(directory) / f"{source.stem}-{hashlib.sha256(source.read_bytes()).hexdigest()[:16]}.so"
 
 
 def prebuild(directory: str | Path) -> Path:
-    """Build the native loops into ``directory`` for a host without a compiler (the CPU
-    image builds them in its build stage); returns the library's path.  Raises
-    :class:`app.core.errors.KernelBuildError` when the build fails."""
+    """Build the native loops, and the BLS12-381 loops of :mod:`app.engine.backends.native_bls`
+    beside them, into ``directory`` for a host without a compiler (the CPU image builds them
+    in its build stage); returns the native loops' path.  Raises
+    :class:`app.core.errors.KernelBuildError` when a build fails."""
+    from app.engine.backends import native_bls
     from app.engine.device import hostbuild
 
-    out = prebuilt_path(directory)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(hostbuild.build_code(SOURCE.read_text(), "native_loops"), out)
+    for source in (native_bls.SOURCE, SOURCE):
+        out = prebuilt_path(directory, source)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(hostbuild.build_code(source.read_text(), source.stem), out)
     return out
 
 
