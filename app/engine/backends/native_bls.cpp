@@ -77,6 +77,8 @@ struct zv_blst {
 #define ZV_BLS_SCALAR_BITS 64
 // Pippenger pays off over one blst_p2_mult per point from a few points up.
 #define ZV_BLS_PIPPENGER_MIN 4
+// Items of the probe group a chunk starts with when earlier batches failed often.
+#define ZV_BLS_PROBE 4
 
 static zv_blst B;
 static zv_p1_affine zv_neg_g1;
@@ -305,7 +307,7 @@ extern "C" void zv_bls_verify(const uint8_t *pks, size_t pk_len, const uint8_t *
     if (live == 0)
         return;
     size_t bad = 0, pos = 0;
-    if (policy && live >= policy->min_batch && policy->invalid_fraction <= policy->fallback_fraction) {
+    if (policy && live >= policy->min_batch) {
         const size_t largest = policy->max_group < 1 ? 1 : (size_t)policy->max_group;
         zv_bls_rlc s;
         s.items = &v;
@@ -317,9 +319,29 @@ extern "C" void zv_bls_verify(const uint8_t *pks, size_t pk_len, const uint8_t *
         s.products = 0;
         s.verdicts = verdicts;
         size_t seen = 0;
+        double prior = policy->prior_items;
+        if (policy->invalid_fraction > policy->fallback_fraction) {
+            // Earlier batches failed often (the estimate is over the process's recent traffic,
+            // not this batch): a probe of ZV_BLS_PROBE items decides.  Clean, this chunk is
+            // batched as if fresh (a valid batch after a bad one is batched again at once);
+            // failing, every item is checked one by one, the probe's cost lost (about a
+            // CoreVerify and a half).
+            const size_t size = live < ZV_BLS_PROBE ? live : ZV_BLS_PROBE;
+            for (size_t j = 0; j < size; j++)
+                zv_bls_scale(&v[j], scalars + 8 * v[j].index);
+            zv_fp12 prod;
+            zv_bls_product(&s, 0, size, &prod);
+            if (B.fp12_is_one(&prod)) {
+                zv_bls_mark(&s, 0, size);
+                pos = seen = size;
+                prior = 0;
+            } else {
+                pos = live;  // no groups: the single checks below start from item 0
+            }
+        }
         while (pos < live) {
-            // The invalid fraction seen so far in this chunk, the estimate counted as prior_items.
-            const double p = (bad + policy->invalid_fraction * policy->prior_items) / (seen + policy->prior_items);
+            // The invalid fraction seen so far in this chunk, the estimate counted as prior items.
+            const double p = (bad + policy->invalid_fraction * prior) / (seen + prior);
             if (p > policy->fallback_fraction)
                 break;  // many failures: single checks are cheaper than bisecting
             const size_t cap = seen ? largest : (policy->first_group < largest ? (size_t)policy->first_group : largest);
@@ -337,6 +359,8 @@ extern "C" void zv_bls_verify(const uint8_t *pks, size_t pk_len, const uint8_t *
             pos += size;
             seen += size;
         }
+        if (pos == live && seen == 0)
+            pos = 0;  // the probe failed
         stats[2] = s.products;
     }
     for (size_t j = pos; j < live; j++) {

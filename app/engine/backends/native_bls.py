@@ -85,6 +85,8 @@ class BlsLoops:
         self._dst = BLS_POP_DST
         #: Running invalid fraction of the batches verified here (bls_batch.py's estimate).
         self.invalid_fraction = 0.0
+        #: Fewer live items than this in a chunk are checked one by one (bls_batch.MIN_BATCH).
+        self.min_batch = bls_batch.MIN_BATCH
         #: Multi-pairings computed so far (single checks included), for tests and benchmarks.
         self.pairing_checks = 0
 
@@ -113,7 +115,7 @@ class BlsLoops:
         scalars = b""
         if rlc:
             policy = _Policy(self.invalid_fraction, bls_batch.FALLBACK_FRACTION, bls_batch.PRIOR_ITEMS,
-                             FIXED_OVER_ITEM, bls_batch.MIN_BATCH, bls_batch.MAX_GROUP, bls_batch.FIRST_GROUP)
+                             FIXED_OVER_ITEM, self.min_batch, bls_batch.MAX_GROUP, bls_batch.FIRST_GROUP)
             scalars = os.urandom(8 * n)  # the CSPRNG, after the inputs are fixed
         self._lib.zv_bls_verify(pks.ctypes.data, pks.shape[1] if pks.ndim == 2 else 0, sigs.ctypes.data,
                                 sigs.shape[1] if sigs.ndim == 2 else 0, msgs.ctypes.data, msgs.shape[0],
