@@ -77,8 +77,6 @@ struct zv_blst {
 #define ZV_BLS_SCALAR_BITS 64
 // Pippenger pays off over one blst_p2_mult per point from a few points up.
 #define ZV_BLS_PIPPENGER_MIN 4
-// Items of the probe group a chunk starts with when earlier batches failed often.
-#define ZV_BLS_PROBE 4
 
 static zv_blst B;
 static zv_p1_affine zv_neg_g1;
@@ -267,6 +265,7 @@ struct zv_bls_policy {
     uint64_t min_batch;       // fewer live items: single checks
     uint64_t max_group;
     uint64_t first_group;
+    uint64_t probe_items;     // where the estimate is above fallback_fraction: 0, one by one; else a probe group
 };
 
 // Verify a chunk of CoreVerify items (columns as native_loops.cpp: pks uint8[n, pk_len],
@@ -322,21 +321,22 @@ extern "C" void zv_bls_verify(const uint8_t *pks, size_t pk_len, const uint8_t *
         double prior = policy->prior_items;
         if (policy->invalid_fraction > policy->fallback_fraction) {
             // Earlier batches failed often (the estimate is over the process's recent traffic,
-            // not this batch): a probe of ZV_BLS_PROBE items decides.  Clean, this chunk is
-            // batched as if fresh (a valid batch after a bad one is batched again at once);
-            // failing, every item is checked one by one, the probe's cost lost (about a
-            // CoreVerify and a half).
-            const size_t size = live < ZV_BLS_PROBE ? live : ZV_BLS_PROBE;
-            for (size_t j = 0; j < size; j++)
-                zv_bls_scale(&v[j], scalars + 8 * v[j].index);
-            zv_fp12 prod;
-            zv_bls_product(&s, 0, size, &prod);
-            if (B.fp12_is_one(&prod)) {
-                zv_bls_mark(&s, 0, size);
-                pos = seen = size;
-                prior = 0;
-            } else {
-                pos = live;  // no groups: the single checks below start from item 0
+            // not this batch).  Without a probe the chunk is checked one by one; with one, a
+            // group of probe_items decides: clean, this chunk is batched as if fresh (so a
+            // valid batch after bad ones is batched again soon), failing, every item is
+            // checked one by one and the probe's cost (about one CoreVerify and a half) is lost.
+            const size_t size = live < policy->probe_items ? live : (size_t)policy->probe_items;
+            pos = live;  // no groups: the single checks below start from item 0
+            if (size) {
+                for (size_t j = 0; j < size; j++)
+                    zv_bls_scale(&v[j], scalars + 8 * v[j].index);
+                zv_fp12 prod;
+                zv_bls_product(&s, 0, size, &prod);
+                if (B.fp12_is_one(&prod)) {
+                    zv_bls_mark(&s, 0, size);
+                    pos = seen = size;
+                    prior = 0;
+                }
             }
         }
         while (pos < live) {
@@ -359,8 +359,8 @@ extern "C" void zv_bls_verify(const uint8_t *pks, size_t pk_len, const uint8_t *
             pos += size;
             seen += size;
         }
-        if (pos == live && seen == 0)
-            pos = 0;  // the probe failed
+        if (seen == 0)
+            pos = 0;  // no groups ran (no probe, or it failed)
         stats[2] = s.products;
     }
     for (size_t j = pos; j < live; j++) {

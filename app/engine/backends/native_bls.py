@@ -46,6 +46,13 @@ BLST_FUNCTIONS = (
 #: exponentiation and the signatures' Miller loop over an item's share of the Miller loop,
 #: its G1 and G2 scalar multiplications (bench/results/bls_batch.md); sets the group size.
 FIXED_OVER_ITEM = 6.0
+#: Items of the probe group that one chunk in ``PROBE_EVERY`` starts with while the estimate
+#: is above ``bls_batch.FALLBACK_FRACTION`` (the others are checked one by one): a clean probe
+#: batches its chunk as if the estimate were fresh, so a valid batch after bad ones is batched
+#: again within a few chunks, while bad traffic pays a failed probe's cost (about 1.5
+#: CoreVerify) once every PROBE_EVERY chunks.
+PROBE_ITEMS = 4
+PROBE_EVERY = 4
 
 _P = ctypes.c_void_p
 _SZ = ctypes.c_size_t
@@ -56,7 +63,8 @@ class _Policy(ctypes.Structure):
 
     _fields_ = [("invalid_fraction", ctypes.c_double), ("fallback_fraction", ctypes.c_double),
                 ("prior_items", ctypes.c_double), ("fixed_over_item", ctypes.c_double),
-                ("min_batch", ctypes.c_uint64), ("max_group", ctypes.c_uint64), ("first_group", ctypes.c_uint64)]
+                ("min_batch", ctypes.c_uint64), ("max_group", ctypes.c_uint64), ("first_group", ctypes.c_uint64),
+                ("probe_items", ctypes.c_uint64)]
 
 
 class BlsLoops:
@@ -89,6 +97,7 @@ class BlsLoops:
         self.min_batch = bls_batch.MIN_BATCH
         #: Multi-pairings computed so far (single checks included), for tests and benchmarks.
         self.pairing_checks = 0
+        self._chunks = 0  # chunks batched so far: every PROBE_EVERY-th may probe
 
     def verify(self, pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray, offsets: np.ndarray,
                rlc: bool = True) -> bytes:
@@ -114,8 +123,10 @@ class BlsLoops:
         policy = None
         scalars = b""
         if rlc:
+            self._chunks += 1
             policy = _Policy(self.invalid_fraction, bls_batch.FALLBACK_FRACTION, bls_batch.PRIOR_ITEMS,
-                             FIXED_OVER_ITEM, self.min_batch, bls_batch.MAX_GROUP, bls_batch.FIRST_GROUP)
+                             FIXED_OVER_ITEM, self.min_batch, bls_batch.MAX_GROUP, bls_batch.FIRST_GROUP,
+                             PROBE_ITEMS if self._chunks % PROBE_EVERY == 0 else 0)
             scalars = os.urandom(8 * n)  # the CSPRNG, after the inputs are fixed
         self._lib.zv_bls_verify(pks.ctypes.data, pks.shape[1] if pks.ndim == 2 else 0, sigs.ctypes.data,
                                 sigs.shape[1] if sigs.ndim == 2 else 0, msgs.ctypes.data, msgs.shape[0],
