@@ -195,8 +195,8 @@ def blst_library() -> ctypes.CDLL:
 
 
 def _library() -> Path:
-    from app.engine.device import hostbuild
     from app.engine.backends import native
+    from app.engine.device import hostbuild
 
     if hostbuild.compiler() is None:  # a library prebuilt from this source (native.prebuild)
         prebuilt = native.prebuilt_path(os.environ.get("ZAPVERIFY_NATIVE_DIR", "."), SOURCE)
