@@ -285,7 +285,8 @@ def test_a_batch_runs_in_its_chunk_bounds(monkeypatch):
 
     seen = []
     real = cpu_worker.native_range
-    monkeypatch.setattr(cpu_worker, "native_range", lambda b, lo, hi, *rest: seen.append((lo, hi)) or real(b, lo, hi, *rest))
+    monkeypatch.setattr(cpu_worker, "native_range",
+                        lambda b, lo, hi, *rest: seen.append((lo, hi)) or real(b, lo, hi, *rest))
     items = kat.sign_items("ed25519", 50, seed=5)
     backend = CpuBackend(workers=2, chunk=8, parallelism="thread")
     try:

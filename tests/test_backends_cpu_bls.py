@@ -68,7 +68,7 @@ def test_ethereum_and_wycheproof_vectors_right_on_blst_one_by_one_and_batched(bl
     for r in records:  # one chunk per (key, signature) length, as a Batch holds one of each
         by_len.setdefault((len(bytes.fromhex(r["public_key"])), len(bytes.fromhex(r["signature"]))), []).append(r)
     for recs in by_len.values():
-        triples = [(bytes.fromhex(r["public_key"]), bytes.fromhex(r["message"]), bytes.fromhex(r["signature"])) for r in recs]
+        triples = [tuple(bytes.fromhex(r[f]) for f in ("public_key", "message", "signature")) for r in recs]
         want = [int(r["expected"]) for r in recs]
         for got in _both(blst, _raw_columns(triples)):
             assert got == want, [r["id"] for r, g, w in zip(recs, got, want) if g != w]
@@ -225,3 +225,16 @@ def test_after_bad_batches_a_probe_decides_between_groups_and_single_checks(blst
         assert list(blst.verify(*_columns(half), rlc=True)) == [1 - i % 2 for i in range(40)]
         checks.append(blst.pairing_checks - before)
     assert sorted(checks) == [40] * (native_bls.PROBE_EVERY - 1) + [41]  # a failed probe costs one more
+
+
+def test_the_shadow_checker_checks_bls_on_blst_with_the_references_verdicts(blst):
+    from app.engine.verify import shadow
+
+    assert native_bls.verifier(BLS) == blst.core_verify  # loaded: the CPU backend's rate
+    assert native_bls.verifier(SCHEMES["ed25519"]) is reference.verifier(SCHEMES["ed25519"])
+    assert shadow.native_bls.verifier is native_bls.verifier
+    rng = random.Random(9)
+    valid = kat.sign_items("bls12-381", 9, seed=18)
+    items = valid + [kat.bls_invalid(it, kind, rng) for it, kind in zip(valid, kat.BLS_INVALID_KINDS)]
+    assert [blst.core_verify(it.public_key, it.message, it.signature) for it in items] == _arkworks(items)
+    assert blst.core_verify(valid[0].public_key[:47], valid[0].message, valid[0].signature) is False

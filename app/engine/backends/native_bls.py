@@ -18,14 +18,15 @@ import ctypes
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from app.core.batch import G2_INFINITY, AggregateItem
 from app.core.errors import KernelBuildError
-from app.engine.reference import bls_batch
+from app.core.schemes import Scheme
+from app.engine.reference import bls_batch, reference
 from app.engine.reference.reference import BLS_POP_DST
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,16 @@ class BlsLoops:
             self.invalid_fraction += bls_batch.EWMA * (bad / live - self.invalid_fraction)
         return verdicts.tobytes()
 
+    def core_verify(self, pk, msg, sig, ctx=b"", **_options) -> bool:
+        """CoreVerify of one item (the signature of :func:`app.engine.reference.reference.verify_bls12_381`,
+        whose verdict it gives: ``ctx`` and options do not apply); never raises for bad input."""
+        pk, msg, sig = bytes(pk), bytes(msg), bytes(sig)
+        if len(pk) != 48 or len(sig) != 96:
+            return False
+        cols = (np.frombuffer(pk, np.uint8).reshape(1, 48), np.frombuffer(sig, np.uint8).reshape(1, 96),
+                np.frombuffer(msg or b"\0", np.uint8), np.array([0, len(msg)], dtype=np.uint64))
+        return self.verify(*cols, rlc=False) == b"\x01"
+
     def key_valid(self, pk: bytes) -> bool:
         """KeyValidate (draft-04 §2.5) of one key on blst: what a CoreVerify item's key must pass."""
         return bool(self._lib.zv_bls_key_valid(bytes(pk), len(pk)))
@@ -213,6 +224,17 @@ _failed = False
 def loaded() -> BlsLoops | None:
     """The loops if this process has loaded them already (:func:`loops`), else None; never builds."""
     return _loops
+
+
+def verifier(scheme: Scheme) -> Callable[..., bool]:
+    """The fastest single-item verifier of ``scheme`` on this CPU that never builds anything:
+    for BLS12-381, blst's CoreVerify where the loops are loaded (:meth:`BlsLoops.core_verify`,
+    the CPU backend's rate), else and for every other scheme the reference's
+    (:func:`app.engine.reference.reference.verifier`); the same verdicts either way."""
+    loops = _loops
+    if scheme.family == "bls12-381" and loops is not None:
+        return loops.core_verify
+    return reference.verifier(scheme)
 
 
 def loops() -> BlsLoops | None:
