@@ -20,9 +20,7 @@ functions under the same length and prehash rules); tests check it on every vect
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import os
 import shutil
 import threading
 from pathlib import Path
@@ -30,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from app.core.errors import KernelBuildError
+from app.engine.backends import native_bls, native_build
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +87,6 @@ class NativeLoops:
         lib.zv_merkle_root.argtypes = [_P, _P, _SZ, _P]
         lib.zv_merkle_root.restype = None
         self._lib = lib
-        from app.engine.backends import native_bls
-
         #: The blst loops for BLS12-381 chunks, or None (no blspy): then the Python loop.
         self.bls = native_bls.loops()
         #: The families :meth:`run` verifies here.
@@ -109,7 +106,7 @@ class NativeLoops:
         Returns:
             (``n`` verdict bytes 0/1, ``32·n`` bytes of leaf hashes), as the Python loop returns.
         """
-        n, _alive, cols = _columns(pks, sigs, msgs, offsets)
+        n, _alive, cols = native_build.columns(pks, sigs, msgs, offsets)
         verdicts = np.zeros(n, dtype=np.uint8)
         leaves = np.empty((n, 32), dtype=np.uint8)
         if family == "ed25519":
@@ -132,7 +129,7 @@ class NativeLoops:
         """Leaf-hash one chunk verified elsewhere: ``n`` verdict bytes (0/1) and the columns
         as for :meth:`run`; returns ``32·n`` bytes, those of
         :func:`app.engine.commit.merkle.leaf_hash`."""
-        n, _alive, cols = _columns(pks, sigs, msgs, offsets)
+        n, _alive, cols = native_build.columns(pks, sigs, msgs, offsets)
         if len(verdicts) != n:
             raise ValueError(f"{n} offsets' items but {len(verdicts)} verdicts")
         out = np.empty((n, 32), dtype=np.uint8)
@@ -147,21 +144,6 @@ class NativeLoops:
         out = np.empty(32, dtype=np.uint8)
         self._lib.zv_merkle_root(self._sha, nodes.ctypes.data, nodes.shape[0], out.ctypes.data)
         return out.tobytes()
-
-
-def _columns(pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray, offsets: np.ndarray) -> tuple[int, tuple, tuple]:
-    """``(n, arrays to keep alive, ctypes arguments)`` of a chunk's columns, C-contiguous:
-    keys, key length, signatures, signature length, messages, their length, offsets, n.
-    Raises ``ValueError`` when there are fewer keys or signatures than offsets say."""
-    pks = np.ascontiguousarray(pks, dtype=np.uint8)
-    sigs = np.ascontiguousarray(sigs, dtype=np.uint8)
-    msgs = np.ascontiguousarray(msgs, dtype=np.uint8)
-    off = np.ascontiguousarray(offsets, dtype=np.uint64)
-    n = len(off) - 1
-    if pks.shape[0] < n or sigs.shape[0] < n:
-        raise ValueError(f"{n} offsets' items but {pks.shape[0]} keys, {sigs.shape[0]} signatures")
-    return n, (pks, sigs, msgs, off), (pks.ctypes.data, pks.shape[1], sigs.ctypes.data, sigs.shape[1],
-                                       msgs.ctypes.data, msgs.shape[0], off.ctypes.data, n)
 
 
 def _libcrypto() -> ctypes.CDLL | None:
@@ -182,8 +164,8 @@ def _libcrypto() -> ctypes.CDLL | None:
 
 def prebuilt_path(directory: str | Path, source: Path = SOURCE) -> Path:
     """Where a library prebuilt from this exact ``source`` (``native_loops.cpp``, or
-    ``native_bls.cpp``) lies in ``directory``."""
-    return Path(directory) / f"{source.stem}-{hashlib.sha256(source.read_bytes()).hexdigest()[:16]}.so"
+    ``native_bls.cpp``) lies in ``directory`` (:func:`native_build.prebuilt_path`)."""
+    return native_build.prebuilt_path(directory, source)
 
 
 def prebuild(directory: str | Path) -> Path:
@@ -191,7 +173,6 @@ def prebuild(directory: str | Path) -> Path:
     beside them, into ``directory`` for a host without a compiler (the CPU image builds them
     in its build stage); returns the native loops' path.  Raises
     :class:`app.core.errors.KernelBuildError` when a build fails."""
-    from app.engine.backends import native_bls
     from app.engine.device import hostbuild
 
     for source in (native_bls.SOURCE, SOURCE):
@@ -202,14 +183,7 @@ def prebuild(directory: str | Path) -> Path:
 
 
 def _library() -> Path:
-    from app.engine.device import hostbuild
-
-    if hostbuild.compiler() is None:
-        # No compiler here: a library prebuilt from this source, under $ZAPVERIFY_NATIVE_DIR.
-        prebuilt = prebuilt_path(os.environ.get("ZAPVERIFY_NATIVE_DIR", "."))
-        if prebuilt.is_file():
-            return prebuilt
-    return hostbuild.build_code(SOURCE.read_text(), "native_loops")
+    return native_build.library(SOURCE)
 
 
 def _k1_path() -> str:

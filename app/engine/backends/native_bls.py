@@ -26,6 +26,7 @@ import numpy as np
 from app.core.batch import G2_INFINITY, AggregateItem
 from app.core.errors import KernelBuildError
 from app.core.schemes import Scheme
+from app.engine.backends import native_build
 from app.engine.reference import bls_batch, reference
 from app.engine.reference.reference import BLS_POP_DST
 
@@ -112,13 +113,7 @@ class BlsLoops:
                 ``os.urandom``; docs/bls-aggregate.md), else one CoreVerify each.  The same
                 verdicts either way.
         """
-        pks = np.ascontiguousarray(pks, dtype=np.uint8)
-        sigs = np.ascontiguousarray(sigs, dtype=np.uint8)
-        msgs = np.ascontiguousarray(msgs, dtype=np.uint8)
-        off = np.ascontiguousarray(offsets, dtype=np.uint64)
-        n = len(off) - 1
-        if pks.shape[0] < n or sigs.shape[0] < n:
-            raise ValueError(f"{n} offsets' items but {pks.shape[0]} keys, {sigs.shape[0]} signatures")
+        n, _alive, cols = native_build.columns(pks, sigs, msgs, offsets)
         verdicts = np.zeros(n, dtype=np.uint8)
         stats = np.zeros(3, dtype=np.uint64)
         policy = None
@@ -129,9 +124,7 @@ class BlsLoops:
                              FIXED_OVER_ITEM, self.min_batch, bls_batch.MAX_GROUP, bls_batch.FIRST_GROUP,
                              PROBE_ITEMS if self._chunks % PROBE_EVERY == 0 else 0)
             scalars = os.urandom(8 * n)  # the CSPRNG, after the inputs are fixed
-        self._lib.zv_bls_verify(pks.ctypes.data, pks.shape[1] if pks.ndim == 2 else 0, sigs.ctypes.data,
-                                sigs.shape[1] if sigs.ndim == 2 else 0, msgs.ctypes.data, msgs.shape[0],
-                                off.ctypes.data, n, self._dst, len(self._dst),
+        self._lib.zv_bls_verify(*cols, self._dst, len(self._dst),
                                 ctypes.byref(policy) if policy is not None else None, scalars,
                                 verdicts.ctypes.data, stats.ctypes.data)
         live, bad, products = (int(x) for x in stats)
@@ -205,17 +198,6 @@ def blst_library() -> ctypes.CDLL:
     return so
 
 
-def _library() -> Path:
-    from app.engine.backends import native
-    from app.engine.device import hostbuild
-
-    if hostbuild.compiler() is None:  # a library prebuilt from this source (native.prebuild)
-        prebuilt = native.prebuilt_path(os.environ.get("ZAPVERIFY_NATIVE_DIR", "."), SOURCE)
-        if prebuilt.is_file():
-            return prebuilt
-    return hostbuild.build_code(SOURCE.read_text(), "native_bls")
-
-
 _lock = threading.Lock()
 _loops: BlsLoops | None = None
 _failed = False
@@ -245,7 +227,7 @@ def loops() -> BlsLoops | None:
     with _lock:
         if _loops is None and not _failed:
             try:
-                _loops = BlsLoops(ctypes.CDLL(str(_library())), blst_library())
+                _loops = BlsLoops(ctypes.CDLL(str(native_build.library(SOURCE))), blst_library())
             except (KernelBuildError, OSError, AttributeError, ImportError) as exc:
                 log.warning("blst loops unavailable, BLS12-381 in the Python loop: %s", exc)
                 _failed = True
