@@ -48,8 +48,13 @@ BLST_FUNCTIONS = (
 #: exponentiation and the signatures' Miller loop over an item's share of the Miller loop,
 #: its G1 and G2 scalar multiplications (bench/results/bls_batch.md); sets the group size.
 FIXED_OVER_ITEM = 6.0
+#: Invalid fraction above which single checks beat bisection on blst (bls_batch.FALLBACK_FRACTION
+#: is arkworks'): bisecting 64 items with k invalid cost 1.02× one CoreVerify each at k = 8
+#: and 1.22–1.27× at 16 and 32 (bench/results/bls_batch.md), so past about a tenth the chunk
+#: goes one by one.
+FALLBACK_FRACTION = 0.1
 #: Items of the probe group that one chunk in ``PROBE_EVERY`` starts with while the estimate
-#: is above ``bls_batch.FALLBACK_FRACTION`` (the others are checked one by one): a clean probe
+#: is above ``FALLBACK_FRACTION`` (the others are checked one by one): a clean probe
 #: batches its chunk as if the estimate were fresh, so a valid batch after bad ones is batched
 #: again within a few chunks, while bad traffic pays a failed probe's cost (about 1.5
 #: CoreVerify) once every PROBE_EVERY chunks.
@@ -120,7 +125,7 @@ class BlsLoops:
         scalars = b""
         if rlc:
             self._chunks += 1
-            policy = _Policy(self.invalid_fraction, bls_batch.FALLBACK_FRACTION, bls_batch.PRIOR_ITEMS,
+            policy = _Policy(self.invalid_fraction, FALLBACK_FRACTION, bls_batch.PRIOR_ITEMS,
                              FIXED_OVER_ITEM, self.min_batch, bls_batch.MAX_GROUP, bls_batch.FIRST_GROUP,
                              PROBE_ITEMS if self._chunks % PROBE_EVERY == 0 else 0)
             scalars = os.urandom(8 * n)  # the CSPRNG, after the inputs are fixed
