@@ -102,6 +102,8 @@ async def pipelined(port: int, frame: bytes, n_frames: int, in_flight: int, want
         futures = [await s.submit(frame) for _ in range(n_frames)]
         for f in futures:
             r = await f
+            if time.perf_counter() - t0 > 10:  # a stall: when, for the server's log
+                print(f"slow frame at {time.strftime('%H:%M:%S')}: {time.perf_counter() - t0:.1f} s", flush=True)
             if r.verdicts.tolist() != want:
                 raise RuntimeError("a served verdict differs from arkworks'")
         return n_frames * len(want) / (time.perf_counter() - t0)
@@ -118,7 +120,7 @@ def serving(args, workers: int) -> dict:
         [it.signature for it in items]))) for name, items in sets.items()}
     raw = {name: [(it.public_key, it.message, it.signature) for it in items] for name, items in sets.items()}
     ingest_port, port = _free_port(), _free_port()
-    log = tempfile.TemporaryFile()
+    log = open(args.server_log, "w+b") if args.server_log else tempfile.TemporaryFile()
     data = tempfile.TemporaryDirectory(prefix="zv-bls-cpu-")
     # No time bound on admission: two frames in flight never need refusing, and on a shared
     # machine a neighbour's load can stretch the measured cost past the 2 s default.
@@ -282,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-serving", action="store_true")
     ap.add_argument("--skip-aggregates", action="store_true")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--server-log", type=Path, help="keep the server's log in this file")
     args = ap.parse_args(argv)
     workers = args.workers or os.cpu_count() or 1
     result: dict = {"benchmark": "bls_cpu", "provenance": provenance.collect(),

@@ -238,3 +238,16 @@ def test_the_shadow_checker_checks_bls_on_blst_with_the_references_verdicts(blst
     items = valid + [kat.bls_invalid(it, kind, rng) for it, kind in zip(valid, kat.BLS_INVALID_KINDS)]
     assert [blst.core_verify(it.public_key, it.message, it.signature) for it in items] == _arkworks(items)
     assert blst.core_verify(valid[0].public_key[:47], valid[0].message, valid[0].signature) is False
+
+
+def test_a_vanishing_invalid_fraction_still_sizes_groups_at_once(blst):
+    # Long valid traffic halves the estimate chunk after chunk towards 0; the group size
+    # (√(F / p), at most 64) must come at once, not after counting towards √(F / 1e-300).
+    import time
+
+    valid = kat.sign_items("bls12-381", 24, seed=19)
+    for p in (1e-12, 1e-300, 5e-324):
+        blst.invalid_fraction = p
+        t0 = time.perf_counter()
+        assert blst.verify(*_columns(valid), rlc=True) == b"\x01" * 24
+        assert time.perf_counter() - t0 < 10

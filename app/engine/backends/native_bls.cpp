@@ -245,15 +245,17 @@ static size_t zv_bls_bisect(zv_bls_rlc *s, size_t lo, size_t hi, const zv_fp12 *
 }
 
 // Group size minimising expected Miller loops per item at invalid fraction p (bls_batch.py,
-// group_size): g = √(F / p), F = (a group's fixed cost) / (one item's), within [1, largest].
+// group_size): g = round(√(F / p)), F = (a group's fixed cost) / (one item's), within
+// [1, largest].  Counted up to largest at most: the running estimate decays towards 0 over
+// valid traffic, and √(F / p) of a tiny p is astronomically large.
 static size_t zv_bls_group_size(double p, double fixed_over_item, size_t largest) {
-    if (p <= 0)
+    if (!(p > 0))
         return largest;
-    double g = 0.5;
-    for (double t = fixed_over_item / p; (g + 0.5) * (g + 0.5) <= t;)  // round(√t) without libm
-        g += 1;
-    size_t size = (size_t)(g - 0.5);
-    return size < 1 ? 1 : size > largest ? largest : size;
+    const double t = fixed_over_item / p;
+    size_t g = 1;
+    while (g < largest && (g + 0.5) * (g + 0.5) <= t)
+        g++;
+    return g;
 }
 
 // The batch policy of bls_batch.py's BlsBatchVerifier, in its order of fields there.
