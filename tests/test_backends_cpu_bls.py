@@ -13,7 +13,7 @@ import pytest
 
 from app.core.batch import AggregateItem, Batch
 from app.core.schemes import SCHEMES
-from app.engine.backends import native, native_bls
+from app.engine.backends import cpu_policy, native, native_bls
 from app.engine.backends.cpu import CpuBackend
 from app.engine.reference import bls_aggregate, kat, reference
 from app.vectors import _ethereum_bls, _wycheproof
@@ -184,7 +184,7 @@ def test_cpu_backend_runs_bls_on_blst_with_the_python_loops_verdicts_and_leaves(
         a, b = fast.run(batch), slow.run(batch)
         assert a.verdicts.tolist() == b.verdicts.tolist() == _arkworks(items)
         assert np.array_equal(a.leaves, b.leaves)
-        assert fast.chunk_items(BLS) >= 64  # one full group per chunk at least
+        assert fast.chunk_items(BLS) >= cpu_policy.BLS_RLC_CHUNK  # full RLC groups in every chunk
     finally:
         fast.close()
         slow.close()

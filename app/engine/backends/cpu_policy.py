@@ -68,8 +68,9 @@ DEFAULT_CHUNK = 64
 #: Items per full chunk at least for BLS12-381 on blst's native loop, whose chunks are verified
 #: by random linear combination: a group of n items shares one final exponentiation and one
 #: signature Miller loop, so 4 ms chunks (about 6 items) would give up most of the gain
-#: (bench/results/bls_batch.md); 64 is bls_batch.MAX_GROUP, one full group.
-BLS_RLC_CHUNK = 64
+#: (bench/results/bls_batch.md).  128: a chunk's first group (16 items at most) and then full
+#: groups of bls_batch.MAX_GROUP (64); a 256-item batch is two such chunks on two cores.
+BLS_RLC_CHUNK = 128
 #: Items per chunk at most, however cheap the items.
 MAX_CHUNK = 4096
 #: Weight of the newest batch in a scheme's running per-item cost.
