@@ -108,9 +108,8 @@ def test_wrong_key_length_is_false_with_leaf():
 
 
 def test_a_host_without_a_compiler_loads_the_prebuilt_library(tmp_path, monkeypatch):
-    from app.engine.device import hostbuild
-
     from app.engine.backends import native_bls, native_build
+    from app.engine.device import hostbuild
 
     path = native.prebuild(tmp_path)
     assert path == native.prebuilt_path(tmp_path) and path.is_file()
