@@ -1,13 +1,14 @@
 """The CPU backend's fixed policy: which pool each scheme family runs on, and how a batch is cut.
 
 Pool kind (docs/architecture.md, "CPU backend").  A chunk verified in a native loop
-(:mod:`app.engine.backends.native`: Ed25519, secp256k1, BIP-340) is one ctypes call that releases the
-GIL for the whole chunk, so it runs on threads; every chunk verified in the Python loop over
-:mod:`app.engine.reference.reference` runs on worker processes, whether or not its library
-releases the GIL, because the Python between the library calls (slicing, the loop, BLS
-batch verification's many short arkworks calls) holds it.  Measured side by side, threads
-and processes forced for every scheme (bench/results/cpu_engine.md: 2 cores, 4096-item
-batches, medians of 5 interleaved rounds), items/s on threads against processes:
+(:mod:`app.engine.backends.native`: Ed25519, secp256k1, BIP-340, and BLS12-381 on blst) is
+one ctypes call that releases the GIL for the whole chunk, so it runs on threads; every
+chunk verified in the Python loop over :mod:`app.engine.reference.reference` runs on worker
+processes, whether or not its library releases the GIL, because the Python between the
+library calls (slicing, the loop, BLS batch verification's many short arkworks calls) holds
+it.  Measured side by side, threads and processes forced for every scheme
+(bench/results/cpu_engine.md: 2 cores, 4096-item batches, medians of 5 interleaved rounds),
+items/s on threads against processes:
 
 ================  =========  ==========================================================
 family            pool       threads vs processes
@@ -17,7 +18,8 @@ secp256k1         thread     native loop: 52,224 vs 50,981 (equal)
 p256              process    16,571 vs 20,991 (OpenSSL releases the GIL, 1.84x on two threads,
                              but the Python loop around it decides)
 bip340            thread     native loop: 48,629 vs 48,820 (equal)
-bls12-381         process    715 vs 2,214
+bls12-381         thread     native loop on blst (native_bls.py): 813 vs 772 (2026-12-06;
+                             on arkworks' Python loop it was 715 vs 2,214, processes)
 ml-dsa            process    11,419 vs 14,392 (44), 7,619 vs 9,742 (65), 5,483 vs 6,586 (87)
 slh-dsa           process    2.15–2.25× faster on processes in all twelve sets
 ================  =========  ==========================================================
