@@ -108,15 +108,19 @@ def test_wrong_key_length_is_false_with_leaf():
 
 
 def test_a_host_without_a_compiler_loads_the_prebuilt_library(tmp_path, monkeypatch):
+    from app.engine.backends import native_bls, native_build
     from app.engine.device import hostbuild
 
     path = native.prebuild(tmp_path)
     assert path == native.prebuilt_path(tmp_path) and path.is_file()
+    bls = native.prebuilt_path(tmp_path, native_bls.SOURCE)  # blst's loop is prebuilt beside it
+    assert bls.is_file()
     monkeypatch.setattr(hostbuild, "compiler", lambda: None)
     monkeypatch.setenv("ZAPVERIFY_NATIVE_DIR", str(tmp_path))
     assert native.library() == path
     own = native.prebuilt_path(tmp_path, ed25519_cpu.SOURCE)  # the Ed25519 verify is prebuilt beside it
     assert own.is_file() and ed25519_cpu.build() == own
+    assert native_build.library(native_bls.SOURCE) == bls
     monkeypatch.setenv("ZAPVERIFY_NATIVE_DIR", str(tmp_path / "absent"))
     with pytest.raises(hostbuild.HostBuildError):
         native.library()

@@ -149,15 +149,15 @@ def test_the_cpu_backend_serves_ml_dsa_with_the_batch_context(best):
 
 def test_a_host_without_a_compiler_loads_the_prebuilt_library(tmp_path, monkeypatch):
     """native.prebuild (the images' build stage) prebuilds this library beside the loops."""
-    from app.engine.backends import native
+    from app.engine.backends import native, native_build
 
     native.prebuild(tmp_path)
-    path = native_ml_dsa.prebuilt_path(tmp_path)
+    path = native_build.prebuilt_path(tmp_path, native_ml_dsa.SOURCE, native_ml_dsa.EXTRA)
     assert path.is_file()
     monkeypatch.setattr(hostbuild, "compiler", lambda: None)
     monkeypatch.setenv("ZAPVERIFY_NATIVE_DIR", str(tmp_path))
-    assert native_ml_dsa._library() == path
+    assert native_ml_dsa.library() == path
     assert native_ml_dsa.MlDsaVerifier(ctypes.CDLL(str(path))).best_isa == native_ml_dsa.load().best_isa
     monkeypatch.setenv("ZAPVERIFY_NATIVE_DIR", str(tmp_path / "absent"))
     with pytest.raises(hostbuild.HostBuildError):
-        native_ml_dsa._library()
+        native_ml_dsa.library()

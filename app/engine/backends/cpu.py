@@ -95,9 +95,10 @@ class CpuBackend(Backend):
             (:func:`cpu_policy.pool_kind`: threads for the native loops, processes for the
             Python loop); ``thread`` or ``process`` forces one kind of pool for every scheme
             (tests and the benchmark compare them).
-        use_native: run the native loops' families in them where they build (False:
-            every scheme verified in the Python loop, which tests compare against; leaf
-            hashes and Merkle roots still use the loops wherever they are loaded).
+        use_native: run the native loops' families (Ed25519, secp256k1, BIP-340, ML-DSA and
+            BLS12-381 on blst, items and aggregates) in them where they build (False: every
+            scheme verified in the Python loop, which tests compare against; leaf hashes and
+            Merkle roots still use the loops wherever they are loaded).
         bls_batch: verify BLS12-381 chunks by random linear combination
             (app/engine/reference/bls_batch.py); off, one CoreVerify per item.  Same verdicts either
             way; on is faster from a few items up (bench/results/bls_batch.md).
@@ -158,7 +159,8 @@ class CpuBackend(Backend):
     def chunk_items(self, scheme: Scheme) -> int:
         """Items per full chunk for ``scheme``: fixed when configured, else
         :func:`cpu_policy.chunk_items` of its measured per-item cost on its pool kind."""
-        return self.chunk or cpu_policy.chunk_items(self.item_seconds.get(scheme.id), self.pool_kind(scheme))
+        return self.chunk or cpu_policy.chunk_items(self.item_seconds.get(scheme.id), self.pool_kind(scheme),
+                                                    cpu_policy.least_chunk(scheme.family, self.native_family(scheme)))
 
     def claim_items(self, scheme: Scheme, n: int) -> int:
         """The smallest range a process worker claims of a shared batch of ``n`` items
@@ -199,7 +201,7 @@ class CpuBackend(Backend):
         parallel = 1 if self.workers == 1 else min(self.workers, len(bounds))
         if parallel == 1:
             t0 = time.perf_counter()
-            parts = [cpu_worker.native_range(batch, lo, hi) if use_native
+            parts = [cpu_worker.native_range(batch, lo, hi, self.bls_batch) if use_native
                      else cpu_worker.verify_range(*cpu_worker.chunk_args(batch, lo, hi, False, self.bls_batch))
                      for lo, hi in bounds]
         else:
@@ -219,7 +221,8 @@ class CpuBackend(Backend):
                     ex = self._executor(True)
                     t0 = time.perf_counter()  # the failed try and the new pool's start are no per-item cost
             else:
-                parts = [f.result() for f in [ex.submit(cpu_worker.native_range, batch, lo, hi) if use_native
+                parts = [f.result() for f in [ex.submit(cpu_worker.native_range, batch, lo, hi, self.bls_batch)
+                                              if use_native
                                               else self._through_pipe(ex, batch, lo, hi, False) for lo, hi in bounds]]
         # Wall time over items, times the cores that shared the work: the single-core cost.
         self.item_seconds[batch.scheme.id] = cpu_policy.item_cost(self.item_seconds.get(batch.scheme.id), n,
@@ -301,15 +304,19 @@ class CpuBackend(Backend):
 
     def _aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
         """(``bool[N]`` verdicts, ``uint8[N, 32]`` aggregate leaf hashes) of BLS aggregate items
-        (app/engine/reference/bls_aggregate.py), on the thread pool: arkworks releases the GIL,
-        so threads use every core."""
+        on the thread pool: on blst (:meth:`native_bls.BlsLoops.aggregate_item`) where the
+        native loops load and are not turned off, else on arkworks
+        (app/engine/reference/bls_aggregate.py); both release the GIL, so threads use every core."""
         n = len(items)
         if n == 0:
             return np.zeros(0, dtype=bool), np.zeros((0, 32), dtype=np.uint8)
+        loops = native.loops() if self.use_native else None
+        one = cpu_worker.aggregate_with_leaf if loops is not None and loops.bls is not None \
+            else bls_aggregate.verify_with_leaf
         if n == 1 or self.workers == 1:
-            parts = [bls_aggregate.verify_with_leaf(it) for it in items]
+            parts = [one(it) for it in items]
         else:
-            parts = list(self._executor(False).map(bls_aggregate.verify_with_leaf, items))
+            parts = list(self._executor(False).map(one, items))
         verdicts = np.fromiter((ok for ok, _ in parts), dtype=bool, count=n)
         leaves = np.frombuffer(b"".join(leaf for _, leaf in parts), dtype=np.uint8).reshape(n, 32)
         return verdicts, leaves

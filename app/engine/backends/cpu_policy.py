@@ -1,13 +1,14 @@
 """The CPU backend's fixed policy: which pool each scheme family runs on, and how a batch is cut.
 
 Pool kind (docs/architecture.md, "CPU backend").  A chunk verified in a native loop
-(:mod:`app.engine.backends.native`: Ed25519, secp256k1, BIP-340, ML-DSA) is one ctypes call that releases the
-GIL for the whole chunk, so it runs on threads; every chunk verified in the Python loop over
-:mod:`app.engine.reference.reference` runs on worker processes, whether or not its library
-releases the GIL, because the Python between the library calls (slicing, the loop, BLS
-batch verification's many short arkworks calls) holds it.  Measured side by side, threads
-and processes forced for every scheme (bench/results/cpu_engine.md: 2 cores, 4096-item
-batches, medians of 5 interleaved rounds), items/s on threads against processes:
+(:mod:`app.engine.backends.native`: Ed25519, secp256k1, BIP-340, ML-DSA, and BLS12-381 on
+blst) is one ctypes call that releases the GIL for the whole chunk, so it runs on threads;
+every chunk verified in the Python loop over :mod:`app.engine.reference.reference` runs on
+worker processes, whether or not its library releases the GIL, because the Python between
+the library calls (slicing, the loop, BLS batch verification's many short arkworks calls)
+holds it.  Measured side by side, threads and processes forced for every scheme
+(bench/results/cpu_engine.md: 2 cores, 4096-item batches, medians of 5 interleaved rounds),
+items/s on threads against processes:
 
 ================  =========  ==========================================================
 family            pool       threads vs processes
@@ -17,7 +18,8 @@ secp256k1         thread     native loop: 52,224 vs 50,981 (equal)
 p256              process    16,571 vs 20,991 (OpenSSL releases the GIL, 1.84x on two threads,
                              but the Python loop around it decides)
 bip340            thread     native loop: 48,629 vs 48,820 (equal)
-bls12-381         process    715 vs 2,214
+bls12-381         thread     native loop on blst (native_bls.py): 813 vs 772 (2026-12-06;
+                             on arkworks' Python loop it was 715 vs 2,214, processes)
 ml-dsa            thread     native loop (our own verify, native_ml_dsa.py); in the Python
                              loop over OpenSSL: 11,419 vs 14,392 (44), 7,619 vs 9,742 (65),
                              5,483 vs 6,586 (87)
@@ -49,7 +51,7 @@ POOL_KIND: dict[Family, PoolKind] = {
     "secp256k1": "thread",
     "p256": "process",
     "bip340": "thread",
-    "bls12-381": "process",
+    "bls12-381": "thread",
     "ml-dsa": "thread",
     "slh-dsa": "process",
 }
@@ -67,6 +69,12 @@ CLAIM_SECONDS = 0.002
 TAIL_PIECES = 2
 #: Items per chunk before a scheme has been measured.
 DEFAULT_CHUNK = 64
+#: Items per full chunk at least for BLS12-381 on blst's native loop, whose chunks are verified
+#: by random linear combination: a group of n items shares one final exponentiation and one
+#: signature Miller loop, so 4 ms chunks (about 6 items) would give up most of the gain
+#: (bench/results/bls_batch.md).  128: a chunk's first group (16 items at most) and then full
+#: groups of bls_batch.MAX_GROUP (64); a 256-item batch is two such chunks on two cores.
+BLS_RLC_CHUNK = 128
 #: Items per chunk at most, however cheap the items.
 MAX_CHUNK = 4096
 #: Weight of the newest batch in a scheme's running per-item cost.
@@ -92,13 +100,19 @@ def item_cost(old: float | None, n: int, seconds: float, cores: int) -> float:
     return new if old is None else (1 - COST_WEIGHT) * old + COST_WEIGHT * new
 
 
-def chunk_items(cost: float | None, kind: PoolKind) -> int:
+def least_chunk(family: Family, native_loop: bool) -> int:
+    """The fewest items a full chunk of ``family`` holds: ``BLS_RLC_CHUNK`` for BLS12-381 in
+    its native loop (a chunk is what one random linear combination covers), else 1."""
+    return BLS_RLC_CHUNK if family == "bls12-381" and native_loop else 1
+
+
+def chunk_items(cost: float | None, kind: PoolKind, least: int = 1) -> int:
     """Items per full chunk for a scheme of single-core ``cost`` seconds per item on ``kind``:
-    ``CHUNK_SECONDS[kind]`` of work, between 1 and ``MAX_CHUNK``; ``DEFAULT_CHUNK`` while
-    ``cost`` is unmeasured (None)."""
+    ``CHUNK_SECONDS[kind]`` of work, between ``least`` (:func:`least_chunk`) and
+    ``MAX_CHUNK``; ``DEFAULT_CHUNK`` (at least ``least``) while ``cost`` is unmeasured (None)."""
     if cost is None:
-        return DEFAULT_CHUNK
-    return max(1, min(MAX_CHUNK, int(CHUNK_SECONDS[kind] / max(cost, 1e-9))))
+        return max(least, DEFAULT_CHUNK)
+    return max(least, 1, min(MAX_CHUNK, int(CHUNK_SECONDS[kind] / max(cost, 1e-9))))
 
 
 def claim_items(cost: float | None, n: int, workers: int, fixed: int = 0) -> int:

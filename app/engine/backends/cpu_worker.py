@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from app.core.batch import Batch, message_span
+from app.core.batch import AggregateItem, Batch, message_span
 from app.core.schemes import SCHEMES, option_flags
 from app.engine.backends import native, shared_columns
 from app.engine.commit import merkle
@@ -84,7 +84,7 @@ def verify_range(scheme_id: str, pk_len: int, pks: Bytes, sigs: Bytes, msgs: Byt
                np.frombuffer(msgs, u8), np.asarray(offsets, np.uint64))
     loops = native.loops() if use_native and scheme.family in native.FAMILIES else None
     if loops is not None and scheme.family in loops.families:
-        return loops.run(scheme.family, code, *columns, opts.prehashed, opts.allow_high_s, ctx)
+        return loops.run(scheme.family, code, *columns, opts.prehashed, opts.allow_high_s, ctx, bls_batch)
     fn = reference.verifier(scheme)
     kwargs = scheme.verifier_options(opts)  # the options its scheme accepts, by name
     mv_pk, mv_sig, mv_msg = memoryview(pks), memoryview(sigs), memoryview(msgs)
@@ -148,9 +148,10 @@ def shared_batch(name: str, layout: shared_columns.Layout, scheme_id: str, ctx: 
     return done
 
 
-def native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
+def native_range(batch: Batch, lo: int, hi: int, bls_batch: bool = True) -> tuple[bytes, bytes]:
     """Verify items ``[lo, hi)`` of ``batch`` in the native loop, on the batch's own columns
-    (no copy: for a thread worker or the server's own thread).
+    (no copy: for a thread worker or the server's own thread); ``bls_batch``: BLS12-381 by
+    random linear combination (:meth:`app.engine.backends.native_bls.BlsLoops.verify`).
 
     Returns (``hi - lo`` verdict bytes, 0 or 1; ``32 · (hi - lo)`` bytes of leaf hashes).
     The caller checks first that the native loops are loaded and serve the batch's family
@@ -161,7 +162,21 @@ def native_range(batch: Batch, lo: int, hi: int) -> tuple[bytes, bytes]:
     assert loops is not None  # callers check native_family first
     base, end, off = message_span(batch.offsets, lo, hi)
     return loops.run(batch.scheme.family, batch.scheme.code, batch.pks[lo:hi], batch.sigs[lo:hi],
-                     batch.msgs[base:end], off.astype(np.uint64), batch.prehashed, batch.allow_high_s, batch.ctx)
+                     batch.msgs[base:end], off.astype(np.uint64), batch.prehashed, batch.allow_high_s, batch.ctx,
+                     bls_batch)
+
+
+def aggregate_with_leaf(item: AggregateItem) -> tuple[bool, bytes]:
+    """The verdict of a BLS aggregate item on blst (the native loops must be loaded with
+    their blst loops: :attr:`app.engine.backends.native.NativeLoops.bls`) and its leaf hash;
+    a library surprise is a false verdict."""
+    loops = native.loops()
+    assert loops is not None and loops.bls is not None  # the caller checks
+    try:
+        ok = loops.bls.aggregate_item(item)
+    except Exception:  # a library surprise on one item must not fail the request
+        ok = False
+    return ok, merkle.aggregate_leaf(item, ok)
 
 
 def _leave_with_parent(parent: int) -> None:

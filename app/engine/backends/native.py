@@ -35,13 +35,14 @@ import numpy as np
 
 from app.core.errors import KernelBuildError
 from app.core.schemes import SCHEMES
-from app.engine.backends import ed25519_cpu, native_build, native_ml_dsa
+from app.engine.backends import ed25519_cpu, native_bls, native_build, native_ml_dsa
 
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("native_loops.cpp")
-#: Scheme families with a native loop (those a loaded library serves: NativeLoops.families).
-FAMILIES = frozenset({"ed25519", "secp256k1", "bip340", "ml-dsa"})
+#: Scheme families with a native loop (those a loaded library serves: :attr:`NativeLoops.families`;
+#: bls12-381: blst's, :mod:`app.engine.backends.native_bls`, where blspy loads).
+FAMILIES = frozenset({"ed25519", "secp256k1", "bip340", "ml-dsa", "bls12-381"})
 
 #: OpenSSL's low-level SHA-256 (openssl/sha.h), in the order zv_use_openssl_sha256 takes them.
 _OPENSSL_SHA256 = ("SHA256_Init", "SHA256_Update", "SHA256_Final")
@@ -99,25 +100,31 @@ class NativeLoops:
         self._lib = lib
         # ML-DSA: our own verify (native_ml_dsa.cpp, a library of its own); leaves hashed here.
         self._ml_dsa = native_ml_dsa.load()
-        #: The families this CPU runs here: ML-DSA only with a vector path (AVX2 or AVX-512),
-        #: as our portable path is no faster than OpenSSL's (bench/results/ml_dsa_cpu.md).
-        self.families = FAMILIES if self._ml_dsa.best_isa > 0 else FAMILIES - {"ml-dsa"}
+        #: The blst loops for BLS12-381 chunks, or None (no blspy): then the Python loop.
+        self.bls = native_bls.loops()
+        #: The families :meth:`run` verifies here: ML-DSA only with a vector path (AVX2 or
+        #: AVX-512), as our portable path is no faster than OpenSSL's (bench/results/ml_dsa_cpu.md);
+        #: BLS12-381 where blst loaded.
+        self.families = FAMILIES - ({"ml-dsa"} if self._ml_dsa.best_isa == 0 else set()) \
+            - ({"bls12-381"} if self.bls is None else set())
 
     def run(self, family: str, code: int, pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray,
             offsets: np.ndarray, prehashed: bool = False, allow_high_s: bool = False,
-            ctx: bytes = b"") -> tuple[bytes, bytes]:
+            ctx: bytes = b"", bls_batch: bool = True) -> tuple[bytes, bytes]:
         """Verify and leaf-hash one chunk.
 
         Args:
-            family: ``"ed25519"``, ``"secp256k1"``, ``"bip340"`` or ``"ml-dsa"`` (:data:`FAMILIES`).
+            family: ``"ed25519"``, ``"secp256k1"``, ``"bip340"``, ``"ml-dsa"`` or ``"bls12-381"``
+                (:attr:`families`).
             code: the scheme's one-byte code (the leaf's first data byte).
             pks: ``uint8[n, pk_len]``; sigs: ``uint8[n, sig_len]``; msgs: ``uint8[M]``.
             offsets: ``[n + 1]`` message offsets relative to ``msgs`` (any integer dtype).
             ctx: the batch's context string (ML-DSA; the other families have none).
+            bls_batch: BLS12-381 by random linear combination (:meth:`native_bls.BlsLoops.verify`).
         Returns:
             (``n`` verdict bytes 0/1, ``32·n`` bytes of leaf hashes), as the Python loop returns.
         """
-        n, _alive, cols = _columns(pks, sigs, msgs, offsets)
+        n, _alive, cols = native_build.columns(pks, sigs, msgs, offsets)
         verdicts = np.zeros(n, dtype=np.uint8)
         leaves = np.empty((n, 32), dtype=np.uint8)
         if family == "ed25519" and self._own_ed is not None:
@@ -136,6 +143,9 @@ class NativeLoops:
             pk_col, sig_col, msg_col, off_col = _alive
             verdicts = self._ml_dsa.verdicts(level, pk_col, sig_col, msg_col, off_col, ctx)
             self._lib.zv_leaves(self._sha, code, verdicts.ctypes.data, *cols, leaves.ctypes.data)
+        elif family == "bls12-381" and self.bls is not None:
+            flags = self.bls.verify(pks, sigs, msgs, offsets, rlc=bls_batch)
+            return flags, self.leaves(code, flags, pks, sigs, msgs, offsets)
         else:
             raise ValueError(f"no native loop for {family!r}")
         return verdicts.tobytes(), leaves.tobytes()
@@ -145,7 +155,7 @@ class NativeLoops:
         """Leaf-hash one chunk verified elsewhere: ``n`` verdict bytes (0/1) and the columns
         as for :meth:`run`; returns ``32·n`` bytes, those of
         :func:`app.engine.commit.merkle.leaf_hash`."""
-        n, _alive, cols = _columns(pks, sigs, msgs, offsets)
+        n, _alive, cols = native_build.columns(pks, sigs, msgs, offsets)
         if len(verdicts) != n:
             raise ValueError(f"{n} offsets' items but {len(verdicts)} verdicts")
         out = np.empty((n, 32), dtype=np.uint8)
@@ -162,29 +172,16 @@ class NativeLoops:
         return out.tobytes()
 
 
-def _columns(pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray, offsets: np.ndarray) -> tuple[int, tuple, tuple]:
-    """``(n, arrays to keep alive, ctypes arguments)`` of a chunk's columns, C-contiguous:
-    keys, key length, signatures, signature length, messages, their length, offsets, n.
-    Raises ``ValueError`` when there are fewer keys or signatures than offsets say."""
-    pks = np.ascontiguousarray(pks, dtype=np.uint8)
-    sigs = np.ascontiguousarray(sigs, dtype=np.uint8)
-    msgs = np.ascontiguousarray(msgs, dtype=np.uint8)
-    off = np.ascontiguousarray(offsets, dtype=np.uint64)
-    n = len(off) - 1
-    if pks.shape[0] < n or sigs.shape[0] < n:
-        raise ValueError(f"{n} offsets' items but {pks.shape[0]} keys, {sigs.shape[0]} signatures")
-    return n, (pks, sigs, msgs, off), (pks.ctypes.data, pks.shape[1], sigs.ctypes.data, sigs.shape[1],
-                                       msgs.ctypes.data, msgs.shape[0], off.ctypes.data, n)
-
-
 def _libcrypto() -> ctypes.CDLL | None:
     """The libcrypto hashlib runs on where it exports OpenSSL's SHA256_* functions
     (:func:`app.engine.backends.native_build.libcrypto`), else None."""
     return native_build.libcrypto(_OPENSSL_SHA256)
 
 
-#: The C++ sources built into libraries of their own: these loops and the Ed25519 verify.
-PREBUILT_SOURCES = (SOURCE, ed25519_cpu.SOURCE)
+#: The C++ sources built into libraries of their own, as :func:`native_build.library` takes
+#: them (source, included files, include folders): these loops and our own verifies.
+LIBRARIES = ((SOURCE, (), ()), (ed25519_cpu.SOURCE, (), ()), (native_bls.SOURCE, (), ()),
+             (native_ml_dsa.SOURCE, native_ml_dsa.EXTRA, native_ml_dsa.INCLUDE_DIRS))
 
 
 def prebuilt_path(directory: str | Path, source: Path = SOURCE) -> Path:
@@ -193,17 +190,14 @@ def prebuilt_path(directory: str | Path, source: Path = SOURCE) -> Path:
 
 
 def prebuild(directory: str | Path) -> Path:
-    """Build the native loops (and the libraries of our own verifies: :data:`PREBUILT_SOURCES`,
-    :mod:`native_ml_dsa`'s) into ``directory`` for a host without a compiler (the CPU image
-    builds them in its build stage); returns the loops' library path.  Raises
+    """Build the native loops and the libraries of our own verifies (:data:`LIBRARIES`) into
+    ``directory`` for a host without a compiler (the CPU image builds them in its build
+    stage); returns the loops' library path.  Raises
     :class:`app.core.errors.KernelBuildError` when a build fails."""
-    from app.engine.device import hostbuild
-
-    for source in PREBUILT_SOURCES:
-        out = native_build.prebuilt_path(directory, source)
+    for source, extra, include_dirs in LIBRARIES:
+        out = native_build.prebuilt_path(directory, source, extra)
         out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(hostbuild.build_code(source.read_text(), source.stem), out)
-    native_ml_dsa.prebuild(directory)
+        shutil.copyfile(native_build.build(source, extra, include_dirs), out)
     return prebuilt_path(directory)
 
 

@@ -17,17 +17,19 @@ scalar path, which is the kernels' own zv_mldsa_verify.  Tests run every path th
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
 import threading
 from pathlib import Path
 
 import numpy as np
 
+from app.engine.backends import native_build
+
 SOURCE = Path(__file__).with_name("native_ml_dsa.cpp")
 #: The vector code SOURCE includes once per instruction set.
 SIMD_SOURCE = Path(__file__).with_name("native_ml_dsa_simd.inc")
+#: What :func:`native_build.library` takes beside SOURCE: the included file, and its folder.
+EXTRA = (SIMD_SOURCE,)
+INCLUDE_DIRS = (SOURCE.parent,)
 #: ``isa`` values of :meth:`MlDsaVerifier.verdicts`: 0 portable, 1 AVX2, 2 AVX-512 (F, VL, BW).
 ISA_NAMES = {0: "portable", 1: "avx2", 2: "avx512"}
 #: The parameter sets, by scheme id.
@@ -38,33 +40,18 @@ _SZ = ctypes.c_size_t
 _INT = ctypes.c_int
 
 
-def _digest() -> str:
-    """SHA-256 prefix of both sources: the prebuilt name, and (as a define) part of the host
-    build's cache key, which hashes the source text and the kernel folder but not the .inc."""
-    return hashlib.sha256(SOURCE.read_bytes() + b"\0" + SIMD_SOURCE.read_bytes()).hexdigest()[:16]
-
-
 def build(defines: tuple[str, ...] = ()) -> Path:
-    """Compile the library (cached); ``defines`` as :func:`hostbuild.build_code` takes them
-    (``"ZV_MLDSA_PORTABLE"`` compiles the vector code out).  Raises
-    :class:`app.engine.device.hostbuild.HostBuildError` without a compiler or on a failed build."""
-    from app.engine.device import hostbuild
-
-    return hostbuild.build_code(SOURCE.read_text(), "native_ml_dsa", [SOURCE.parent],
-                                [f"ZV_MLDSA_SOURCES={_digest()}", *defines])
+    """Compile the library (cached; :func:`native_build.build`); ``defines`` as
+    :func:`hostbuild.build_code` takes them (``"ZV_MLDSA_PORTABLE"`` compiles the vector code
+    out).  Raises :class:`app.engine.device.hostbuild.HostBuildError` without a compiler or on
+    a failed build."""
+    return native_build.build(SOURCE, EXTRA, INCLUDE_DIRS, defines)
 
 
-def prebuilt_path(directory: str | Path) -> Path:
-    """Where a library prebuilt from these exact sources lies in ``directory``."""
-    return Path(directory) / f"native_ml_dsa-{_digest()}.so"
-
-
-def prebuild(directory: str | Path) -> Path:
-    """Build into ``directory`` for a host without a compiler (as native.prebuild)."""
-    out = prebuilt_path(directory)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(build(), out)
-    return out
+def library() -> Path:
+    """The library to load: built here (cached), or where there is no compiler, the one
+    prebuilt from these sources under ``$ZAPVERIFY_NATIVE_DIR`` (:func:`native_build.library`)."""
+    return native_build.library(SOURCE, EXTRA, INCLUDE_DIRS)
 
 
 class MlDsaVerifier:
@@ -90,7 +77,7 @@ class MlDsaVerifier:
             pks: ``uint8[n, pk_len]``; sigs: ``uint8[n, sig_len]`` (lengths other than the
                 set's, FIPS 204 Table 2: every verdict 0); msgs: ``uint8[M]``;
                 offsets: ``[n + 1]`` message offsets relative to ``msgs``, C-contiguous
-                ``uint64`` (as native._columns makes them).
+                ``uint64`` (as native_build.columns makes them).
             ctx: the context string (more than 255 bytes: every verdict 0).
             isa: the code path (:data:`ISA_NAMES`); -1 or more than the CPU has: the best.
         Returns:
@@ -109,19 +96,6 @@ _lock = threading.Lock()
 _verifier: MlDsaVerifier | None = None
 
 
-def _library() -> Path:
-    """The library to load: built here (cached), or where there is no compiler, the one
-    prebuilt from these sources under ``$ZAPVERIFY_NATIVE_DIR``.  Raises
-    :class:`app.engine.device.hostbuild.HostBuildError` where neither is there."""
-    from app.engine.device import hostbuild
-
-    if hostbuild.compiler() is None:
-        prebuilt = prebuilt_path(os.environ.get("ZAPVERIFY_NATIVE_DIR", "."))
-        if prebuilt.is_file():
-            return prebuilt
-    return build()
-
-
 def load() -> MlDsaVerifier:
     """The library, built (or found prebuilt under ``$ZAPVERIFY_NATIVE_DIR`` where there is
     no compiler) and loaded once per process.  Raises
@@ -129,5 +103,5 @@ def load() -> MlDsaVerifier:
     global _verifier
     with _lock:
         if _verifier is None:
-            _verifier = MlDsaVerifier(ctypes.CDLL(str(_library())))
+            _verifier = MlDsaVerifier(ctypes.CDLL(str(library())))
         return _verifier

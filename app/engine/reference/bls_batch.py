@@ -49,7 +49,7 @@ PRIOR_ITEMS = 16
 #: (Miller loop + final exponentiation) / Miller loop, measured on arkworks (≈ 3.3).
 _FIXED_OVER_ML = 3.3
 #: Weight of the newest batch in the running invalid-fraction estimate.
-_EWMA = 0.5
+EWMA = 0.5
 #: Bits of each random scalar r_i (draft-irtf-cfrg-bls-signature-04 leaves the batch
 #: equation open; 64 bits as blst's and the Ethereum clients' batch verification use).
 SCALAR_BITS = 64
@@ -120,7 +120,7 @@ class BlsBatchVerifier:
             bad = self._singles(live, points, h, out)
         else:
             bad = self._grouped(live, points, h, out)
-        self.invalid_fraction += _EWMA * (bad / len(live) - self.invalid_fraction)
+        self.invalid_fraction += EWMA * (bad / len(live) - self.invalid_fraction)
         return out
 
     # ---------------------------------------------------------------- single checks

@@ -4,8 +4,10 @@
 Start-up known answers prove a kernel right once; a device can go wrong afterwards (marginal
 parts, bad memory, a driver update).  So a sample of every batch an accelerated backend (any
 backend but ``cpu``) verified is verified again, item by item, by the CPU reference
-(:func:`app.engine.reference.reference.verifier`, not through the CPU backend's worker pool,
-so the check never takes the fallback's workers):
+(:func:`app.engine.reference.reference.verifier`; for BLS12-381, blst's CoreVerify at the CPU
+backend's rate where its loop is loaded, :func:`app.engine.backends.native_bls.verifier`, with
+the same verdicts; not through the CPU backend's worker pool, so the check never takes the
+fallback's workers):
 
 * per batch of ``n`` items, ``max(min_per_batch, rate · n)`` distinct items (``rate · n``
   rounded up or down at random, so its mean is exactly ``rate · n``), chosen by a CSPRNG
@@ -45,7 +47,7 @@ import numpy as np
 
 from app.core.batch import Batch
 from app.core.errors import ConfigError
-from app.engine.reference import reference
+from app.engine.backends import native_bls
 
 log = logging.getLogger("zapverify.shadow")
 
@@ -282,7 +284,7 @@ class ShadowChecker:
         if idx.size == 0:
             return []
         if cfg.mode == "sync":
-            verify = reference.verifier(batch.scheme)
+            verify = native_bls.verifier(batch.scheme)
             found = []
             for i in idx.tolist():
                 got = bool(verdicts[i])
@@ -342,7 +344,7 @@ class ShadowChecker:
                 self._queue.task_done()
 
     def _check_job(self, job: _Job) -> None:
-        want = self._reference(reference.verifier(job.scheme), job.pk, job.msg, job.sig, job.ctx, job.options)
+        want = self._reference(native_bls.verifier(job.scheme), job.pk, job.msg, job.sig, job.ctx, job.options)
         if want is None:
             return
         if want == job.got:

@@ -9,6 +9,10 @@ and as signature, and public keys and signatures replaced by encodings that must
 (bad flags, x >= p, off the curve, on the curve but outside G1/G2: bls12_381_arith's
 make_encoding) or that decode to another point (sign bit flipped).  tests/test_kernel_bls12_381.py
 runs :func:`mutant`, :func:`kernel_verdicts` and :func:`reference_verdicts` on a CI sample.
+
+``--path blst`` compares the CPU backend's blst loop instead (app/engine/backends/native_bls.py,
+one CoreVerify per item: :func:`blst_verdicts`), into bls_blst_agreement.{json,md}; the RLC
+and aggregate suites take the same option.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 
 from app.core.batch import Item
 from app.core.schemes import SCHEMES
+from app.engine.backends import native_bls
 from app.engine.device import hostlib, ops, registry
 from app.engine.reference import kat, reference
 from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare, host_library
@@ -32,6 +37,13 @@ KERNEL = "zv_verify_bls12_381 (host build, through app.engine.device.ops)"
 REFERENCE, REFERENCE_SHORT = "arkworks (py_arkworks_bls12381)", "arkworks"
 VERSIONS = ("py_arkworks_bls12381",)
 SETS = ["bls12-381"]
+#: Per ``--path``: (TITLE, RESULTS, KERNEL).
+RUNS = {
+    "kernel": (TITLE, RESULTS, KERNEL),
+    "blst": ("BLS12-381 on blst (the CPU backend's loop) vs arkworks", "bls_blst_agreement",
+             "zv_bls_verify on blst, one CoreVerify per item (app/engine/backends/native_bls.py)"),
+}
+OPTIONS = ("path",)
 DEFAULTS = {"valid": 20_000, "mutated": 20_000}
 CHUNK = 25
 VALID_KINDS = ("valid",)
@@ -91,12 +103,44 @@ def kernel_verdicts(items: list[Item]) -> list[bool]:
     return out
 
 
+def add_arguments(ap) -> None:
+    ap.add_argument("--path", choices=("kernel", "blst"), default="kernel",
+                    help="what is compared with arkworks: the kernel's host build, or the CPU backend's blst loop")
+
+
+def configure(args) -> None:
+    global TITLE, RESULTS, KERNEL
+    TITLE, RESULTS, KERNEL = RUNS[args.path]
+
+
+def blst_verdicts(items: list[Item], rlc: bool = False) -> list[bool]:
+    """Verdicts of the CPU backend's blst loop (native_bls.BlsLoops.verify), one chunk per
+    (key length, signature length) as a columnar batch holds one of each, in item order."""
+    loops = native_bls.loops()
+    if loops is None:
+        raise RuntimeError("the blst loops did not load (no compiler or no blspy)")
+    out: list[bool] = [False] * len(items)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, it in enumerate(items):
+        groups.setdefault((len(it.public_key), len(it.signature)), []).append(i)
+    for (pk_len, sig_len), idx in groups.items():
+        msgs, offsets = ops.pack_messages([items[i].message for i in idx])
+        pks = np.frombuffer(b"".join(items[i].public_key for i in idx), np.uint8).reshape(len(idx), pk_len)
+        sigs = np.frombuffer(b"".join(items[i].signature for i in idx), np.uint8).reshape(len(idx), sig_len)
+        for j, v in zip(idx, loops.verify(pks, sigs, msgs, offsets[:len(idx) + 1], rlc=rlc)):
+            out[j] = bool(v)
+    return out
+
+
 def reference_verdicts(items: list[Item]) -> list[bool]:
     return [reference.verify_bls12_381(it.public_key, it.message, it.signature) for it in items]
 
 
 def prepare(args) -> None:
-    host_library(SCHEME)
+    if getattr(args, "path", "kernel") == "blst":
+        native_bls.loops()  # built once, before the workers fork
+    else:
+        host_library(SCHEME)
 
 
 def chunk_items(chunk: Chunk, tag: str, seed_step: int) -> tuple[dict[str, list[Item]], random.Random]:
@@ -117,6 +161,10 @@ def chunk_items(chunk: Chunk, tag: str, seed_step: int) -> tuple[dict[str, list[
 def run_chunk(chunk: Chunk) -> Tally:
     groups, _ = chunk_items(chunk, "bls-agreement", 20_000)
     tally = Tally()
+    if chunk.options.get("path") == "blst":
+        for kind, items in groups.items():
+            compare(tally, chunk.set_id, kind, items, blst_verdicts, reference_verdicts)
+        return tally
     with CheckFailures(tally, chunk.set_id, host_library(SCHEME)):  # the library the ops path runs
         for kind, items in groups.items():
             compare(tally, chunk.set_id, kind, items, kernel_verdicts, reference_verdicts)

@@ -10,6 +10,9 @@ off-subgroup signatures and keys, one bad member at every position; every FastAg
 shape under both variants (``ietf`` and ``eth``).  Here ``--valid`` counts rounds (each has
 three valid items and 60–90 others) and ``--mutated`` is not used: the shapes are the
 mutations.  tests/test_kernel_bls12_381_aggregate.py runs the same generator on a CI sample.
+``--path blst``: the items through the CPU backend's blst loop instead
+(app/engine/backends/native_bls.py, ``BlsLoops.aggregate_item``), into
+bls_aggregate_blst_agreement.{json,md}.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ import random
 import py_arkworks_bls12381 as ark
 
 from app.core.batch import G2_INFINITY, AggregateItem
+from app.engine.backends import native_bls
 from app.engine.device import hostbuild, hostlib, ops, registry
 from app.engine.reference import bls_aggregate, kat
 from app.engine.reference.reference import bls_hash
 from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare_launched
+from scripts.lib.agreement import bls12_381 as single
 
 SCHEME = "bls12-381-aggregate"
 TITLE = "BLS12-381 aggregate items (host build) vs arkworks"
@@ -35,6 +40,19 @@ SETS = ["bls12-381"]
 DEFAULTS = {"valid": 40, "mutated": 0}
 CHUNK = 2
 VALID_KINDS = ("fast valid", "fast valid:eth", "aggregate valid")
+#: Per ``--path``: (TITLE, RESULTS, KERNEL).
+RUNS = {
+    "kernel": (TITLE, RESULTS, KERNEL),
+    "blst": ("BLS12-381 aggregate items on blst (the CPU backend's loop) vs arkworks",
+             "bls_aggregate_blst_agreement", "zv_bls_aggregate on blst (app/engine/backends/native_bls.py)"),
+}
+OPTIONS = ("path",)
+add_arguments = single.add_arguments  # --path kernel|blst
+
+
+def configure(args) -> None:
+    global TITLE, RESULTS, KERNEL
+    TITLE, RESULTS, KERNEL = RUNS[args.path]
 IDENTITY_PK = b"\xc0" + bytes(47)
 
 
@@ -125,7 +143,18 @@ def library():
 
 
 def prepare(args) -> None:
-    library()
+    if args.path == "blst":
+        native_bls.loops()  # built once, before the workers fork
+    else:
+        library()
+
+
+def blst_verdicts(items: list[AggregateItem]) -> list[bool]:
+    """The CPU backend's blst verdicts of aggregate items, in order."""
+    loops = native_bls.loops()
+    if loops is None:
+        raise RuntimeError("the blst loops did not load (no compiler or no blspy)")
+    return [loops.aggregate_item(it) for it in items]
 
 
 def run_chunk(chunk: Chunk) -> Tally:
@@ -134,6 +163,10 @@ def run_chunk(chunk: Chunk) -> Tally:
     for kind, it in labelled:
         kinds.setdefault(kind, []).append(it)
     tally = Tally()
+    if chunk.options.get("path") == "blst":
+        compare_launched(tally, chunk.set_id, kinds, blst_verdicts,
+                         lambda xs: [bls_aggregate.verify_item(x) for x in xs])
+        return tally
     with CheckFailures(tally, chunk.set_id, library()):
         compare_launched(tally, chunk.set_id, kinds, lambda every: ops.verify_aggregates(hostlib.device(), every),
                          lambda xs: [bls_aggregate.verify_item(x) for x in xs])

@@ -8,6 +8,8 @@ together, so groups hold invalid members at every position and most of them fail
 back to single verifies, as a batch with a bad item does in service.  Every verdict must
 equal arkworks' for that item alone (docs/bls-aggregate.md, section 4).  ZV_CHECK
 failures are counted in both libraries the path runs (bls12_381 and bls12_381_aggregate).
+``--path blst``: the same batches through the CPU backend's blst loop by random linear
+combination (app/engine/backends/native_bls.py), into bls_rlc_blst_agreement.{json,md}.
 """
 
 from __future__ import annotations
@@ -33,6 +35,20 @@ DEFAULTS = {"valid": 20_000, "mutated": 20_000}
 CHUNK = 80
 VALID_KINDS = ("valid",)
 MUTANT_KINDS = single.MUTANT_KINDS
+#: Per ``--path``: (TITLE, RESULTS, KERNEL).
+RUNS = {
+    "kernel": (TITLE, RESULTS, KERNEL),
+    "blst": ("BLS12-381 batches by random linear combination on blst (the CPU backend's loop) vs arkworks",
+             "bls_rlc_blst_agreement", "zv_bls_verify on blst by random linear combination, bisection and "
+             "single checks (app/engine/backends/native_bls.py)"),
+}
+OPTIONS = ("path",)
+add_arguments = single.add_arguments
+
+
+def configure(args) -> None:
+    global TITLE, RESULTS, KERNEL
+    TITLE, RESULTS, KERNEL = RUNS[args.path]
 
 
 def batch_verdicts(items: list[Item]) -> list[bool]:
@@ -44,6 +60,9 @@ def batch_verdicts(items: list[Item]) -> list[bool]:
 
 
 def prepare(args) -> None:
+    if args.path == "blst":
+        single.prepare(args)
+        return
     host_library(single.SCHEME)
     aggregates.library()
 
@@ -53,6 +72,10 @@ def run_chunk(chunk: Chunk) -> Tally:
     order = [it for items in groups.values() for it in items]
     rng.shuffle(order)  # valid and invalid members at every position of the batch's groups
     tally = Tally()
+    if chunk.options.get("path") == "blst":
+        compare_launched(tally, chunk.set_id, groups, lambda every: single.blst_verdicts(every, rlc=True),
+                         single.reference_verdicts, order=order)
+        return tally
     with CheckFailures(tally, chunk.set_id, host_library(single.SCHEME)), \
             CheckFailures(tally, chunk.set_id, aggregates.library()):
         compare_launched(tally, chunk.set_id, groups, batch_verdicts, single.reference_verdicts, order=order)
