@@ -28,13 +28,9 @@ half invalid ≥ 0.9× the blst loop; each aggregate ≥ 0.9× blst.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import multiprocessing
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,70 +39,25 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bls_batch import signed, with_invalid  # noqa: E402
-from http_overhead import _free_port, start_server, stop_server, wait_ready  # noqa: E402
 
 from app.core.batch import AggregateBatch, AggregateItem, Batch  # noqa: E402
 from app.core.schemes import SCHEMES  # noqa: E402
 from app.engine.backends.cpu import CpuBackend  # noqa: E402
 from app.engine.reference import kat, reference  # noqa: E402
 from app.wire import zap  # noqa: E402
-from bench import provenance  # noqa: E402
-from zapverify import Client  # noqa: E402
-from zapverify.ingest import connect  # noqa: E402
+from bench import harness, provenance  # noqa: E402
 
 TARGETS = {"serving all valid": 1.6, "serving half invalid": 0.9, "fast_aggregate": 0.9, "aggregate": 0.9}
 
 # ------------------------------------------------------------------ the blst loop (worker processes)
-_ITEMS: dict[str, list[tuple[bytes, bytes, bytes]]] = {}
-
-
-def _init(sets: dict[str, list[tuple[bytes, bytes, bytes]]]) -> None:
-    import blspy  # noqa: F401  (imported before the first timed task)
-
-    _ITEMS.update(sets)
-
-
-def _blst_single(pk: bytes, msg: bytes, sig: bytes) -> bool:
+def blst_single(pk: bytes, msg: bytes, sig: bytes) -> bool:
+    """blspy's single verify on a key and signature decoded from bytes (their subgroup checks)."""
     import blspy
 
     try:
         return blspy.PopSchemeMPL.verify(blspy.G1Element.from_bytes(pk), msg, blspy.G2Element.from_bytes(sig))
     except (ValueError, RuntimeError):  # a key or signature that does not decode
         return False
-
-
-def _loop_share(job: tuple[str, int, int]) -> list[bool]:
-    """Items [lo, hi) of the repeated item set ``name`` (index mod its length), verified one by one."""
-    name, lo, hi = job
-    items = _ITEMS[name]
-    return [_blst_single(*items[i % len(items)]) for i in range(lo, hi)]
-
-
-def blst_loop(pool, workers: int, name: str, items: int, want: list[bool]) -> float:
-    """Items per second of ``items`` verifies of set ``name`` on ``workers`` processes at once."""
-    cuts = [i * items // workers for i in range(workers + 1)]
-    t0 = time.perf_counter()
-    parts = pool.map(_loop_share, [(name, lo, hi) for lo, hi in zip(cuts, cuts[1:])])
-    dt = time.perf_counter() - t0
-    got = [v for p in parts for v in p]
-    if got != [want[i % len(want)] for i in range(items)]:
-        raise RuntimeError(f"blspy's verdicts on set {name!r} differ from arkworks'")
-    return items / dt
-
-
-async def pipelined(port: int, frame: bytes, n_frames: int, in_flight: int, want: list[bool]) -> float:
-    """Items per second of ``n_frames`` copies of ``frame`` pipelined on one TCP connection,
-    every verdict checked against ``want``."""
-    async with connect("tcp", "127.0.0.1", port, max_in_flight=in_flight, timeout=120) as s:
-        t0 = time.perf_counter()
-        futures = [await s.submit(frame) for _ in range(n_frames)]
-        for f in futures:
-            r = await f
-            if time.perf_counter() - t0 > 10:  # a stall: when, for the server's log
-                print(f"slow frame at {time.strftime('%H:%M:%S')}: {time.perf_counter() - t0:.1f} s", flush=True)
-            if r.verdicts.tolist() != want:
-                raise RuntimeError("a served verdict differs from arkworks'")
-        return n_frames * len(want) / (time.perf_counter() - t0)
 
 
 def serving(args, workers: int) -> dict:
@@ -118,44 +69,22 @@ def serving(args, workers: int) -> dict:
     frames = {name: bytes(zap.encode_request(Batch.from_items(
         SCHEMES["bls12-381"], [it.public_key for it in items], [it.message for it in items],
         [it.signature for it in items]))) for name, items in sets.items()}
-    raw = {name: [(it.public_key, it.message, it.signature) for it in items] for name, items in sets.items()}
-    ingest_port, port = _free_port(), _free_port()
-    log = open(args.server_log, "w+b") if args.server_log else tempfile.TemporaryFile()
-    data = tempfile.TemporaryDirectory(prefix="zv-bls-cpu-")
-    # No time bound on admission: two frames in flight never need refusing, and on a shared
-    # machine a neighbour's load can stretch the measured cost past the 2 s default.
-    proc = start_server(port, workers, log, {"ZAPVERIFY_INGEST_TCP_PORT": str(ingest_port),
-                                             "ZAPVERIFY_DATA_DIR": data.name,
-                                             "ZAPVERIFY_ADMISSION_MAX_WAIT_SECONDS": "0"})
-    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_init, initargs=(raw,))
+    raw = {name: ([(it.public_key, it.message, it.signature) for it in items], want[name])
+           for name, items in sets.items()}
     n = args.frames * args.batch
     load_before = os.getloadavg()
-    modes = {}
-    for name in sets:
-        modes[f"zap {name}"] = (lambda nm=name: asyncio.run(
-            pipelined(ingest_port, frames[nm], args.frames, args.in_flight, want[nm])))
-        modes[f"blst loop {name}"] = (lambda nm=name: blst_loop(pool, workers, nm, n, want[nm]))
-    try:
-        with Client(f"http://127.0.0.1:{port}", timeout=300) as client:
-            wait_ready(client, proc)
-        for fn in modes.values():  # warm: pools started, connections opened once, estimates settled
-            fn()
-        rates: dict[str, list[float]] = {m: [] for m in modes}
-        order = list(modes)
-        for r in range(args.rounds):
-            k = r % len(order)
-            for m in order[k:] + order[:k]:
-                rates[m].append(modes[m]())
-            print(f"round {r + 1}/{args.rounds}: " + "  ".join(f"{m} {rates[m][-1]:,.0f}/s" for m in modes),
-                  flush=True)
-    except Exception:
-        log.seek(0)
-        sys.stderr.write(log.read()[-4000:].decode(errors="replace"))
-        raise
-    finally:
-        pool.terminate()
-        stop_server(proc)
-        data.cleanup()
+    # No time bound on admission: two frames in flight never need refusing, and on a shared
+    # machine a neighbour's load can stretch the measured cost past the 2 s default.
+    with harness.PeerLoop(workers, blst_single, raw) as blst, \
+            harness.serve(workers, {"ZAPVERIFY_ADMISSION_MAX_WAIT_SECONDS": "0"}, log_path=args.server_log,
+                          data_prefix="zv-bls-cpu-") as server:
+        modes = {}
+        for name in sets:
+            modes[f"zap {name}"] = (lambda nm=name: harness.send_frames(
+                server, frames[nm], args.frames, args.in_flight, want[nm]))
+            modes[f"blst loop {name}"] = (lambda nm=name: blst.rate(nm, n))
+        # warm: pools started, connections opened once, estimates settled
+        rates = harness.interleaved(modes, args.rounds, warm=True)
     rows = []
     for name in sets:
         z, b = rates[f"zap {name}"], rates[f"blst loop {name}"]
@@ -217,11 +146,9 @@ def aggregates(args) -> dict:
                         raise RuntimeError("blspy refused a valid aggregate")
                 return reps / (time.perf_counter() - t0)
 
-            ours(), theirs()
-            a, b = [], []
-            for r in range(args.rounds):
-                for fn, out in ((ours, a), (theirs, b)) if r % 2 == 0 else ((theirs, b), (ours, a)):
-                    out.append(fn())
+            got = harness.interleaved({"backend": ours, "blst": theirs}, args.rounds, f"{mode}: ", unit="{:.1f}/s",
+                                      warm=True)
+            a, b = got["backend"], got["blst"]
             ratios = [x / y for x, y in zip(a, b)]
             rows.append({"mode": mode, "keys": len(item.public_keys), "messages": len(set(item.messages)),
                          "backend_per_s": statistics.median(a), "blst_per_s": statistics.median(b),
@@ -294,10 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         result["serving"] = serving(args, workers)
     if not args.skip_aggregates:
         result["aggregates"] = aggregates(args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bls_cpu.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "bls_cpu.md").write_text(render(result))
-    print(render(result))
+    harness.write_results(args.out, "bls_cpu", result, render(result))
     return 0
 
 

@@ -34,18 +34,14 @@ Writes ``bench/results/ed25519_cpu.json`` and ``.md`` (``--out`` changes the fol
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ctypes
-import json
 import os
 import platform
 import random
 import re
-import statistics
 import sys
-import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -53,19 +49,14 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from http_overhead import _free_port, start_server, stop_server, wait_ready
 
 from app import __version__
 from app.core.batch import Batch
 from app.core.schemes import SCHEMES
-from app.engine.backends import ed25519_cpu, native
+from app.engine.backends import ed25519_cpu, native_build
 from app.engine.reference import kat
 from app.wire import zap
-from bench import provenance
-from zapverify import Client
-from zapverify.ingest import connect
+from bench import harness, provenance
 
 try:
     from solders.pubkey import Pubkey
@@ -88,7 +79,7 @@ def items_for(n: int, seed: int, half_invalid: bool = False) -> tuple[list[kat.I
 def columns(items: list[kat.Item]) -> tuple[Batch, tuple, tuple]:
     b = Batch.from_items(SCHEMES["ed25519"], [i.public_key for i in items], [i.message for i in items],
                          [i.signature for i in items])
-    _, alive, cols = native._columns(b.pks, b.sigs, b.msgs, b.offsets)
+    _, alive, cols = native_build.columns(b.pks, b.sigs, b.msgs, b.offsets)
     return b, alive, cols
 
 
@@ -120,18 +111,16 @@ def per_core(n: int, rounds: int) -> dict:
     if Signature is not None:
         objs = dalek_objects(items)
         paths["dalek"] = lambda: dalek_loop(objs)
-    us: dict[str, list[float]] = {p: [] for p in paths}
-    order = list(paths)
-    for r in range(rounds):
-        k = r % len(order)
-        for p in order[k:] + order[:k]:
-            t0 = time.thread_time()
-            got = paths[p]()
-            us[p].append((time.thread_time() - t0) / n * 1e6)
-            if [bool(v) for v in got] != want:
-                raise RuntimeError(f"{p}: wrong verdicts")
-        print(f"per core, round {r + 1}/{rounds}: " + "  ".join(f"{p} {us[p][-1]:.1f} µs" for p in paths), flush=True)
-    med = {p: statistics.median(v) for p, v in us.items()}
+    def timed(p: str) -> float:
+        t0 = time.thread_time()
+        got = paths[p]()
+        per_verify = (time.thread_time() - t0) / n * 1e6
+        if [bool(v) for v in got] != want:
+            raise RuntimeError(f"{p}: wrong verdicts")
+        return per_verify
+
+    us = harness.interleaved({p: lambda p=p: timed(p) for p in paths}, rounds, "per core, ", unit="{:.1f} µs")
+    med = harness.medians(us)
     ghz = nominal_ghz()
     return {"items": n, "rounds": rounds, "sha512": own.sha512, "path": own.path, "portable_path": portable.path,
             "nominal_ghz": ghz,
@@ -153,42 +142,13 @@ def nominal_ghz() -> float | None:
 
 
 # ------------------------------------------------------------------ served
-async def pipelined(port: int, frame: bytes, reps: int, in_flight: int, want: np.ndarray) -> float:
-    """Items per second for ``reps`` copies of ``frame`` pipelined on one TCP connection,
-    every reply's verdicts compared with ``want``."""
-    async with connect("tcp", "127.0.0.1", port, max_in_flight=in_flight, timeout=120) as s:
-        t0 = time.perf_counter()
-        futures = [await s.submit(frame) for _ in range(reps)]
-        for f in futures:
-            r = await f
-            if not np.array_equal(np.asarray(r.verdicts, dtype=np.uint8), want):
-                raise RuntimeError("a served verdict differs from libsodium's")
-        return reps * len(want) / (time.perf_counter() - t0)
+def dalek_prepare(pk: bytes, msg: bytes, sig: bytes) -> tuple:
+    """In a worker process, before timing: dalek's objects for one item."""
+    return Signature.from_bytes(sig), Pubkey.from_bytes(pk), msg
 
 
-_objs: list = []
-_want: list[bool] = []
-
-
-def _dalek_init(items: list[tuple[bytes, bytes, bytes]], want: list[bool]) -> None:
-    global _objs, _want
-    _objs = [(Signature.from_bytes(s), Pubkey.from_bytes(pk), m) for pk, m, s in items]
-    _want = want
-
-
-def _dalek_worker(reps: int) -> tuple[int, float, float]:
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        if dalek_loop(_objs) != _want:
-            raise RuntimeError("dalek's verdicts differ from libsodium's")
-    return reps * len(_objs), t0, time.perf_counter()
-
-
-def dalek_all_cores(pool: ProcessPoolExecutor, cores: int, reps: int) -> float:
-    """Summed items per second of ``cores`` processes each looping over the items ``reps`` times,
-    over the span from the first start to the last end."""
-    parts = list(pool.map(_dalek_worker, [reps] * cores))
-    return sum(p[0] for p in parts) / (max(p[2] for p in parts) - min(p[1] for p in parts))
+def dalek_verify(sig, pk, msg: bytes) -> bool:
+    return sig.verify(pk, msg)
 
 
 def served(batch: int, rounds: int, reps: int, in_flight: int, with_libsodium: bool) -> dict:
@@ -200,56 +160,27 @@ def served(batch: int, rounds: int, reps: int, in_flight: int, with_libsodium: b
                              [i.signature for i in items])
         sets[name] = (items, np.array(want, dtype=np.uint8), bytes(zap.encode_request(b)))
     servers = {"zap": {}} | ({"zap_libsodium": {ed25519_cpu.ENV_SWITCH: "0"}} if with_libsodium else {})
-    procs, ports, logs, dirs = {}, {}, {}, []
-    try:
+    with ExitStack() as stack:
+        started = {}
         for name, env in servers.items():
-            port, ingest = _free_port(), _free_port()
-            logs[name] = tempfile.TemporaryFile()
-            d = tempfile.TemporaryDirectory()
-            dirs.append(d)
-            procs[name] = start_server(port, cores, logs[name], {"ZAPVERIFY_INGEST_TCP_PORT": str(ingest),
-                                                                  "ZAPVERIFY_RECEIPTS": "false",
-                                                                  "ZAPVERIFY_DATA_DIR": d.name,
-                                                                  # two frames in flight are the load; the
-                                                                  # wait bound would shed on a busy host
-                                                                  "ZAPVERIFY_ADMISSION_MAX_WAIT_SECONDS": "0",
-                                                                  **env})
-            with Client(f"http://127.0.0.1:{port}", timeout=300) as client:
-                wait_ready(client, procs[name])
-            ports[name] = ingest
-        pools = {}
+            # two frames in flight are the load; the wait bound would shed on a busy host
+            started[name] = stack.enter_context(harness.serve(cores, {"ZAPVERIFY_RECEIPTS": "false",
+                                                               "ZAPVERIFY_ADMISSION_MAX_WAIT_SECONDS": "0", **env},
+                                                       tail=3000))
         modes = {}
-        for set_name, (items, want, frame) in sets.items():
+        for set_name, (_, want, frame) in sets.items():
             for name in servers:
-                modes[f"{name}/{set_name}"] = (lambda p=ports[name], f=frame, w=want:
-                                               asyncio.run(pipelined(p, f, reps, in_flight, w)))
-            if Signature is not None:
-                pools[set_name] = ProcessPoolExecutor(cores, initializer=_dalek_init, initargs=(
-                    [(i.public_key, i.message, i.signature) for i in items], [bool(v) for v in want]))
-                modes[f"dalek/{set_name}"] = lambda ex=pools[set_name]: dalek_all_cores(ex, cores, reps)
-        for fn in modes.values():  # warm: pools started, connections opened once
-            fn()
-        rates: dict[str, list[float]] = {m: [] for m in modes}
-        order = list(modes)
-        for r in range(rounds):
-            k = r % len(order)
-            for m in order[k:] + order[:k]:
-                rates[m].append(modes[m]())
-            print(f"served, round {r + 1}/{rounds}: " + "  ".join(f"{m} {rates[m][-1]:,.0f}/s" for m in modes),
-                  flush=True)
-        for ex in pools.values():
-            ex.shutdown()
-    except Exception:
-        for log in logs.values():
-            log.seek(0)
-            sys.stderr.write(log.read()[-3000:].decode(errors="replace"))
-        raise
-    finally:
-        for proc in procs.values():
-            stop_server(proc)
-        for d in dirs:
-            d.cleanup()
-    med = {m: statistics.median(v) for m, v in rates.items()}
+                modes[f"{name}/{set_name}"] = (lambda sv=started[name], f=frame, w=want:
+                                               harness.send_frames(sv, f, reps, in_flight, w))
+        if Signature is not None:
+            # dalek's objects built in each process beforehand; every process over all the items reps times
+            dalek = stack.enter_context(harness.PeerLoop(cores, dalek_verify, {
+                set_name: ([(i.public_key, i.message, i.signature) for i in items], [bool(v) for v in want])
+                for set_name, (items, want, _) in sets.items()}, prepare=dalek_prepare))
+            for set_name in sets:
+                modes[f"dalek/{set_name}"] = lambda s=set_name: dalek.rate(s, cores * reps * batch)
+        rates = harness.interleaved(modes, rounds, "served, ", warm=True)
+    med = harness.medians(rates)
     ratios = {}
     for set_name in sets:
         if f"dalek/{set_name}" in med:
@@ -280,10 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_served:
         result["served"] = served(args.batch, args.rounds, args.reps, args.in_flight, args.libsodium)
     result["host"]["loadavg_after"] = os.getloadavg()
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ed25519_cpu.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "ed25519_cpu.md").write_text(render_md(result))
-    print(render_md(result))
+    harness.write_results(args.out, "ed25519_cpu", result, render_md(result))
     return 0
 
 

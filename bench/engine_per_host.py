@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.engine.reference import kat
 from bench import provenance
-from bench.http_overhead import _free_port, stop_server, wait_ready
+from bench.harness import free_port, stop_server, wait_ready
 from zapverify import Client, json_body
 
 ZAPVERIFY = Path(sys.executable).with_name("zapverify")
@@ -44,7 +44,7 @@ ZAPVERIFY = Path(sys.executable).with_name("zapverify")
 def start(workers: int, cpu_workers: int, data: str, log):
     import subprocess
 
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, ZAPVERIFY_BACKEND="cpu", ZAPVERIFY_CPU_WORKERS=str(cpu_workers), ZAPVERIFY_DATA_DIR=data,
                ZAPVERIFY_LOG_LEVEL="warning", ZAPVERIFY_MAX_ITEMS="1048576")
     proc = subprocess.Popen([str(ZAPVERIFY), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers",

@@ -25,12 +25,7 @@ import argparse
 import json
 import os
 import platform
-import signal
-import socket
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,50 +39,10 @@ from app.core.schemes import SCHEMES
 from app.engine.reference import kat
 from app.engine.verify.engine import Engine, EngineConfig
 from app.wire import zap
-from bench import provenance
+from bench import harness, provenance
 from zapverify import Client, json_body
 
 TARGETS = {"zap": 0.9, "json": 0.75}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, workers: int, log, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
-    env = dict(os.environ, ZAPVERIFY_BACKEND="cpu", ZAPVERIFY_CPU_WORKERS=str(workers),
-               ZAPVERIFY_LOG_LEVEL="warning", ZAPVERIFY_MAX_ITEMS="1048576", **(extra_env or {}))
-    # Own session and own log: the server's worker processes must not hold our stdout open,
-    # and stop_server can end the whole group.
-    return subprocess.Popen([sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--host",
-                             "127.0.0.1", "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # any worker process the server left behind
-    except ProcessLookupError:
-        pass
-
-
-def wait_ready(client: Client, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        if client.ready():
-            return
-        time.sleep(0.2)
-    raise RuntimeError("the server did not become ready")
 
 
 def measure(fn, reps: int, batch: int) -> float:
@@ -121,41 +76,22 @@ def main(argv: list[str] | None = None) -> int:
     # worker processes (used only by other schemes) that could outlive it.
     engine = Engine(EngineConfig(backend="cpu", cpu_workers=workers, cpu_parallelism="thread"))
     engine.start()
-    port = _free_port()
-    log = tempfile.TemporaryFile()
-    # A fresh data directory: the receipts go to a new SQLite file, as on a fresh install
-    # (an old file keeps the page size it was created with).
-    data_dir = tempfile.TemporaryDirectory(prefix="zv-http-overhead-")
-    proc = start_server(port, workers, log, {"ZAPVERIFY_DATA_DIR": data_dir.name})
     load_before = os.getloadavg()
     try:
-        with Client(f"http://127.0.0.1:{port}", timeout=300) as client:
-            wait_ready(client, proc)
+        with harness.serve(workers, ingest=False, data_prefix="zv-http-overhead-") as server, \
+                Client(server.url, timeout=300) as client:
             modes = {
                 "engine": lambda: engine.run(batch).valid,
                 "zap": lambda: client.verify_frame(frame).valid,
                 "json": lambda: client.verify_json_body(body).valid,
             }
-            for fn in modes.values():  # warm: pools started, connections open
-                fn()
-            rates: dict[str, list[float]] = {m: [] for m in modes}
-            order = list(modes)
-            for r in range(args.rounds):
-                for m in order[r % 3:] + order[:r % 3]:
-                    rates[m].append(measure(modes[m], args.reps, args.batch))
-                print(f"round {r + 1}/{args.rounds}: " + "  ".join(f"{m} {rates[m][-1]:,.0f}/s" for m in modes),
-                      flush=True)
-    except Exception:
-        log.seek(0)
-        sys.stderr.write(log.read()[-4000:].decode(errors="replace"))
-        raise
+            rates = harness.interleaved({m: lambda fn=fn: measure(fn, args.reps, args.batch)
+                                         for m, fn in modes.items()}, args.rounds, warm=True)
     finally:
-        stop_server(proc)
         engine.close()
-        data_dir.cleanup()
     load_after = os.getloadavg()
 
-    median = {m: statistics.median(v) for m, v in rates.items()}
+    median = harness.medians(rates)
     ratios = {f"{m}/engine": median[m] / median["engine"] for m in ("zap", "json")}
     met = {f"{m}/engine": ratios[f"{m}/engine"] >= t for m, t in TARGETS.items()}
     result = {
@@ -174,10 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": {f"{m}/engine": t for m, t in TARGETS.items()},
         "targets_met": met,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "http_overhead.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "http_overhead.md").write_text(render_md(result))
-    print(render_md(result))
+    harness.write_results(args.out, "http_overhead", result, render_md(result))
     return 0
 
 

@@ -24,22 +24,15 @@ Writes ``bench/results/ingest.json`` and ``.md`` (``--out`` changes the folder).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import platform
-import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from http_overhead import _free_port, start_server, stop_server, wait_ready
 
 from app import __version__
 from app.core.batch import Batch
@@ -47,9 +40,8 @@ from app.core.schemes import SCHEMES
 from app.engine.reference import kat
 from app.engine.verify.engine import Engine, EngineConfig
 from app.wire import zap
-from bench import provenance
+from bench import harness, provenance
 from zapverify import Client
-from zapverify.ingest import connect
 
 MODES = ("engine", "tcp", "engine_small", "tcp_small")
 
@@ -58,18 +50,6 @@ def frame_of(items: list[kat.Item]) -> tuple[Batch, bytes]:
     batch = Batch.from_items(SCHEMES["ed25519"], [i.public_key for i in items], [i.message for i in items],
                              [i.signature for i in items])
     return batch, bytes(zap.encode_request(batch))
-
-
-async def pipelined(port: int, frame: bytes, n_frames: int, in_flight: int, count: int) -> float:
-    """Items per second for ``n_frames`` copies of ``frame`` pipelined on one TCP connection."""
-    async with connect("tcp", "127.0.0.1", port, max_in_flight=in_flight, timeout=60) as s:
-        t0 = time.perf_counter()
-        futures = [await s.submit(frame) for _ in range(n_frames)]
-        for f in futures:
-            r = await f
-            if r.valid != count:
-                raise RuntimeError(f"{r.valid} of {count} items valid; every item was signed correctly")
-        return n_frames * count / (time.perf_counter() - t0)
 
 
 def timed(fn, reps: int, items: int) -> float:
@@ -100,47 +80,26 @@ def main(argv: list[str] | None = None) -> int:
 
     engine = Engine(EngineConfig(backend="cpu", cpu_workers=workers, cpu_parallelism="thread"))
     engine.start()
-    port, ingest_port = _free_port(), _free_port()
-    log = tempfile.TemporaryFile()
-    data = tempfile.TemporaryDirectory()
-    proc = start_server(port, workers, log, {"ZAPVERIFY_INGEST_TCP_PORT": str(ingest_port),
-                                             "ZAPVERIFY_RECEIPTS": "false", "ZAPVERIFY_DATA_DIR": data.name})
     load_before = os.getloadavg()
     try:
-        with Client(f"http://127.0.0.1:{port}", timeout=300) as client:
-            wait_ready(client, proc)
-            status = client.status()
-        assert status["ingest"]["transports"]["tcp"]["port"] == ingest_port
-        modes = {
-            "engine": lambda: timed(lambda: engine.run(batch), args.reps, args.batch),
-            "tcp": lambda: asyncio.run(pipelined(ingest_port, frame, args.reps, args.in_flight, args.batch)),
-            "engine_small": lambda: timed(lambda: engine.run(small_batch), small_frames, args.small),
-            "tcp_small": lambda: asyncio.run(pipelined(ingest_port, small_frame, small_frames,
-                                                       args.small_in_flight, args.small)),
-        }
-        for fn in modes.values():  # warm: pools started, connections opened once
-            fn()
-        rates: dict[str, list[float]] = {m: [] for m in modes}
-        order = list(modes)
-        for r in range(args.rounds):
-            k = r % len(order)
-            for m in order[k:] + order[:k]:
-                rates[m].append(modes[m]())
-            print(f"round {r + 1}/{args.rounds}: " + "  ".join(f"{m} {rates[m][-1]:,.0f}/s" for m in modes),
-                  flush=True)
-        with Client(f"http://127.0.0.1:{port}", timeout=30) as client:
-            ingest = client.status()["ingest"]
-    except Exception:
-        log.seek(0)
-        sys.stderr.write(log.read()[-4000:].decode(errors="replace"))
-        raise
+        with harness.serve(workers, {"ZAPVERIFY_RECEIPTS": "false"}) as server:
+            with Client(server.url, timeout=30) as client:
+                assert client.status()["ingest"]["transports"]["tcp"]["port"] == server.ingest_port
+            modes = {
+                "engine": lambda: timed(lambda: engine.run(batch), args.reps, args.batch),
+                "tcp": lambda: harness.send_frames(server, frame, args.reps, args.in_flight, [True] * args.batch),
+                "engine_small": lambda: timed(lambda: engine.run(small_batch), small_frames, args.small),
+                "tcp_small": lambda: harness.send_frames(server, small_frame, small_frames,
+                                                         args.small_in_flight, [True] * args.small),
+            }
+            rates = harness.interleaved(modes, args.rounds, warm=True)
+            with Client(server.url, timeout=30) as client:
+                ingest = client.status()["ingest"]
     finally:
-        stop_server(proc)
         engine.close()
-        data.cleanup()
     load_after = os.getloadavg()
 
-    median = {m: statistics.median(v) for m, v in rates.items()}
+    median = harness.medians(rates)
     tcp = ingest["transports"]["tcp"]
     result = {
         "benchmark": "ingest",
@@ -163,10 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                                                 "replies_sent", "dropped_total", "ring_high_water",
                                                 "backpressure_total")},
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ingest.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "ingest.md").write_text(render_md(result))
-    print(render_md(result))
+    harness.write_results(args.out, "ingest", result, render_md(result))
     return 0
 
 

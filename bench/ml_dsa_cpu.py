@@ -26,17 +26,12 @@ Writes ``bench/results/ml_dsa_cpu.json`` and ``.md`` (``--out`` changes the fold
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import multiprocessing
 import os
 import platform
 import random
 import statistics
 import sys
-import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,9 +39,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from http_overhead import _free_port, start_server, stop_server, wait_ready
 
 from app import __version__
 from app.core.batch import Batch, Item
@@ -54,9 +46,7 @@ from app.core.schemes import SCHEMES
 from app.engine.backends import native_ml_dsa
 from app.engine.reference import kat, reference
 from app.wire import zap
-from bench import provenance
-from zapverify import Client
-from zapverify.ingest import connect
+from bench import harness, provenance
 
 SETS = ("ml-dsa-44", "ml-dsa-65", "ml-dsa-87")
 SERVED_SET = "ml-dsa-65"
@@ -96,19 +86,6 @@ def openssl_us(scheme_id: str, items: list[Item], min_seconds: float) -> float:
             return 1e6 * (time.thread_time() - t0) / done
 
 
-def interleaved(modes: dict, rounds: int, label: str = "") -> dict[str, list[float]]:
-    """Each of ``modes`` (name → a call returning one measurement) once per round, the order
-    rotating by one each round; the measurements per mode, a line printed per round."""
-    got: dict[str, list[float]] = {m: [] for m in modes}
-    order = list(modes)
-    for r in range(rounds):
-        k = r % len(order)
-        for m in order[k:] + order[:k]:
-            got[m].append(modes[m]())
-        print(f"{label} round {r + 1}/{rounds}: " + "  ".join(f"{m} {got[m][-1]:,.1f}" for m in modes), flush=True)
-    return got
-
-
 def per_core_set(verifier, sid: str, rounds: int, n: int, min_seconds: float) -> dict:
     """One parameter set's row: every path of ours and OpenSSL, interleaved rounds."""
     items = kat.sign_items(sid, n, seed=50)
@@ -116,7 +93,7 @@ def per_core_set(verifier, sid: str, rounds: int, n: int, min_seconds: float) ->
     modes = {f"ours_{p}": (lambda isa=isa: ours_us(verifier, level, cols, n, isa, min_seconds))
              for isa, p in native_ml_dsa.ISA_NAMES.items() if isa <= verifier.best_isa}
     modes["openssl"] = lambda: openssl_us(sid, items, min_seconds)
-    got = interleaved(modes, rounds, f"{sid} µs per verify:")
+    got = harness.interleaved(modes, rounds, f"{sid} µs per verify: ", unit="{:,.1f}")
     med = {m: statistics.median(v) for m, v in got.items()}
     return {"us_per_verify": {m: {"median": round(med[m], 2), "rounds": [round(x, 2) for x in v]}
                               for m, v in got.items()},
@@ -131,38 +108,13 @@ def per_core(rounds: int, n: int, min_seconds: float) -> dict:
 
 
 # ------------------------------------------------------------------ served
-def _openssl_loop(job: tuple[str, list[Item], list[bool], float]) -> float:
-    """In a worker process: OpenSSL over ``items`` in a loop for ``min_seconds``, every verdict
-    checked against ``want``; items per second."""
-    sid, items, want, min_seconds = job
-    fn = reference.verifier(SCHEMES[sid])
-    done, t0 = 0, time.perf_counter()
-    while True:
-        for it, ok in zip(items, want):
-            if fn(it.public_key, it.message, it.signature, it.context) != ok:
-                raise RuntimeError("OpenSSL gave a verdict other than the expected one")
-        done += len(items)
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_seconds:
-            return done / elapsed
+_OPENSSL: dict[str, object] = {}
 
 
-def _warm(sid: str) -> int:
-    reference.verifier(SCHEMES[sid])
-    return os.getpid()
-
-
-async def pipelined(port: int, frame: bytes, want: np.ndarray, n_frames: int, in_flight: int) -> float:
-    """Items per second for ``n_frames`` copies of ``frame`` pipelined on one TCP connection,
-    every reply's verdicts checked against ``want``."""
-    async with connect("tcp", "127.0.0.1", port, max_in_flight=in_flight, timeout=120) as s:
-        t0 = time.perf_counter()
-        futures = [await s.submit(frame) for _ in range(n_frames)]
-        for f in futures:
-            r = await f
-            if not np.array_equal(np.asarray(r.verdicts, dtype=bool), want):
-                raise RuntimeError("the server's verdicts differ from the expected ones")
-        return n_frames * len(want) / (time.perf_counter() - t0)
+def openssl_verify(pk: bytes, msg: bytes, sig: bytes, ctx: bytes) -> bool:
+    """In a worker process: OpenSSL's verify of one served-set item (the verifier made once)."""
+    fn = _OPENSSL.get(SERVED_SET) or _OPENSSL.setdefault(SERVED_SET, reference.verifier(SCHEMES[SERVED_SET]))
+    return fn(pk, msg, sig, ctx)  # type: ignore[operator]
 
 
 def served(rounds: int, batch_items: int, in_flight: int, frames: int, workers: int, min_seconds: float) -> dict:
@@ -178,34 +130,18 @@ def served(rounds: int, batch_items: int, in_flight: int, frames: int, workers: 
         b = Batch.from_items(SCHEMES[SERVED_SET], [i.public_key for i in items], [i.message for i in items],
                              [i.signature for i in items])
         frames_of[name] = bytes(zap.encode_request(b))
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-    list(pool.map(_warm, [SERVED_SET] * workers))
-    port, ingest_port = _free_port(), _free_port()
-    log = tempfile.TemporaryFile()
-    data = tempfile.TemporaryDirectory()
-    proc = start_server(port, workers, log, {"ZAPVERIFY_INGEST_TCP_PORT": str(ingest_port),
-                                             "ZAPVERIFY_RECEIPTS": "false", "ZAPVERIFY_DATA_DIR": data.name})
-    modes = {}
-    for name, (items, want) in sets.items():
-        w = np.array(want, dtype=bool)
-        modes[f"zap_{name}"] = (lambda f=frames_of[name], w=w:
-                                asyncio.run(pipelined(ingest_port, f, w, frames, in_flight)))
-        modes[f"openssl_all_cores_{name}"] = (lambda items=items, want=want: sum(pool.map(
-            _openssl_loop, [(SERVED_SET, items[:128], want[:128], min_seconds)] * workers)))
-    try:
-        with Client(f"http://127.0.0.1:{port}", timeout=300) as client:
-            wait_ready(client, proc)
-        for fn in modes.values():  # warm: pools started, libraries loaded, connections opened once
-            fn()
-        got = interleaved(modes, rounds, "served items/s:")
-    except Exception:
-        log.seek(0)
-        sys.stderr.write(log.read()[-4000:].decode(errors="replace"))
-        raise
-    finally:
-        stop_server(proc)
-        pool.shutdown()
-        data.cleanup()
+    # the OpenSSL loop: each process over the first 128 items again and again for min_seconds
+    peer_sets = {name: ([(i.public_key, i.message, i.signature, i.context) for i in items[:128]], want[:128])
+                 for name, (items, want) in sets.items()}
+    with harness.PeerLoop(workers, openssl_verify, peer_sets) as peer, \
+            harness.serve(workers, {"ZAPVERIFY_RECEIPTS": "false"}) as server:
+        modes = {}
+        for name, (_, want) in sets.items():
+            modes[f"zap_{name}"] = (lambda f=frames_of[name], w=want:
+                                    harness.send_frames(server, f, frames, in_flight, w))
+            modes[f"openssl_all_cores_{name}"] = (lambda nm=name, k=len(peer_sets[name][0]):
+                                                  peer.rate(nm, k * workers, min_seconds))
+        got = harness.interleaved(modes, rounds, "served items/s: ", unit="{:,.1f}", warm=True)
     med = {m: statistics.median(v) for m, v in got.items()}
     ratios = {name: med[f"zap_{name}"] / med[f"openssl_all_cores_{name}"] for name in sets}
     return {"scheme": SERVED_SET, "batch": batch_items, "in_flight": in_flight, "frames_per_round": frames,
@@ -239,10 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     result["host"] = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                       "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ml_dsa_cpu.json").write_text(json.dumps(result, indent=1) + "\n")
-    (args.out / "ml_dsa_cpu.md").write_text(render_md(result))
-    print(render_md(result))
+    harness.write_results(args.out, "ml_dsa_cpu", result, render_md(result), indent=1)
     return 0
 
 

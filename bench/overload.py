@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import provenance  # noqa: E402
-from bench.http_overhead import _free_port, start_server, stop_server  # noqa: E402
+from bench.harness import free_port, start_server, stop_server  # noqa: E402
 
 
 def body(batch: int) -> bytes:
@@ -137,7 +137,7 @@ def main() -> int:
 
     payload = body(args.batch)
     clients = 4 * args.bound
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/v1/verify"
     env = {"ZAPVERIFY_RECEIPTS": "false", "ZAPVERIFY_UMA_POOL_BYTES": str(64 << 20),
            "ZAPVERIFY_ADMISSION_MAX_ITEMS": str(args.bound * args.batch),
