@@ -99,11 +99,7 @@ def test_wrong_context_and_lengths_are_false(path, level):
 def test_every_mutant_kind_agrees_and_is_rejected(path, level):
     rng = random.Random(f"ml-dsa-cpu-mutants/{level}")
     base = signed(level, 5, seed=3, context=b"zapverify") + signed(level, 5, seed=4)
-    items, kinds = [], []
-    for kind in m.MUTANT_KINDS:
-        for it in base:
-            items.append(m.mutant(it, kind, rng))
-            kinds.append(kind)
+    items, kinds = m.mutants(base, rng)
     got = assert_agrees(path, base + items)
     assert got[:len(base)] == [True] * len(base)
     accepted = [k for k, v in zip(kinds, got[len(base):]) if v]

@@ -301,6 +301,17 @@ def mutant(item: Item, kind: str, rng: random.Random) -> Item:
     raise ValueError(f"unknown mutant kind {kind!r}")
 
 
+def mutants(base: list[Item], rng: random.Random) -> tuple[list[Item], list[str]]:
+    """Every kind of :data:`MUTANT_KINDS` applied to every item of ``base`` (kind by kind):
+    the mutants and the kind of each."""
+    items, kinds = [], []
+    for kind in MUTANT_KINDS:
+        for it in base:
+            items.append(mutant(it, kind, rng))
+            kinds.append(kind)
+    return items, kinds
+
+
 def _encode_hints(h: list[list[int]], p: Params) -> bytearray:
     y = bytearray(p.omega + p.k)
     idx = 0
