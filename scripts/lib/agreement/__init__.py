@@ -170,6 +170,15 @@ def host_library(scheme_id: str):
     return hostbuild.load(kernel.source.name, kernel.source.directory)
 
 
+def by_lengths(keys_and_signatures: Iterable[tuple[bytes, bytes]]) -> dict[tuple[int, int], list[int]]:
+    """Item indices grouped by (key length, signature length), in item order within a group:
+    one direct call per group, as a column holds one length each."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, (pk, sig) in enumerate(keys_and_signatures):
+        groups.setdefault((len(pk), len(sig)), []).append(i)
+    return groups
+
+
 def kernel_by_lengths(scheme_id: str, items: list[tuple[bytes, bytes, bytes]], options: int = 0) -> list[bool]:
     """Verdicts of ``scheme_id``'s verify entry point (host build, :func:`host_library`) for
     (pk, msg, sig) items under ZAP ``options`` bits: one direct call per (key length,
@@ -180,11 +189,8 @@ def kernel_by_lengths(scheme_id: str, items: list[tuple[bytes, bytes, bytes]], o
     fn = getattr(host_library(scheme_id), kernel.entry)
     fn.restype = None
     out = [False] * len(items)
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, (pk, _, sig) in enumerate(items):
-        groups.setdefault((len(pk), len(sig)), []).append(i)
     ptr = ctypes.c_void_p
-    for (pk_len, sig_len), idx in groups.items():
+    for (pk_len, sig_len), idx in by_lengths((pk, sig) for pk, _, sig in items).items():
         # One spare byte each, so that an empty column still has an address.
         pks = np.frombuffer(b"".join(items[i][0] for i in idx) + b"\0", dtype=np.uint8)
         sigs = np.frombuffer(b"".join(items[i][2] for i in idx) + b"\0", dtype=np.uint8)

@@ -27,7 +27,7 @@ from app.core.schemes import SCHEMES
 from app.engine.backends import native_bls
 from app.engine.device import hostlib, ops, registry
 from app.engine.reference import kat, reference
-from scripts.lib.agreement import CheckFailures, Chunk, Tally, compare, host_library
+from scripts.lib.agreement import CheckFailures, Chunk, Tally, by_lengths, compare, host_library
 from scripts.lib.agreement import bls12_381_arith as encodings
 
 SCHEME = "bls12-381"
@@ -85,10 +85,7 @@ def kernel_verdicts(items: list[Item]) -> list[bool]:
     scheme = SCHEMES[SCHEME]
     dev, kernel = hostlib.device(), registry.VERIFY_KERNELS[SCHEME]
     out: list[bool] = [False] * len(items)
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, it in enumerate(items):
-        groups.setdefault((len(it.public_key), len(it.signature)), []).append(i)
-    for (pk_len, sig_len), idx in groups.items():
+    for (pk_len, sig_len), idx in by_lengths((it.public_key, it.signature) for it in items).items():
         msgs, offsets = ops.pack_messages([items[i].message for i in idx])
         db = ops.DeviceBatch(
             n=len(idx), code=scheme.code,
@@ -120,10 +117,7 @@ def blst_verdicts(items: list[Item], rlc: bool = False) -> list[bool]:
     if loops is None:
         raise RuntimeError("the blst loops did not load (no compiler or no blspy)")
     out: list[bool] = [False] * len(items)
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, it in enumerate(items):
-        groups.setdefault((len(it.public_key), len(it.signature)), []).append(i)
-    for (pk_len, sig_len), idx in groups.items():
+    for (pk_len, sig_len), idx in by_lengths((it.public_key, it.signature) for it in items).items():
         msgs, offsets = ops.pack_messages([items[i].message for i in idx])
         pks = np.frombuffer(b"".join(items[i].public_key for i in idx), np.uint8).reshape(len(idx), pk_len)
         sigs = np.frombuffer(b"".join(items[i].signature for i in idx), np.uint8).reshape(len(idx), sig_len)
