@@ -311,7 +311,10 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, zap_limit=settings.zap_max_frame_bytes)
     app.state.admission = Admission(settings.admission_max_items, settings.admission_max_bytes,
                                     settings.admission_retry_after_seconds,
-                                    max_wait=settings.admission_max_wait_seconds,
+                                    default_deadline=settings.admission_default_deadline_seconds,
+                                    max_deadline=settings.admission_max_deadline_seconds,
+                                    pipeline=settings.admission_pipeline_seconds,
+                                    max_queued=settings.admission_max_queued,
                                     max_share=settings.admission_max_share)
     app.add_middleware(AdmissionControl, admission=app.state.admission)  # after the key check, before the body
     keys = security.load_keys(settings)
