@@ -20,7 +20,8 @@ between clients) is within its deadline.  It is refused (:class:`app.core.errors
 (``deadline``), when the queue is full (``queue``), or when it is still queued at its deadline
 (``expired``): then it is answered rather than worked on.  Until its items are known a request
 counts as its client's average request of late (an exponentially weighted mean), else the
-process's, else ``pipeline`` seconds.
+process's average request at most ``pipeline`` seconds (one heavy client must not make every
+newcomer look heavy), else ``pipeline`` seconds.
 
 **What starts.**  The queued request with the smallest start tag (fair queueing between
 clients: the API key's name, else the peer address) starts when nothing is in flight, or when
@@ -259,7 +260,7 @@ class Admission:
     def deadline_seconds(self, header: str | bytes | None) -> float:
         """The deadline, in seconds from now, of a request that sent ``header`` (the
         :data:`DEADLINE_HEADER` value, or None): the server default when absent, at most
-        ``max_deadline``.  Raises :class:`app.core.errors.RequestError` (400 naming the header)
+        ``max_deadline``.  Raises :class:`app.core.errors.RequestError` (4xx naming the header)
         for a value that is not a positive decimal number."""
         if header is None:
             return self.default_deadline
@@ -379,7 +380,9 @@ class Admission:
         known = self._client_work.get(client)
         if known is not None:
             return known
-        return self._average_work if self._average_work > 0 else self.pipeline
+        # A new client: the process's average request, at most the pipeline (one heavy client
+        # must not make every newcomer look heavy), or the pipeline before anything is known.
+        return min(self._average_work, self.pipeline) if self._average_work > 0 else self.pipeline
 
     def _learn(self, client: str, work: float) -> None:
         """One request's work, once its items are known (under the lock)."""
