@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.batch import AGGREGATE_LABELS
+from app.core.deadline import DEADLINE_HEADER
 from app.core.errors import Overloaded, RequestError
 from app.engine.fair_share import FairShare
 
@@ -70,8 +71,6 @@ PROOFS = "receipt-proof"
 #: Requests that may be in flight beyond the ``pipeline`` work, one per client with nothing
 #: else in flight (module doc, "What starts").
 FAIR_SLOTS = 8
-#: The header a client sends its deadline in: seconds from now, a decimal number.
-DEADLINE_HEADER = "x-zapverify-deadline"
 
 
 @dataclass
