@@ -25,10 +25,12 @@ REFUSED = {"error": {"code": "OVERLOADED", "message": "estimated to finish after
 
 
 class Refusing:
-    """A local server: the first ``refusals`` POSTs get 503 OVERLOADED + Retry-After: 1."""
+    """A local server: the first ``refusals`` POSTs (or those numbered in ``refuse``, from 1)
+    get 503 OVERLOADED + Retry-After: 1; the others are answered after ``delay`` seconds."""
 
-    def __init__(self, refusals: int):
+    def __init__(self, refusals: int, refuse: set[int] | None = None, delay: float = 0.0):
         self.refusals, self.times, self.headers = refusals, [], []
+        self.refuse = refuse if refuse is not None else set(range(1, refusals + 1))
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -37,11 +39,12 @@ class Refusing:
                 owner.times.append(time.monotonic())
                 owner.headers.append(dict(self.headers))
                 zap_body = self.headers.get("content-type") == zap.CONTENT_TYPE
-                if len(owner.times) <= owner.refusals:
+                if len(owner.times) in owner.refuse:
                     out = (bytes(zap.error_frame(_overloaded(), 0)) if zap_body else json.dumps(REFUSED).encode())
                     self.send_response(503)
                     self.send_header("Retry-After", "1")
                 else:
+                    time.sleep(delay)
                     frame = zap.decode(body) if zap_body else None
                     out = (bytes(zap.encode_response(frame.request_id, np.ones(1, bool), b"\0" * 32, None))
                            if zap_body else json.dumps(OK).encode())
@@ -72,8 +75,8 @@ def _overloaded():
 def refusing():
     servers: list[Refusing] = []
 
-    def make(refusals: int) -> Refusing:
-        servers.append(Refusing(refusals))
+    def make(refusals: int, **kw) -> Refusing:
+        servers.append(Refusing(refusals, **kw))
         return servers[-1]
     yield make
     for s in servers:
@@ -151,3 +154,23 @@ def test_backoff_grows_capped_with_jitter():
     assert 0.5 <= waits[0] <= 1.0 and 4.0 <= waits[5] <= 8.0  # 1·2⁵ capped at 8, jittered
     assert r.wait(0, 3.0, 0.0, 1e9) >= 3.0  # never sooner than the server asked
     assert r.wait(10, None, 0.0, 1e9) is None
+
+
+def test_bench_honours_retry_after_and_counts_the_requests_in_flight_at_the_end(refusing):
+    from zapverify import loadgen
+    from zapverify.loadgen import BenchConfig
+
+    items = loadgen.make_items("ed25519", 1, 1)
+    srv = refusing(0, refuse={2, 3})  # the first (connect) request passes; the next two are refused
+    cfg = BenchConfig(url=srv.url, batch=1, duration=3.0, concurrency=1, unique=1, deadline=15)
+    r = asyncio.run(loadgen.run(cfg, items))
+    assert r.errors == r.refused == 2 and r.requests >= 1
+    assert srv.times[2] - srv.times[1] >= 0.9  # waited the Retry-After, did not resend at once
+    assert srv.headers[1]["x-zapverify-deadline"] == "15"
+    assert "refused 503 OVERLOADED" in loadgen.format_report(r)
+    # Answers that take 1.5 s, a 1 s window: the two in flight at its end are waited for and counted.
+    srv = refusing(0, delay=1.5)
+    cfg = BenchConfig(url=srv.url, batch=1, duration=2.0, concurrency=2, unique=1)
+    r = asyncio.run(loadgen.run(cfg, items))
+    assert r.in_flight_at_end == 2 and r.cut == 0 and r.requests == 2 and r.errors == 0
+    assert r.seconds >= 1.4
