@@ -196,6 +196,9 @@ class Settings(BaseSettings):
     retention_max_rows: int = Field(0, ge=0, description="keep at most this many receipts; 0 = no limit")
     prune_interval_seconds: float = Field(60.0, gt=0, description="time between retention runs")
     database_pool_size: int = Field(8, ge=1, description="PostgreSQL connections per process")
+    receipt_proof_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description=(
+        "memory per process for the Merkle tree levels that make an inclusion proof O(log n) (about 32 bytes "
+        "per item of a receipt kept); receipts of 65,536 items or more get theirs when written; 0 = none kept"))
     database_wait_seconds: float = Field(
         0.0, ge=0, description="at start, keep retrying to open the receipt store for this long (a database "
                                "container that is still starting)")

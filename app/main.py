@@ -217,6 +217,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
             # the first request; a store that cannot be opened stops the start rather than serving
             # unrecorded verdicts.
             store = await open_store_waiting(settings) if settings.receipts else None
+            if store is not None:
+                store.proofs.max_bytes = settings.receipt_proof_cache_bytes
             rt.store = store
             if store:
                 stack.callback(store.close)

@@ -16,14 +16,17 @@ functions, which FastAPI runs in its thread pool.
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
+from app.api.admission import proof_ticket
 from app.api.deps import get_store
 from app.api.schemas import UUID_PATTERN, ErrorResponse
 from app.core.errors import ReceiptNotFound, ReceiptsDisabled
+from app.engine.admission import PROOFS
 from app.engine.receipts.store import MAX_PAGE, ReceiptStore, canonical_id
 
 _UUID_SCHEMA = {"format": "uuid"}
@@ -121,7 +124,24 @@ def get_proof(request: Request, receipt_id: ReceiptId,
                                                      "is a 404 LEAF_INDEX_OUT_OF_RANGE")]) -> dict:
     store = store_of(request)
     rid = canonical_id(receipt_id, "receipt_id")
-    receipt = store.get(rid)
-    if receipt is None:
-        raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
-    return receipt.proof(index).to_json()
+    # A proof read is charged like verify work (admitted at once; refused only at a bound).
+    ticket = proof_ticket(getattr(request.app.state, "admission", None), request.scope)
+    t0 = time.perf_counter()
+    try:
+        receipt = store.get(rid, leaves=False)  # the row: is it still there (pruned?), its verdicts
+        if receipt is None:
+            store.proofs.forget(rid)
+            raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
+        receipt.check_index(index)
+        if ticket is not None:
+            ticket.add_items({PROOFS: 1})
+        # The tree's levels are kept (proof_cache.py): O(log n) per proof, not a rebuild.
+        proof = store.proofs.proof(receipt, index, lambda: store.get(rid))
+        if proof is None:
+            raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
+        if ticket is not None:
+            ticket.admission.rates.observe(PROOFS, 1, time.perf_counter() - t0)
+        return proof.to_json()
+    finally:
+        if ticket is not None:
+            ticket.release()
