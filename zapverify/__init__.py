@@ -28,6 +28,7 @@ from zapverify.http import (
     verify_inclusion,
 )
 
-__all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "Retry", "VerifyResult", "VerifyStream",
+__all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "Retry", "VerifyResult",
+           "VerifyStream",
            "aggregate_body", "aggregate_leaf", "aggregate_leaf_hash", "json_body", "leaf_hash", "verify_inclusion",
            "compact_to_der", "der_to_compact", "ConnectionFailed", "RemoteError", "ZapVerifyError"]

@@ -344,7 +344,8 @@ def format_report(r: BenchReport) -> str:
         lines.append(f"latency ms: p50 {lat['p50']:.1f}  p90 {lat['p90']:.1f}  p99 {lat['p99']:.1f}  "
                      f"mean {lat['mean']:.1f}  max {lat['max']:.1f}")
     lines.append(f"errors {r.errors} (refused for load {r.refused})  in flight at the end {r.in_flight_at_end}"
-                 f" (cut {r.cut})  mismatches {r.mismatches}" + (f"  first error: {r.first_error}" if r.first_error else ""))
+                 f" (cut {r.cut})  mismatches {r.mismatches}"
+                 + (f"  first error: {r.first_error}" if r.first_error else ""))
     if r.refused:
         lines.append(advice(r))
     return "\n".join(lines)

@@ -21,11 +21,10 @@ from app.api.schemas import VerifyRequest, VerifyResponse, to_work
 from app.config import Settings
 from app.core.batch import AggregateItem
 from app.core.errors import ZapVerifyError
+from app.engine.admission import PAIRINGS
 from app.engine.pipeline import Recorded, verify_and_record
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
-
-from app.engine.admission import PAIRINGS
 
 if TYPE_CHECKING:
     from app.engine.admission import Ticket

@@ -41,8 +41,8 @@ from app.engine.commit import merkle
 from app.engine.commit.proofs import InclusionProof
 from app.engine.receipts.group_commit import GroupCommit
 from app.engine.receipts.health import Fault, StoreHealth
-from app.engine.receipts.proof_cache import ProofCache
 from app.engine.receipts.ids import new_batch_id
+from app.engine.receipts.proof_cache import ProofCache
 
 log = logging.getLogger("zapverify.store")
 
