@@ -17,8 +17,9 @@ request waits in a queue, its body unread (TCP back-pressure holds it in the cli
 its estimated completion (:meth:`app.engine.fair_share.FairShare.completion`: fair sharing
 between clients) is within its deadline.  It is refused (:class:`app.core.errors.Overloaded`,
 503 with ``Retry-After`` computed from the queue) only when it cannot finish in time
-(``deadline``), when the queue is full (``queue``), or when it is still queued at its deadline
-(``expired``): then it is answered rather than worked on.  Until its items are known a request
+(``deadline``), when the queue is full (``queue``), or when it is still queued at its deadline,
+or so close to it that its own work would pass it (``expired``): then it is answered rather
+than worked on.  Until its items are known a request
 counts as its client's average request of late (an exponentially weighted mean), else the
 process's average request at most ``pipeline`` seconds (one heavy client must not make every
 newcomer look heavy), else ``pipeline`` seconds.
@@ -201,7 +202,8 @@ class _Waiter:
     deadline: float
     arrived: float
     future: asyncio.Future
-    #: ``queued`` → ``started`` (charged; :attr:`ticket` is its) or ``gone`` (timed out, cancelled).
+    #: ``queued`` → ``started`` (charged; :attr:`ticket` is its), ``late`` (too close to its
+    #: deadline to finish: refused when it wakes) or ``gone`` (timed out, cancelled).
     state: str = "queued"
     ticket: Ticket | None = None
 
@@ -316,6 +318,11 @@ class Admission:
             if waiter.ticket is not None:
                 waiter.ticket.release()
             raise
+        if waiter.state == "late":
+            with self._lock:
+                raise self._refuse("expired", f"queued until too close to its deadline ({deadline:g} s) to finish "
+                                   f"its ~{work:.2f} s of work {self._where()}; retry later",
+                                   self._retry_for(client, work, 0.0))
         assert waiter.ticket is not None
         return waiter.ticket
 
@@ -363,13 +370,19 @@ class Admission:
         """Start the queued requests that may start, in start-tag order (under the lock)."""
         if not self._queue:
             return
+        now = self._clock()
         for w in sorted(self._queue):
-            if w.state != "queued" or not self._may_start(w):
+            late = now + w.work > w.deadline  # it could no longer finish in time: answered, not started
+            if w.state != "queued" or not (late or self._may_start(w)):
                 continue
             self._queue.remove(w)
             self.stats.queued -= 1
             self.stats.queued_work = max(0.0, self.stats.queued_work - w.work)
-            self._start(w, queued=True)
+            if late:
+                w.state = "late"
+                self.share.add(w.client, -w.work)
+            else:
+                self._start(w, queued=True)
             w.future.get_loop().call_soon_threadsafe(_wake, w.future)
         heapq.heapify(self._queue)
 
