@@ -77,7 +77,7 @@ def test_a_request_still_queued_at_its_deadline_is_answered_503_not_worked_on():
         # measured): queued, then answered at its deadline.
         adm = _measured(pipeline=0.001)
         held = await adm.enter("peer:a", 30.0)
-        held.add_items({"ed25519": 10})  # 0.01 s, over the pipeline: a's next one queues
+        held.add_items({"slh-dsa-sha2-256s": 10})  # not measured: held as the pipeline until released
         t0 = asyncio.get_running_loop().time()
         with pytest.raises(Overloaded) as exc:
             await adm.enter("peer:a", 0.3)
@@ -240,4 +240,21 @@ def test_a_queued_requests_body_is_not_read_until_it_is_admitted():
         await mw(scope("c", b"later"), receiver("b"), keep)
         assert sent[0]["status"] == RequestError.status and DEADLINE_HEADER.encode() in sent[1]["body"]
         assert reads["b"] == 1
+    _run(scenario())
+
+
+def test_the_next_request_starts_when_the_work_in_flight_is_nearly_done_not_after():
+    """Pipelining: a's second request starts once its first has less than ``pipeline`` seconds
+    of estimated work left (its body is read while the first is verified), woken by a timer."""
+    async def scenario():
+        adm = _measured(pipeline=0.1)
+        first = await adm.enter("peer:a", 30.0)
+        first.add_items({"ed25519": 300})  # 0.3 s
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        second = await asyncio.wait_for(adm.enter("peer:a", 30.0), 2.0)
+        waited = loop.time() - t0
+        assert 0.15 <= waited <= 0.6 and not first.released  # ~0.2 s: 0.3 s less the 0.1 s pipeline
+        second.release()
+        first.release()
     _run(scenario())

@@ -26,8 +26,9 @@ newcomer look heavy), else ``pipeline`` seconds.
 
 **What starts.**  The queued request with the smallest start tag (fair queueing between
 clients: the API key's name, else the peer address) starts when nothing is in flight, or when
-the item and byte bounds are not full and either the work in flight plus its own is within
-``pipeline`` seconds (enough to keep the backends busy while the next body is read and parsed)
+the item and byte bounds are not full and either the work left in flight (each request's
+estimate less the time since it started) is under ``pipeline`` seconds — so the next body is
+read and parsed while the last is verified, and a timer wakes the queue when that is due —
 or its client has nothing in flight and fewer than :data:`FAIR_SLOTS` requests are in flight
 (a small request of another client runs beside a heavy one instead of behind it).
 
@@ -252,6 +253,10 @@ class Admission:
         #: (exponentially weighted means; clients bounded like FairShare's).
         self._client_work: dict[str, float] = {}
         self._average_work = 0.0
+        #: The tickets in flight (for the work left: :meth:`_remaining`), and when the queue's
+        #: wake-up timer (:meth:`_arm`) is due.
+        self._flight: set[Ticket] = set()
+        self._timer_at = -math.inf
         self._lock = threading.Lock()
 
     #: Weight of the newest request in the average request's work.
@@ -343,16 +348,45 @@ class Admission:
             return True
         if s.items_in_flight >= self.max_items or s.bytes_in_flight >= self.max_bytes:
             return False
-        if s.work_in_flight + w.work <= self.pipeline:
+        if self._remaining() < self.pipeline:
             return True
         return self._client_flight.get(w.client, 0) == 0 and s.requests_in_flight < FAIR_SLOTS
+
+    def _remaining(self) -> float:
+        """Estimated seconds of work left in flight: each ticket's work less the time since it
+        started; a ticket whose cost is not known (not measured, or its items not read yet)
+        counts ``pipeline`` until it is released (a cold 50 s request must not look done)."""
+        now = self._clock()
+        return sum(self.pipeline if not t.measured else max(0.0, t.work - (now - t.started)) for t in self._flight)
+
+    def _arm(self) -> None:
+        """With requests queued behind work in flight, wake the queue when that work is
+        estimated to be within ``pipeline`` of done (under the lock): the next body is read and
+        parsed while the last one is verified, not after."""
+        if not self._queue or not self._flight:
+            return
+        delay = self._remaining() - self.pipeline  # each ticket's part shrinks 1 s a second, at least
+        if delay <= 0 or delay > self.max_deadline:
+            return
+        loop = self._queue[0].future.get_loop()
+        when = self._clock() + delay
+        if self._timer_at <= when and self._timer_at > self._clock():
+            return  # one is armed sooner
+        self._timer_at = when
+        loop.call_soon_threadsafe(loop.call_later, delay + 0.001, self._on_timer)
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            self._dispatch()
 
     def _start(self, w: _Waiter, *, queued: bool = False) -> Ticket:
         """Charge a waiter's ticket and start it (under the lock)."""
         ticket = Ticket(self, w.client, w.deadline)
         self._charge(ticket, 0, 0, 0.0, new=True)  # within the bounds: _may_start checked them
+        self._flight.add(ticket)
         ticket.work = w.work  # the provisional work; already in the client's backlog when queued
         ticket.provisional = True
+        ticket.measured = w.client in self._client_work  # its client's average, or a guess
         self.stats.work_in_flight += w.work
         if not queued:
             self.share.add(w.client, w.work)
@@ -385,6 +419,7 @@ class Admission:
                 self._start(w, queued=True)
             w.future.get_loop().call_soon_threadsafe(_wake, w.future)
         heapq.heapify(self._queue)
+        self._arm()
 
     # ------------------------------------------------------------------ estimates
     def _provisional(self, client: str) -> float:
@@ -460,6 +495,7 @@ class Admission:
         ticket = Ticket(self, client, self._clock() + self.default_deadline)
         with self._lock:
             self._charge(ticket, nbytes, items, 0.0, new=True)
+            self._flight.add(ticket)
             self._client_flight[client] = self._client_flight.get(client, 0) + 1
         return ticket
 
@@ -525,6 +561,10 @@ class Ticket:
         self.work = 0.0
         #: Its work is the client's average request's, not its own yet (replaced by add_items).
         self.provisional = False
+        #: Its work is a measured estimate (else it counts ``pipeline`` until released), and when
+        #: that work started (the admission clock's seconds).
+        self.measured = False
+        self.started = admission._clock()
         self.released = False
 
     def add(self, nbytes: int = 0, items: int = 0) -> None:
@@ -551,6 +591,7 @@ class Ticket:
             adm._charge(self, 0, items, delta)
             adm.share.add(self.client, delta)
             self.provisional = False
+            self.measured, self.started = measured, adm._clock()
             left = self.deadline - adm._clock()
             alone = adm.stats.requests_in_flight == 1 and not adm._queue
             adm._check_deadline(self.client, 0.0, left, included=True, alone=alone)
@@ -566,6 +607,7 @@ class Ticket:
             s.bytes_in_flight -= self.nbytes
             s.work_in_flight = max(0.0, s.work_in_flight - self.work)
             s.requests_in_flight -= 1
+            adm._flight.discard(self)
             adm.share.add(self.client, -self.work)
             n = adm._client_flight.get(self.client, 0) - 1
             if n > 0:
