@@ -258,3 +258,24 @@ def test_the_next_request_starts_when_the_work_in_flight_is_nearly_done_not_afte
         second.release()
         first.release()
     _run(scenario())
+
+
+def test_a_full_queue_refuses_at_once_and_cancelled_waiters_leave_nothing():
+    async def scenario():
+        adm = _measured(max_queued=2)
+        held = await adm.enter("peer:a", 300.0)
+        held.add_items({"ed25519": 5_000})  # 5 s
+        waiting = [asyncio.create_task(adm.enter("peer:a", 300.0)) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        with pytest.raises(Overloaded):
+            await adm.enter("peer:a", 300.0)
+        assert adm.snapshot()["refused_by"]["queue"] == 1
+        for t in waiting:  # the clients went away
+            t.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        snap = adm.snapshot()
+        assert snap["queued"] == 0 and snap["requests_in_flight"] == 1
+        assert adm.share.backlog("peer:a") == pytest.approx(5.0)
+        held.release()
+        assert adm.share.backlog("peer:a") == 0.0 and adm.snapshot()["work_in_flight"] == 0.0
+    _run(scenario())

@@ -292,13 +292,13 @@ class Admission:
         with self._lock:
             work = self._provisional(client)
             self._check_deadline(client, work, deadline)
+            if len(self._queue) >= self.max_queued:
+                raise self._refuse("queue", f"{len(self._queue)} requests are queued, the most this process "
+                                   f"holds {self._where()}; retry later", self._retry_for(client, work, 0.0))
             tag = self.share.tag(client, work)
             waiter = _Waiter(client, work, tag, next(self._seq), now + deadline, now, loop.create_future())
             if not self._queue and self._may_start(waiter):
                 return self._start(waiter)
-            if len(self._queue) >= self.max_queued:
-                raise self._refuse("queue", f"{len(self._queue)} requests are queued, the most this process "
-                                   f"holds {self._where()}; retry later", self._retry_for(client, work, 0.0))
             heapq.heappush(self._queue, waiter)
             self.share.add(client, work)
             s = self.stats
