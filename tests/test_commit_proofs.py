@@ -203,7 +203,7 @@ def test_proof_cache_builds_a_receipt_once_for_concurrent_proofs_and_keeps_withi
     proofs = [None] * 16
 
     def one(i):
-        proofs[i] = cache.proof(r, i * 150, load)
+        proofs[i] = cache.proof(r.id, i * 150, exists=lambda: True, load=load)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
     for t in threads:
@@ -212,14 +212,18 @@ def test_proof_cache_builds_a_receipt_once_for_concurrent_proofs_and_keeps_withi
         t.join()
     assert len(loads) == 1 and cache.stats()["builds"] == 1  # one read of the leaves, one build
     assert all(p.verify() and p.audit_path == r.proof(p.index).audit_path for p in proofs)
-    # The bound: 3000-item trees are ~100 KB; ten of them in 1 MiB do not all stay.
+    # The bound: 3000-item trees are ~100 KB; twelve of them in 1 MiB do not all stay.
     for _ in range(12):
         other = receipt(3000)
-        cache.proof(other, 0, lambda o=other: o)
+        cache.proof(other.id, 0, exists=lambda: True, load=lambda o=other: o)
     assert cache.stats()["bytes"] <= 1 << 20 and cache.stats()["trees"] < 12
     # A receipt written large is built in the background, before any proof asks.
     warm = ProofCache(max_bytes=1 << 22, warm_items=1000, hasher=lambda: None)
     warm.written([r])
     warm._warmer.shutdown(wait=True)  # the warm-up is done
     assert warm.stats()["trees"] == 1
-    assert warm.proof(r, 7, lambda: pytest.fail("must not read the leaves again")).verify()
+    assert warm.proof(r.id, 7, exists=lambda: True, load=lambda: pytest.fail("must not read the leaves")).verify()
+    # A kept receipt the store no longer has (pruned) is not proved from memory.
+    assert warm.proof(r.id, 7, exists=lambda: False, load=lambda: r) is None and warm.stats()["trees"] == 0
+    with pytest.raises(LeafIndexOutOfRange):
+        warm.proof(r.id, r.count, exists=lambda: True, load=lambda: r)

@@ -128,15 +128,10 @@ def get_proof(request: Request, receipt_id: ReceiptId,
     ticket = proof_ticket(getattr(request.app.state, "admission", None), request.scope)
     t0 = time.perf_counter()
     try:
-        receipt = store.get(rid, leaves=False)  # the row: is it still there (pruned?), its verdicts
-        if receipt is None:
-            store.proofs.forget(rid)
-            raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
-        receipt.check_index(index)
         if ticket is not None:
             ticket.add_items({PROOFS: 1})
         # The tree's levels are kept (proof_cache.py): O(log n) per proof, not a rebuild.
-        proof = store.proofs.proof(receipt, index, lambda: store.get(rid))
+        proof = store.proofs.proof(rid, index, exists=lambda: store.exists(rid), load=lambda: store.get(rid))
         if proof is None:
             raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
         if ticket is not None:

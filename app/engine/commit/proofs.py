@@ -49,7 +49,7 @@ class InclusionProof:
 class ProofTree:
     """What inclusion proofs of one receipt need, kept so that one proof costs O(log n)
     (issue 48): the leaf hashes and the tree's levels from :attr:`LOW` up.  The levels below
-    it are rebuilt per proof from the leaf's block of ``2**LOW`` leaves (255 hashes): storing
+    it are rebuilt per proof from the leaf's block of ``2**LOW`` leaves (63 hashes): storing
     them would double the memory for microseconds.
 
     Node ``i`` of level ``j`` is the RFC 6962 §2.1 hash of leaves ``[i·2ʲ, min((i+1)·2ʲ, n))``
@@ -63,8 +63,9 @@ class ProofTree:
             native loops); hashlib without.
     """
 
-    #: Levels below this one are not kept (blocks of 256 leaves).
-    LOW = 8
+    #: Levels below this one are not kept (blocks of 64 leaves: 63 hashes per proof, and
+    #: the kept levels are 1/32 of the leaves' size).
+    LOW = 6
 
     def __init__(self, leaves: np.ndarray, hasher: merkle.LeafHasher | None = None):
         leaves = np.ascontiguousarray(leaves, dtype=np.uint8)
@@ -95,7 +96,8 @@ class ProofTree:
         if not 0 <= index < self.count:
             raise IndexError(f"leaf index {index} outside [0, {self.count})")
         lo = index >> self.LOW << self.LOW
-        path = merkle.audit_path(self.leaves[lo:lo + (1 << self.LOW)], index - lo)
+        block = self.leaves[lo:lo + (1 << self.LOW)].tobytes()
+        path = merkle.audit_path([block[k:k + 32] for k in range(0, len(block), 32)], index - lo)
         i = index >> self.LOW
         for level in self.levels[:-1]:
             if (i ^ 1) < len(level):

@@ -4,7 +4,8 @@ large receipts, kept within a memory bound (docs/operations.md, "Load shedding")
 Without them every ``GET /v1/receipts/{id}/proof/{index}`` read all of a receipt's leaf hashes
 from the store and rebuilt its whole tree: about a second per proof of a 262,144-item receipt,
 and 80 concurrent ones took 500 MiB.  With a receipt's :class:`ProofTree` kept, a proof is
-its leaf's 256-leaf block (255 hashes) plus the kept levels above: about a millisecond.
+an index lookup that the receipt is still stored, its leaf's 64-leaf block (63 hashes) and
+the kept levels above: well under a millisecond of work.
 
 - A receipt's tree is built once however many proofs of it arrive together (one build per
   receipt id, the others wait for it), with the CPU backend's native hasher where it is
@@ -13,8 +14,9 @@ its leaf's 256-leaf block (255 hashes) plus the kept levels above: about a milli
   thread: the first proofs of a large receipt need not wait for its build.
 - The trees kept hold at most ``max_bytes`` (least recently used first out); a tree larger
   than the bound is built for its request and not kept.
-- A kept tree serves a proof only for a receipt the store still has (the caller reads its
-  row, without the leaves, first): a pruned receipt is not proved from memory.
+- A kept tree serves a proof only for a receipt the store still has (``exists``, an index
+  lookup: reading the row of a large receipt from SQLite walks its leaves' overflow pages,
+  5 ms for 262,144 items): a pruned receipt is not proved from memory.
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from app.engine.commit import merkle
 from app.engine.commit.proofs import InclusionProof, ProofTree
@@ -55,69 +55,78 @@ class ProofCache:
     def __init__(self, max_bytes: int = 64 << 20, warm_items: int = 65536,
                  hasher: Callable[[], merkle.LeafHasher | None] = _native_hasher):
         self.max_bytes, self.warm_items, self._hasher = max_bytes, warm_items, hasher
-        self._trees: OrderedDict[str, ProofTree] = OrderedDict()
+        self._trees: OrderedDict[str, tuple[Receipt, ProofTree]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self._building: dict[str, threading.Lock] = {}
         self._warmer: ThreadPoolExecutor | None = None
         self.builds = self.hits = 0
 
-    def proof(self, receipt: Receipt, index: int, load: Callable[[], Receipt | None]) -> InclusionProof | None:
-        """The inclusion proof of item ``index`` of ``receipt`` (its row, leaves not needed);
-        ``load`` reads the receipt with its leaves when its tree is not kept (None: gone).
-        The caller has checked ``index`` is in ``[0, count)``."""
-        tree = self._tree(receipt.id, load)
-        if tree is None:
+    def proof(self, rid: str, index: int, *, exists: Callable[[], bool],
+              load: Callable[[], Receipt | None]) -> InclusionProof | None:
+        """The inclusion proof of item ``index`` of receipt ``rid``, or None when the store has
+        no such receipt.  ``exists`` asks the store whether it still has it (a kept tree);
+        ``load`` reads it with its leaves (a tree not kept).  Raises
+        :class:`app.core.errors.LeafIndexOutOfRange` outside ``[0, count)``."""
+        kept = self._kept(rid)
+        if kept is not None and not exists():
+            self.forget(rid)
             return None
+        if kept is None:
+            kept = self._built(rid, load)
+            if kept is None:
+                return None
+        receipt, tree = kept
+        receipt.check_index(index)
         return InclusionProof(receipt.id, index, receipt.count, bytes(tree.leaves[index]), tree.audit_path(index),
                               receipt.merkle_root, receipt.verdict(index))
 
-    def _tree(self, rid: str, load: Callable[[], Receipt | None]) -> ProofTree | None:
+    def _kept(self, rid: str) -> tuple[Receipt, ProofTree] | None:
         with self._lock:
-            tree = self._get(rid)
-            if tree is not None:
+            kept = self._trees.get(rid)
+            if kept is not None:
+                self._trees.move_to_end(rid)
                 self.hits += 1
-                return tree
+            return kept
+
+    def _built(self, rid: str, load: Callable[[], Receipt | None]) -> tuple[Receipt, ProofTree] | None:
+        with self._lock:
             building = self._building.setdefault(rid, threading.Lock())
         with building:  # one build per receipt: the others wait for it, then find it kept
             with self._lock:
-                tree = self._get(rid)
-            if tree is not None:
-                return tree
+                kept = self._trees.get(rid)
+            if kept is not None:
+                return kept
             try:
-                full = load()
-                if full is None:
+                receipt = load()
+                if receipt is None:
                     return None
-                tree = self._build(full.leaf_array())
-                self._keep(rid, tree)
-                return tree
+                self.builds += 1
+                kept = (receipt, ProofTree(receipt.leaf_array(), self._hasher()))
+                self._keep(rid, kept)
+                return kept
             finally:
                 with self._lock:
                     self._building.pop(rid, None)
 
-    def _build(self, leaves: np.ndarray) -> ProofTree:
-        self.builds += 1
-        return ProofTree(leaves, self._hasher())
+    @staticmethod
+    def _size(kept: tuple[Receipt, ProofTree]) -> int:
+        # The tree's leaves are a view of the receipt's: counted once.
+        return kept[1].nbytes + len(kept[0].verdict_bitmap)
 
-    def _get(self, rid: str) -> ProofTree | None:
-        tree = self._trees.get(rid)
-        if tree is not None:
-            self._trees.move_to_end(rid)
-        return tree
-
-    def _keep(self, rid: str, tree: ProofTree) -> None:
-        size = tree.nbytes
+    def _keep(self, rid: str, kept: tuple[Receipt, ProofTree]) -> None:
+        size = self._size(kept)
         if size > self.max_bytes:
             return
         with self._lock:
             old = self._trees.pop(rid, None)
             if old is not None:
-                self._bytes -= old.nbytes
-            self._trees[rid] = tree
+                self._bytes -= self._size(old)
+            self._trees[rid] = kept
             self._bytes += size
             while self._bytes > self.max_bytes:
                 _, out = self._trees.popitem(last=False)
-                self._bytes -= out.nbytes
+                self._bytes -= self._size(out)
 
     def written(self, receipts: Sequence[Receipt]) -> None:
         """Receipts just written: build the trees of the large ones in the background."""
@@ -133,15 +142,15 @@ class ProofCache:
 
     def _warm(self, receipt: Receipt) -> None:
         try:
-            self._tree(receipt.id, lambda: receipt)
+            self._built(receipt.id, lambda: receipt)
         except Exception:  # a warm-up is an optimisation: a proof builds its tree itself
             log.exception("building the proof tree of receipt %s failed", receipt.id)
 
     def forget(self, rid: str) -> None:
         with self._lock:
-            tree = self._trees.pop(rid, None)
-            if tree is not None:
-                self._bytes -= tree.nbytes
+            kept = self._trees.pop(rid, None)
+            if kept is not None:
+                self._bytes -= self._size(kept)
 
     def stats(self) -> dict[str, int]:
         with self._lock:

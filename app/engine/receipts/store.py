@@ -375,6 +375,11 @@ class ReceiptStore(ABC):
         committed transaction, ignoring ones already there; raises :class:`StoreUnavailable`."""
 
     @abstractmethod
+    def exists(self, receipt_id: str) -> bool:
+        """Whether the receipt with this canonical id is stored (an index lookup: none of its
+        row is read; the proof cache asks it before it proves a kept receipt)."""
+
+    @abstractmethod
     def get(self, receipt_id: str, *, leaves: bool = True) -> Receipt | None:
         """The receipt with this canonical id, or ``None``.  ``leaves=False`` skips the leaf
         hashes (``Receipt.leaves`` is then ``None``)."""
