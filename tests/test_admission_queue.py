@@ -15,7 +15,7 @@ from app.api.admission import AdmissionControl, client_of
 from app.api.service import aggregate_units
 from app.core.batch import AggregateItem
 from app.core.errors import Overloaded, RequestError
-from app.engine.admission import DEADLINE_HEADER, PAIRINGS, Admission
+from app.engine.admission import DEADLINE_HEADER, PAIRINGS, PRIOR_SECONDS, SLOTS, Admission
 from app.engine.fair_share import FairShare
 
 
@@ -73,20 +73,22 @@ def test_a_request_still_queued_at_its_deadline_is_answered_503_not_worked_on():
             await adm.enter("peer:a", 2.5)  # 4 s estimated > 2.5: refused at once
         assert adm.snapshot()["refused_by"]["deadline"] == 1
         held.release()
-        # An estimate that fits but a wait that does not (the work in flight took longer than
+        # An estimate that fits but a wait that does not (every slot held longer than
         # measured): queued, then answered at its deadline.
-        adm = _measured(pipeline=0.001)
-        held = await adm.enter("peer:a", 30.0)
-        held.add_items({"slh-dsa-sha2-256s": 10})  # not measured: held as the pipeline until released
+        adm = _measured()
+        held = [adm.admit(client=f"peer:{i}") for i in range(SLOTS)]
+        for t in held:
+            t.add_items({"ed25519": 1})
         t0 = asyncio.get_running_loop().time()
         with pytest.raises(Overloaded) as exc:
             await adm.enter("peer:a", 0.3)
         assert 0.25 <= asyncio.get_running_loop().time() - t0 < 2.0
         snap = adm.snapshot()
         assert snap["refused_by"]["expired"] == 1 and "deadline" in exc.value.message
-        assert snap["queued"] == 0 and snap["requests_in_flight"] == 1  # nothing of it stays
+        assert snap["queued"] == 0 and snap["requests_in_flight"] == SLOTS  # nothing of it stays
         assert exc.value.retry_after >= 1.0
-        held.release()
+        for t in held:
+            t.release()
     _run(scenario())
 
 
@@ -161,12 +163,13 @@ def test_bls_aggregates_cost_per_pairing_not_per_item():
     t.release()
 
 
-def test_unmeasured_work_counts_as_the_pipeline_so_a_cold_process_does_not_start_it_all():
+def test_unmeasured_work_counts_a_prior_per_unit_so_a_cold_process_does_not_start_it_all():
     async def scenario():
         adm = Admission(max_items=10**6, max_bytes=1 << 30, pipeline=0.5)
         first = await adm.enter("peer:a", 300.0)
-        first.add_items({PAIRINGS: 28_679})  # not measured yet
-        assert first.work == pytest.approx(0.5)
+        assert first.work == pytest.approx(0.5) and not first.measured  # items unknown, no history
+        first.add_items({PAIRINGS: 28_679})  # not measured yet: 2 ms a pairing
+        assert first.work == pytest.approx(28_679 * PRIOR_SECONDS)
         second = asyncio.create_task(adm.enter("peer:a", 300.0))
         await asyncio.sleep(0.01)
         assert not second.done()  # the same client's next waits: a cold 50 s request is not free

@@ -8,8 +8,8 @@ the ASGI middleware) and the NIC ingest listeners.
 aggregate request's pairings (keys + distinct messages + 1 per item) times the measured
 seconds per pairing, a proof read its measured seconds.  Admission, the queue order, the
 estimated completion, ``Retry-After`` and the metrics all use it.  A kind of work not measured
-yet counts as ``pipeline`` seconds (a cold process must not take three 50 s requests for
-free ones).
+yet counts :data:`PRIOR_SECONDS` per unit (a cold process must not take three 50 s requests
+for free ones, nor a 4-item one for a heavy one).
 
 **Deadlines, not a fixed wait.**  Every HTTP verify request has a deadline (the client's
 ``X-Zapverify-Deadline`` header, else ``default_deadline``, at most ``max_deadline``).  A new
@@ -24,13 +24,14 @@ counts as its client's average request of late (an exponentially weighted mean),
 process's average request at most ``pipeline`` seconds (one heavy client must not make every
 newcomer look heavy), else ``pipeline`` seconds.
 
-**What starts.**  The queued request with the smallest start tag (fair queueing between
-clients: the API key's name, else the peer address) starts when nothing is in flight, or when
-the item and byte bounds are not full and either the work left in flight (each request's
-estimate less the time since it started) is under ``pipeline`` seconds — so the next body is
-read and parsed while the last is verified, and a timer wakes the queue when that is due —
-or its client has nothing in flight and fewer than :data:`FAIR_SLOTS` requests are in flight
-(a small request of another client runs beside a heavy one instead of behind it).
+**What starts.**  Queued requests are taken in start-tag order (fair queueing between
+clients: the API key's name, else the peer address); one starts when nothing is in flight,
+or when the item and byte bounds are not full, fewer than :data:`SLOTS` requests are in
+flight, and its client's work left in flight (each of its requests' estimate less the time
+since it started) is under ``pipeline`` seconds — so a client's next body is read and parsed
+while its last one is verified (a timer wakes the queue when that is due), a heavy client has
+one request running at a time, and another client's small requests run beside it instead of
+behind it.
 
 **Bounds** (refused with reasons ``items``, ``bytes``, ``share``): a charge that takes the
 items or bytes in flight past their bound, or one request past ``max_share`` of the byte bound
@@ -68,11 +69,15 @@ REASONS = ("items", "bytes", "share", "deadline", "queue", "expired")
 #: The cost kind of a BLS aggregate request, counted in pairings (keys + distinct messages + 1
 #: per item): an item of 2,048 keys costs about 2,000 times one of one key.
 PAIRINGS = "bls12-381-pairing"
+#: Seconds per unit of a kind not measured yet: about one pairing, or one verification of the
+#: slowest schemes on one core.  A cold process thus takes a 28,679-pairing aggregate request
+#: for the minute it is, and a 4-item request for milliseconds.
+PRIOR_SECONDS = 0.002
 #: The cost kind of an inclusion proof read (GET /v1/receipts/{id}/proof/{index}).
 PROOFS = "receipt-proof"
-#: Requests that may be in flight beyond the ``pipeline`` work, one per client with nothing
-#: else in flight (module doc, "What starts").
-FAIR_SLOTS = 8
+#: Requests that may be in flight at once (module doc, "What starts"); the bounds in items and
+#: bytes apply too.
+SLOTS = 8
 
 
 @dataclass
@@ -348,24 +353,24 @@ class Admission:
             return True
         if s.items_in_flight >= self.max_items or s.bytes_in_flight >= self.max_bytes:
             return False
-        if self._remaining() < self.pipeline:
-            return True
-        return self._client_flight.get(w.client, 0) == 0 and s.requests_in_flight < FAIR_SLOTS
+        return s.requests_in_flight < SLOTS and self._remaining(w.client) < self.pipeline
 
-    def _remaining(self) -> float:
-        """Estimated seconds of work left in flight: each ticket's work less the time since it
-        started; a ticket whose cost is not known (not measured, or its items not read yet)
-        counts ``pipeline`` until it is released (a cold 50 s request must not look done)."""
+    def _remaining(self, client: str) -> float:
+        """Estimated seconds of ``client``'s work left in flight: each of its tickets' work less
+        the time since it started; a ticket whose items are not read yet and whose client has
+        no history counts ``pipeline`` until its items are known."""
         now = self._clock()
-        return sum(self.pipeline if not t.measured else max(0.0, t.work - (now - t.started)) for t in self._flight)
+        return sum(self.pipeline if not t.measured else max(0.0, t.work - (now - t.started))
+                   for t in self._flight if t.client == client)
 
     def _arm(self) -> None:
         """With requests queued behind work in flight, wake the queue when that work is
         estimated to be within ``pipeline`` of done (under the lock): the next body is read and
         parsed while the last one is verified, not after."""
-        if not self._queue or not self._flight:
-            return
-        delay = self._remaining() - self.pipeline  # each ticket's part shrinks 1 s a second, at least
+        if not self._queue or not self._flight or self.stats.requests_in_flight >= SLOTS:
+            return  # nothing to wait for, or a slot must free first (a release dispatches)
+        # Each ticket's part shrinks 1 s a second, at least: the soonest client due.
+        delay = min(self._remaining(c) for c in {w.client for w in self._queue}) - self.pipeline
         if delay <= 0 or delay > self.max_deadline:
             return
         loop = self._queue[0].future.get_loop()
@@ -441,9 +446,12 @@ class Admission:
         self._average_work = (1 - a) * self._average_work + a * work
 
     def _cost(self, counts: Mapping[str, int]) -> tuple[float, bool]:
-        """(estimated seconds, measured) of ``counts``; unmeasured work counts ``pipeline``."""
+        """(estimated seconds, measured) of ``counts``; a kind not measured yet counts
+        :data:`PRIOR_SECONDS` per unit."""
         seconds = self.rates.seconds(counts)
-        return (self.pipeline, False) if seconds is None else (seconds, True)
+        if seconds is not None:
+            return seconds, True
+        return sum(n * (self.rates.per_item(k) or PRIOR_SECONDS) for k, n in counts.items() if n > 0), False
 
     def _check_deadline(self, client: str, work: float, deadline: float, *, included: bool = False,
                         alone: bool = False) -> None:
@@ -561,8 +569,9 @@ class Ticket:
         self.work = 0.0
         #: Its work is the client's average request's, not its own yet (replaced by add_items).
         self.provisional = False
-        #: Its work is a measured estimate (else it counts ``pipeline`` until released), and when
-        #: that work started (the admission clock's seconds).
+        #: Its work is an estimate from its items or its client's history (else it counts
+        #: ``pipeline`` until its items are known), and when that work started (the admission
+        #: clock's seconds).
         self.measured = False
         self.started = admission._clock()
         self.released = False
@@ -591,7 +600,7 @@ class Ticket:
             adm._charge(self, 0, items, delta)
             adm.share.add(self.client, delta)
             self.provisional = False
-            self.measured, self.started = measured, adm._clock()
+            self.measured, self.started = True, adm._clock()
             left = self.deadline - adm._clock()
             alone = adm.stats.requests_in_flight == 1 and not adm._queue
             adm._check_deadline(self.client, 0.0, left, included=True, alone=alone)
