@@ -205,7 +205,8 @@ def section_fairness(args) -> dict:
             "rss_peak_mib": sampler.peak, "admission": admission}
     s = data["small"]["ms"]
     lines = [f"Heavy key: {HEAVY_ITEMS} AggregateVerify items × {HEAVY_KEYS} keys ({len(heavy):,} bytes of JSON) on "
-             f"3 connections for {args.seconds:g} s, deadline {HEAVY_DEADLINE:g} s (all answers waited for: {elapsed:.0f} s in all); answers "
+             f"3 connections for {args.seconds:g} s, deadline {HEAVY_DEADLINE:g} s (all answers waited for: "
+             f"{elapsed:.0f} s in all); answers "
              f"{dict(heavy_statuses)}, seconds each {data['heavy']['seconds']}, Retry-After of the 503s "
              f"{data['heavy']['retry_after']}.",
              f"Small key: 4 Ed25519 items every 0.2 s: {len(small_rows)} sent, answers "
