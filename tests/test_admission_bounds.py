@@ -148,3 +148,16 @@ def test_a_slow_client_declaring_the_whole_bound_does_not_lock_others_out():
     assert asyncio.run(scenario()) == 50
 
 
+
+
+def test_work_observed_whole_by_its_route_is_not_cut_by_the_short_batches_beside_it():
+    """A 54 s aggregate request ran beside small batches that ended every 0.2 s: its marginal
+    time would be 0.2 s.  Observed with ``marginal=False`` it is its 54 s."""
+    clock = Clock()
+    rates = ServiceRates(alpha=1.0, clock=clock)
+    for k in range(270):
+        rates.observe("ed25519", 4, 0.01, end=1000.0 + 0.2 * k)
+    rates.observe("bls12-381-pairing", 28_679, 54.0, end=1000.0 + 0.2 * 269 + 0.1, marginal=False)
+    assert rates.per_item("bls12-381-pairing") == pytest.approx(54.0 / 28_679)
+    rates.observe("bls12-381-pairing", 28_679, 54.0, end=1000.0 + 0.2 * 269 + 0.2)
+    assert rates.per_item("bls12-381-pairing") < 1e-4  # what the marginal rule would have taken

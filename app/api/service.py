@@ -119,7 +119,7 @@ async def verify_bls_aggregate(engine: Engine, store: ReceiptStore | None, setti
         ticket.add_items({PAIRINGS: units})
     rec = await run_in_threadpool(verify_and_record, engine, store, items, source=source, started=started)
     if ticket is not None:  # the cost model learns aggregates per pairing, not per item
-        ticket.admission.rates.observe(PAIRINGS, units, rec.verify_seconds)
+        ticket.admission.rates.observe(PAIRINGS, units, rec.verify_seconds, marginal=False)
     return _answer(rec, started)
 
 

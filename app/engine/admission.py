@@ -140,15 +140,22 @@ class ServiceRates:
         self._weighted: dict[str, tuple[float, float]] = {}  # scheme -> (seconds, items)
         self._seen: dict[str, int] = {}  # scheme -> items measured (the first batch not counted)
 
-    def observe(self, scheme: str, items: int, seconds: float, *, end: float | None = None) -> None:
+    def observe(self, scheme: str, items: int, seconds: float, *, end: float | None = None,
+                marginal: bool = True) -> None:
         """One verified batch of ``items`` of ``scheme`` that took ``seconds`` (wall clock),
-        ending at ``end`` (the clock's now by default)."""
+        ending at ``end`` (the clock's now by default).  ``marginal=False``: take ``seconds``
+        as they are and leave the batches' timeline alone — for work observed whole by its
+        route (an aggregate request, a proof read), whose time overlaps many short batches of
+        other kinds: its marginal time would be only what followed the last of them."""
         if items <= 0 or seconds < 0:
             return
         end = self._clock() if end is None else end
         with self._lock:
-            marginal = max(0.0, end - max(end - seconds, self._last_end))
-            self._last_end = max(self._last_end, end)
+            if marginal:
+                spent = max(0.0, end - max(end - seconds, self._last_end))
+                self._last_end = max(self._last_end, end)
+            else:
+                spent = seconds
             if scheme not in self._seen and items < self.min_items:  # the cold first batch
                 self._seen[scheme] = 0
                 return
@@ -156,7 +163,7 @@ class ServiceRates:
             self._seen[scheme] += items
             s, n = self._weighted.get(scheme, (0.0, 0.0))
             a = self.alpha if scheme in self._weighted else 1.0
-            self._weighted[scheme] = ((1 - a) * s + a * marginal, (1 - a) * n + a * items)
+            self._weighted[scheme] = ((1 - a) * s + a * spent, (1 - a) * n + a * items)
 
     def per_item(self, scheme: str) -> float | None:
         """Seconds of work per item of ``scheme``, or None until ``min_items`` were measured."""
