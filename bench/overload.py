@@ -153,9 +153,9 @@ async def heavy_client(url: str, body: bytes, seconds: float, conns: int, key: s
 
 
 def section_fairness(args) -> dict:
-    heavy_key, small_key = "heavy-" + "h" * 24, "small-" + "s" * 24
-    keys = [f"{hashlib.sha256(k.encode()).hexdigest()}:verify:{n}" for k, n in ((heavy_key, "heavy"),
-                                                                                 (small_key, "small"))]
+    heavy_key, small_key, ops_key = "heavy-" + "h" * 24, "small-" + "s" * 24, "ops-" + "o" * 24
+    keys = [f"{hashlib.sha256(k.encode()).hexdigest()}:{scope}:{n}" for k, scope, n in (
+        (heavy_key, "verify", "heavy"), (small_key, "verify", "small"), (ops_key, "admin", "ops"))]
     heavy, small = heavy_body(), small_body()
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -180,7 +180,7 @@ def section_fairness(args) -> dict:
                 heavy_rows, small_rows = asyncio.run(both())
                 elapsed = time.monotonic() - t0
             status = httpx.get(url + "/v1/status", timeout=10, trust_env=False,
-                               headers={"authorization": f"Bearer {heavy_key}"})
+                               headers={"authorization": f"Bearer {ops_key}"})
             admission = status.json().get("admission") if status.status_code == 200 else None
         finally:
             stop_server(proc)

@@ -297,17 +297,24 @@ class CpuBackend(Backend):
             flags[lo:hi], hashes[32 * lo:32 * hi] = f.result()
         return [(bytes(flags), bytes(hashes))]
 
+    #: Keys from which an aggregate item is verified on the process pool, not the threads.
+    AGGREGATE_PROCESS_KEYS = 64
+
     def _aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
         """(``bool[N]`` verdicts, ``uint8[N, 32]`` aggregate leaf hashes) of BLS aggregate items
-        (app/engine/reference/bls_aggregate.py), on the thread pool: arkworks releases the GIL,
-        so threads use every core."""
+        (app/engine/reference/bls_aggregate.py), on the thread pool: arkworks releases the GIL
+        in its calls, so threads use every core.  Items of :attr:`AGGREGATE_PROCESS_KEYS` keys
+        or more go to the process pool: their per-key Python loops (decompress, sum by message)
+        hold the GIL between those calls, and a 2,048-key request on threads made every other
+        request of the process wait on the GIL (issue 48)."""
         n = len(items)
         if n == 0:
             return np.zeros(0, dtype=bool), np.zeros((0, 32), dtype=np.uint8)
-        if n == 1 or self.workers == 1:
+        heavy = any(len(it.public_keys) >= self.AGGREGATE_PROCESS_KEYS for it in items)
+        if (n == 1 and not heavy) or self.workers == 1:
             parts = [bls_aggregate.verify_with_leaf(it) for it in items]
         else:
-            parts = list(self._executor(False).map(bls_aggregate.verify_with_leaf, items))
+            parts = list(self._executor(heavy).map(bls_aggregate.verify_with_leaf, items))
         verdicts = np.fromiter((ok for ok, _ in parts), dtype=bool, count=n)
         leaves = np.frombuffer(b"".join(leaf for _, leaf in parts), dtype=np.uint8).reshape(n, 32)
         return verdicts, leaves
