@@ -167,7 +167,7 @@ def test_unmeasured_work_counts_a_prior_per_unit_so_a_cold_process_does_not_star
     async def scenario():
         adm = Admission(max_items=10**6, max_bytes=1 << 30, pipeline=0.5)
         first = await adm.enter("peer:a", 300.0)
-        assert first.work == pytest.approx(0.5) and not first.measured  # items unknown, no history
+        assert first.work == pytest.approx(0.5) and first.provisional  # items unknown, no history
         first.add_items({PAIRINGS: 28_679})  # not measured yet: 2 ms a pairing
         assert first.work == pytest.approx(28_679 * PRIOR_SECONDS)
         second = asyncio.create_task(adm.enter("peer:a", 300.0))
@@ -281,4 +281,21 @@ def test_a_full_queue_refuses_at_once_and_cancelled_waiters_leave_nothing():
         assert adm.share.backlog("peer:a") == pytest.approx(5.0)
         held.release()
         assert adm.share.backlog("peer:a") == 0.0 and adm.snapshot()["work_in_flight"] == 0.0
+    _run(scenario())
+
+
+def test_requests_still_uploading_hold_no_slot():
+    """Eight slow uploads (admitted, bodies not read to the end, items unknown) do not lock the
+    others out: a slot is held only once a request's work is known."""
+    async def scenario():
+        adm = _measured()
+        uploading = [await adm.enter(f"peer:slow{i}", 30.0) for i in range(SLOTS)]
+        other = await asyncio.wait_for(adm.enter("peer:other", 30.0), 1.0)  # not queued behind them
+        other.release()
+        for t in uploading:
+            t.add_items({"ed25519": 1000})  # now their work is known: 1 s each, every slot held
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(adm.enter("peer:late", 30.0), 0.2)  # queued: no slot free
+        for t in uploading:
+            t.release()
     _run(scenario())

@@ -27,8 +27,9 @@ newcomer look heavy), else ``pipeline`` seconds.
 **What starts.**  Queued requests are taken in start-tag order (fair queueing between
 clients: the API key's name, else the peer address); one starts when nothing is in flight,
 or when the item and byte bounds are not full, fewer than :data:`SLOTS` requests are in
-flight, and its client's work left in flight (each of its requests' estimate less the time
-since it started) is under ``pipeline`` seconds — so a client's next body is read and parsed
+flight with their work known (one still uploading holds no slot), and its client's work left
+in flight (each of its requests' estimate less the time since it started) is under
+``pipeline`` seconds — so a client's next body is read and parsed
 while its last one is verified (a timer wakes the queue when that is due), a heavy client has
 one request running at a time, and another client's small requests run beside it instead of
 behind it.
@@ -360,21 +361,25 @@ class Admission:
             return True
         if s.items_in_flight >= self.max_items or s.bytes_in_flight >= self.max_bytes:
             return False
-        return s.requests_in_flight < SLOTS and self._remaining(w.client) < self.pipeline
+        return self._working() < SLOTS and self._remaining(w.client) < self.pipeline
+
+    def _working(self) -> int:
+        """Requests in flight whose work is known (their bodies read): what :data:`SLOTS`
+        bounds.  One still uploading holds no slot — its bytes are bounded, its time by the
+        body's read deadline — so slow uploads cannot lock the others out."""
+        return sum(1 for t in self._flight if not t.provisional)
 
     def _remaining(self, client: str) -> float:
-        """Estimated seconds of ``client``'s work left in flight: each of its tickets' work less
-        the time since it started; a ticket whose items are not read yet and whose client has
-        no history counts ``pipeline`` until its items are known."""
+        """Estimated seconds of ``client``'s work left in flight: each of its tickets' work
+        (provisional until its items are known) less the time since it started."""
         now = self._clock()
-        return sum(self.pipeline if not t.measured else max(0.0, t.work - (now - t.started))
-                   for t in self._flight if t.client == client)
+        return sum(max(0.0, t.work - (now - t.started)) for t in self._flight if t.client == client)
 
     def _arm(self) -> None:
         """With requests queued behind work in flight, wake the queue when that work is
         estimated to be within ``pipeline`` of done (under the lock): the next body is read and
         parsed while the last one is verified, not after."""
-        if not self._queue or not self._flight or self.stats.requests_in_flight >= SLOTS:
+        if not self._queue or not self._flight or self._working() >= SLOTS:
             return  # nothing to wait for, or a slot must free first (a release dispatches)
         # Each ticket's part shrinks 1 s a second, at least: the soonest client due.
         delay = min(self._remaining(c) for c in {w.client for w in self._queue}) - self.pipeline
@@ -398,7 +403,6 @@ class Admission:
         self._flight.add(ticket)
         ticket.work = w.work  # the provisional work; already in the client's backlog when queued
         ticket.provisional = True
-        ticket.measured = w.client in self._client_work  # its client's average, or a guess
         self.stats.work_in_flight += w.work
         if not queued:
             self.share.add(w.client, w.work)
@@ -576,10 +580,7 @@ class Ticket:
         self.work = 0.0
         #: Its work is the client's average request's, not its own yet (replaced by add_items).
         self.provisional = False
-        #: Its work is an estimate from its items or its client's history (else it counts
-        #: ``pipeline`` until its items are known), and when that work started (the admission
-        #: clock's seconds).
-        self.measured = False
+        #: When its work started (the admission clock's seconds; again when its items are known).
         self.started = admission._clock()
         self.released = False
 
@@ -607,7 +608,7 @@ class Ticket:
             adm._charge(self, 0, items, delta)
             adm.share.add(self.client, delta)
             self.provisional = False
-            self.measured, self.started = True, adm._clock()
+            self.started = adm._clock()
             left = self.deadline - adm._clock()
             alone = adm.stats.requests_in_flight == 1 and not adm._queue
             adm._check_deadline(self.client, 0.0, left, included=True, alone=alone)
