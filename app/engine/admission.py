@@ -369,6 +369,14 @@ class Admission:
         body's read deadline — so slow uploads cannot lock the others out."""
         return sum(1 for t in self._flight if not t.provisional)
 
+    def _done(self) -> dict[str, float]:
+        """Per client, the work of its requests in flight already done (each one's estimate,
+        at most, for the time it has run): not ahead of anyone any more."""
+        now, out = self._clock(), {}
+        for t in self._flight:
+            out[t.client] = out.get(t.client, 0.0) + min(t.work, max(0.0, now - t.started))
+        return out
+
     def _remaining(self, client: str) -> float:
         """Estimated seconds of ``client``'s work left in flight: each of its tickets' work
         (provisional until its items are known) less the time since it started."""
@@ -470,7 +478,7 @@ class Admission:
         unless nothing else is in flight or queued (under the lock)."""
         if alone or (self.stats.requests_in_flight == 0 and not self._queue):
             return
-        done = self.share.completion(client, work, included=included)
+        done = self.share.completion(client, work, included=included, done=self._done())
         if done > deadline:
             hint = (f"; its own work alone, ~{work:.1f} s, is over it: send a longer {DEADLINE_HEADER} "
                     f"(at most {self.max_deadline:g} s) or a smaller request" if work > deadline else "")
@@ -482,14 +490,14 @@ class Admission:
         """``Retry-After`` from the queue: the seconds until the work ahead has drained enough
         for this request to finish within ``deadline`` (at least ``retry_after``, at most
         ``max_deadline``)."""
-        excess = self.share.completion(client, work, included=included) - deadline
+        excess = self.share.completion(client, work, included=included, done=self._done()) - deadline
         return min(self.max_deadline, max(self.retry_after, excess))
 
     def estimated_wait(self) -> float:
         """Seconds a new request of a new client with the average request's work is estimated
         to take to finish (the HPA's signal, ``zapverify_admission_estimated_wait_seconds``)."""
         with self._lock:
-            return self.share.completion("\0new", self._average_work)
+            return self.share.completion("\0new", self._average_work, done=self._done())
 
     def _where(self) -> str:
         """What is in flight and the bounds, for a refusal's message."""
@@ -554,7 +562,8 @@ class Admission:
                     "default_deadline": self.default_deadline, "max_deadline": self.max_deadline,
                     "pipeline": self.pipeline, "max_queued": self.max_queued,
                     "clients_busy": self.share.clients(),
-                    "estimated_wait_seconds": round(self.share.completion("\0new", self._average_work), 6),
+                    "estimated_wait_seconds": round(self.share.completion("\0new", self._average_work,
+                                                                          done=self._done()), 6),
                     "items_per_second": {k: round(v, 1) for k, v in self.rates.snapshot().items()}}
 
 

@@ -25,6 +25,7 @@ Not thread-safe: :class:`app.engine.admission.Admission` calls it under its lock
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 
 class FairShare:
@@ -68,11 +69,15 @@ class FairShare:
     def backlog(self, client: str) -> float:
         return self._backlog.get(client, 0.0)
 
-    def completion(self, client: str, work: float, *, included: bool = False) -> float:
+    def completion(self, client: str, work: float, *, included: bool = False,
+                   done: Mapping[str, float] | None = None) -> float:
         """Seconds until a request of ``client`` with ``work`` seconds is estimated done under
-        fair sharing (module doc); ``included``: its work is already in the client's backlog."""
-        mine = self.backlog(client) + (0.0 if included else max(0.0, work))
-        return mine + sum(min(b, mine) for c, b in self._backlog.items() if c != client)
+        fair sharing (module doc); ``included``: its work is already in the client's backlog;
+        ``done``: per client, the part of its backlog already worked off (its requests in
+        flight, for the time they have run)."""
+        done = done or {}
+        mine = max(0.0, self.backlog(client) - done.get(client, 0.0)) + (0.0 if included else max(0.0, work))
+        return mine + sum(min(max(0.0, b - done.get(c, 0.0)), mine) for c, b in self._backlog.items() if c != client)
 
     def clients(self) -> int:
         """Clients with work in flight or queued."""
