@@ -372,7 +372,7 @@ class Admission:
     def _done(self) -> dict[str, float]:
         """Per client, the work of its requests in flight already done (each one's estimate,
         at most, for the time it has run): not ahead of anyone any more."""
-        now, out = self._clock(), {}
+        now, out = self._clock(), dict[str, float]()
         for t in self._flight:
             out[t.client] = out.get(t.client, 0.0) + min(t.work, max(0.0, now - t.started))
         return out

@@ -26,15 +26,40 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+import numpy as np
 
 from app.engine.commit import merkle
 from app.engine.commit.proofs import InclusionProof, ProofTree
 
-if TYPE_CHECKING:
-    from app.engine.receipts.store import Receipt
-
 log = logging.getLogger(__name__)
+
+
+class Receipt(Protocol):
+    """What of :class:`app.engine.receipts.store.Receipt` a proof needs (that module imports
+    this one: named here by shape, not imported)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def merkle_root(self) -> bytes: ...
+
+    @property
+    def verdict_bitmap(self) -> bytes: ...
+
+    @property
+    def leaves(self) -> bytes | None: ...
+
+    def verdict(self, index: int) -> bool: ...
+
+    def check_index(self, index: int) -> None: ...
+
+    def leaf_array(self) -> np.ndarray: ...
 
 
 def _native_hasher() -> merkle.LeafHasher | None:
