@@ -150,7 +150,7 @@ def test_bls_aggregates_cost_per_pairing_not_per_item():
     assert aggregate_units([one]) == 1 + 1 + 1
     assert aggregate_units([big]) == 2048 + 2048 + 1
     assert aggregate_units([big] * 7) == 7 * 4097
-    adm = _measured()
+    adm = _measured(default_deadline=120.0)  # a 54 s request needs a deadline past 54 s
     adm.rates.observe(PAIRINGS, 28_679, 54.0, end=100.0)  # one 7 × 2,048-key request: 54 s
     t = adm.admit()
     t.add_items({PAIRINGS: aggregate_units([one])})
@@ -312,3 +312,17 @@ def test_work_already_done_is_not_counted_ahead_of_a_new_request():
     clock_now[0] += 15  # 15 s of a's done: 5 s of it left ahead
     assert adm.snapshot()["estimated_wait_seconds"] == pytest.approx(25.0, abs=0.1)
     t.release()
+
+
+def test_alone_a_request_is_refused_only_when_its_measured_work_is_past_its_deadline():
+    async def scenario():
+        adm = _measured()
+        t = await adm.enter("peer:a", 5.0)  # alone: admitted on a guess
+        with pytest.raises(Overloaded) as exc:
+            t.add_items({"ed25519": 10_000})  # measured: 10 s of its own, past its 5 s
+        assert "longer x-zapverify-deadline" in exc.value.message
+        t.release()
+        t = await adm.enter("peer:a", 5.0)
+        t.add_items({"slh-dsa-sha2-256s": 10_000})  # unmeasured (the prior says 20 s): alone, served
+        t.release()
+    _run(scenario())

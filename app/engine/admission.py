@@ -473,10 +473,12 @@ class Admission:
         return sum(n * (self.rates.per_item(k) or PRIOR_SECONDS) for k, n in counts.items() if n > 0), False
 
     def _check_deadline(self, client: str, work: float, deadline: float, *, included: bool = False,
-                        alone: bool = False) -> None:
-        """Refuse (``deadline``) a request whose estimated completion is past its deadline,
-        unless nothing else is in flight or queued (under the lock)."""
-        if alone or (self.stats.requests_in_flight == 0 and not self._queue):
+                        alone: bool | None = None) -> None:
+        """Refuse (``deadline``) a request whose estimated completion is past its deadline;
+        ``alone`` (default: nothing else in flight or queued) exempts it (under the lock)."""
+        if alone is None:
+            alone = self.stats.requests_in_flight == 0 and not self._queue
+        if alone:
             return
         done = self.share.completion(client, work, included=included, done=self._done())
         if done > deadline:
@@ -619,8 +621,10 @@ class Ticket:
             self.provisional = False
             self.started = adm._clock()
             left = self.deadline - adm._clock()
-            alone = adm.stats.requests_in_flight == 1 and not adm._queue
-            adm._check_deadline(self.client, 0.0, left, included=True, alone=alone)
+            # Alone, a request is refused only on a measured estimate: its own work past its
+            # deadline (a guess from the prior must not turn away a cold process's first batch).
+            alone = adm.stats.requests_in_flight == 1 and not adm._queue and not measured
+            adm._check_deadline(self.client, self.work, left, included=True, alone=alone)
 
     def release(self) -> None:
         adm = self.admission
