@@ -384,8 +384,10 @@ def test_an_ingest_frame_that_cannot_finish_by_the_deadline_is_refused_once_its_
     admission.rates.observe("ed25519", 1000, 1.0, end=1.5)  # 1 ms per item
     with running(rt, admission=admission) as ing:
         port = ing.ports["tcp"]
-        held = admission.admit()
-        held.add_items({"ed25519": 10_000})  # 10 s ahead of anything else
+        # 10 s of the same client's work ahead (ingest frames are client ""), with a deadline
+        # of its own that it meets.
+        held = asyncio.run(admission.enter("", 300.0))
+        held.add_items({"ed25519": 10_000})
         try:
             results = run(verify_all("tcp", port, frames[:1]))
             assert isinstance(results[0], RemoteError) and results[0].code == "OVERLOADED", results
