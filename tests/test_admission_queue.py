@@ -314,13 +314,17 @@ def test_work_already_done_is_not_counted_ahead_of_a_new_request():
     t.release()
 
 
-def test_alone_a_request_is_refused_only_when_its_measured_work_is_past_its_deadline():
+def test_alone_a_request_is_refused_only_when_its_measured_pairings_are_past_its_deadline():
     async def scenario():
         adm = _measured()
-        t = await adm.enter("peer:a", 5.0)  # alone: admitted on a guess
+        adm.rates.observe(PAIRINGS, 28_679, 54.0, marginal=False)
+        t = await adm.enter("peer:a", 30.0)  # alone: admitted on a guess
         with pytest.raises(Overloaded) as exc:
-            t.add_items({"ed25519": 10_000})  # measured: 10 s of its own, past its 5 s
+            t.add_items({PAIRINGS: 28_679})  # measured: 54 s of its own, past its 30 s
         assert "longer x-zapverify-deadline" in exc.value.message
+        t.release()
+        t = await adm.enter("peer:a", 5.0)
+        t.add_items({"ed25519": 10_000})  # 10 s at a per-item rate: alone, served
         t.release()
         t = await adm.enter("peer:a", 5.0)
         t.add_items({"slh-dsa-sha2-256s": 10_000})  # unmeasured (the prior says 20 s): alone, served

@@ -621,9 +621,13 @@ class Ticket:
             self.provisional = False
             self.started = adm._clock()
             left = self.deadline - adm._clock()
-            # Alone, a request is refused only on a measured estimate: its own work past its
-            # deadline (a guess from the prior must not turn away a cold process's first batch).
-            alone = adm.stats.requests_in_flight == 1 and not adm._queue and not measured
+            # Alone, a request is refused only on an estimate it cannot miss by much: measured
+            # pairings (an aggregate request's cost is its pairings).  Per-item rates learnt
+            # from small batches carry their fixed cost (a 4-item batch's 2 ms is 0.5 ms an
+            # item, five times a large batch's), and a guess from the prior is a guess: a large
+            # batch alone is served, as before deadlines.
+            alone = (adm.stats.requests_in_flight == 1 and not adm._queue
+                     and not (measured and set(counts) <= {PAIRINGS}))
             adm._check_deadline(self.client, self.work, left, included=True, alone=alone)
 
     def release(self) -> None:
