@@ -273,7 +273,7 @@ def _bench(args: argparse.Namespace) -> int:
     cfg = loadgen.BenchConfig(url=args.url, scheme=args.scheme, batch=args.batch, duration=args.duration,
                               concurrency=args.concurrency, transport=args.transport, unique=args.unique,
                               port=args.port, host=args.host,
-                              api_key=_api_key(args))
+                              api_key=_api_key(args), deadline=args.deadline)
     console = Console(stderr=True)
     with console.status(f"signing {min(cfg.batch, cfg.unique)} {cfg.scheme} items"):
         items = loadgen.make_items(cfg.scheme, cfg.batch, cfg.unique)
@@ -379,6 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "none); GET /v1/status, asked for the ingest port, needs the admin scope")
     b.add_argument("--unique", type=_positive, default=64,
                    help="distinct signed items, repeated to fill a batch (default %(default)s)")
+    b.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                   help="HTTP: each request's deadline, sent as X-Zapverify-Deadline (default: the server's)")
     b.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
     b.add_argument("--no-progress", action="store_true", help="no live progress bar")
     b.set_defaults(func=_bench)

@@ -121,12 +121,20 @@ class Settings(BaseSettings):
     admission_max_bytes: int = Field(256 * 1024 * 1024, ge=1024, description=(
         "request body bytes in flight per process, counted as they arrive; while they are at this bound a "
         "new request is refused the same way, before its body is read, and a body that would pass it is cut"))
-    admission_max_wait_seconds: float = Field(2.0, ge=0, allow_inf_nan=False, description=(
-        "a new request whose estimated wait (the verify work in flight, from each scheme's measured "
-        "seconds per item) is longer than this is answered 503 OVERLOADED; 0 = no time bound"))
+    admission_default_deadline_seconds: float = Field(30.0, gt=0, allow_inf_nan=False, description=(
+        "the deadline of a verify request that sends no X-Zapverify-Deadline header: it waits in the fair "
+        "queue while it is estimated to finish by then, and is answered 503 OVERLOADED when it cannot"))
+    admission_max_deadline_seconds: float = Field(300.0, gt=0, allow_inf_nan=False, description=(
+        "the longest X-Zapverify-Deadline a client may ask for (longer ones are cut to it)"))
+    admission_pipeline_seconds: float = Field(0.5, gt=0, allow_inf_nan=False, description=(
+        "estimated seconds of verify work in flight up to which queued requests start; beyond it only a "
+        "client with nothing in flight starts one (fairness), the others wait their turn"))
+    admission_max_queued: int = Field(1024, ge=1, description=(
+        "verify requests that may wait in the admission queue per process; one more is refused"))
     admission_max_share: float = Field(0.5, gt=0, le=1, description=(
         "most of admission_max_bytes one request may hold while others are in flight or being refused"))
-    admission_retry_after_seconds: float = Field(1.0, gt=0, description="the Retry-After of an OVERLOADED answer")
+    admission_retry_after_seconds: float = Field(1.0, gt=0, description=(
+        "the least Retry-After of an OVERLOADED answer (it is computed from the queue)"))
     body_read_timeout_seconds: float = Field(30.0, gt=0, description=(
         "a request body that sends no byte for this long is cut with 408 BODY_TIMEOUT"))
     body_min_bytes_per_second: float = Field(65536.0, ge=0, description=(
@@ -188,6 +196,9 @@ class Settings(BaseSettings):
     retention_max_rows: int = Field(0, ge=0, description="keep at most this many receipts; 0 = no limit")
     prune_interval_seconds: float = Field(60.0, gt=0, description="time between retention runs")
     database_pool_size: int = Field(8, ge=1, description="PostgreSQL connections per process")
+    receipt_proof_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, description=(
+        "memory per process for the Merkle tree levels that make an inclusion proof O(log n) (about 32 bytes "
+        "per item of a receipt kept); receipts of 65,536 items or more get theirs when written; 0 = none kept"))
     database_wait_seconds: float = Field(
         0.0, ge=0, description="at start, keep retrying to open the receipt store for this long (a database "
                                "container that is still starting)")

@@ -158,3 +158,72 @@ def test_verdict_bitmap_is_lsb_first():
     assert r.verdict_bitmap == bytes([0b00001001, 0b00000011])
     assert r.verdicts().tolist() == v and r.valid == 4
     assert [r.verdict(i) for i in range(len(v))] == v
+
+
+# --- O(log n) proofs: kept tree levels (app/engine/commit/proofs.py ProofTree,
+# app/engine/receipts/proof_cache.py; issue 48)
+def test_proof_tree_gives_the_audit_paths_of_the_whole_tree():
+    import os
+
+    from app.engine.commit import merkle
+    from app.engine.commit.proofs import ProofTree
+
+    for n in (1, 2, 3, 255, 256, 257, 511, 512, 513, 1000, 4097):
+        leaves = np.frombuffer(os.urandom(32 * n), np.uint8).reshape(n, 32)
+        tree = ProofTree(leaves)
+        assert tree.root == merkle.root(leaves)
+        for i in sorted({0, 1 % n, n // 2, min(n - 1, 255), min(n - 1, 256), n - 1}):
+            path = tree.audit_path(i)
+            assert path == merkle.audit_path(leaves, i), (n, i)
+            assert merkle.verify_inclusion(tree.root, bytes(leaves[i]), i, n, path)
+    with pytest.raises(IndexError):
+        tree.audit_path(n)
+
+
+def test_proof_cache_builds_a_receipt_once_for_concurrent_proofs_and_keeps_within_its_bound():
+    import os
+    import threading
+
+    from app.engine.commit import merkle
+    from app.engine.receipts.proof_cache import ProofCache
+
+    def receipt(n: int) -> Receipt:
+        leaves = np.frombuffer(os.urandom(32 * n), np.uint8).reshape(n, 32)
+        return Receipt.build(verdicts=np.ones(n, bool), leaves=leaves, merkle_root=merkle.root(leaves),
+                             schemes=["ed25519"], backends={"ed25519": "cpu"}, duration_seconds=0.0, source="http")
+
+    r = receipt(3000)
+    loads = []
+
+    def load():
+        loads.append(1)
+        return r
+
+    cache = ProofCache(max_bytes=1 << 20, hasher=lambda: None)
+    proofs = [None] * 16
+
+    def one(i):
+        proofs[i] = cache.proof(r.id, i * 150, exists=lambda: True, load=load)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(loads) == 1 and cache.stats()["builds"] == 1  # one read of the leaves, one build
+    assert all(p.verify() and p.audit_path == r.proof(p.index).audit_path for p in proofs)
+    # The bound: 3000-item trees are ~100 KB; twelve of them in 1 MiB do not all stay.
+    for _ in range(12):
+        other = receipt(3000)
+        cache.proof(other.id, 0, exists=lambda: True, load=lambda o=other: o)
+    assert cache.stats()["bytes"] <= 1 << 20 and cache.stats()["trees"] < 12
+    # A receipt written large is built in the background, before any proof asks.
+    warm = ProofCache(max_bytes=1 << 22, warm_items=1000, hasher=lambda: None)
+    warm.written([r])
+    warm._warmer.shutdown(wait=True)  # the warm-up is done
+    assert warm.stats()["trees"] == 1
+    assert warm.proof(r.id, 7, exists=lambda: True, load=lambda: pytest.fail("must not read the leaves")).verify()
+    # A kept receipt the store no longer has (pruned) is not proved from memory.
+    assert warm.proof(r.id, 7, exists=lambda: False, load=lambda: r) is None and warm.stats()["trees"] == 0
+    with pytest.raises(LeafIndexOutOfRange):
+        warm.proof(r.id, r.count, exists=lambda: True, load=lambda: r)

@@ -375,20 +375,23 @@ def test_the_settings_reach_the_listeners():
     assert (cfg.handshake_timeout_seconds, cfg.udp_unauthenticated, list(cfg.auth_keys)) == (3, True, KEYS)
 
 
-def test_an_ingest_frame_that_would_wait_past_the_time_bound_is_refused_once_its_items_are_known(rt, frames):
+def test_an_ingest_frame_that_cannot_finish_by_the_deadline_is_refused_once_its_items_are_known(rt, frames):
     """Ingest frames are charged their items and work like HTTP requests (app/engine/admission.py):
-    behind 10 s of work in flight, a frame is answered OVERLOADED, not verified; alone it is."""
-    admission = Admission(max_items=10**6, max_bytes=1 << 30, max_wait=2.0)
+    behind 10 s of work in flight and a 2 s default deadline, a frame is answered OVERLOADED,
+    not verified; alone it is."""
+    admission = Admission(max_items=10**6, max_bytes=1 << 30, default_deadline=2.0)
     admission.rates.observe("ed25519", 2, 0.08, end=0.5)  # the cold first batch (not taken)
     admission.rates.observe("ed25519", 1000, 1.0, end=1.5)  # 1 ms per item
     with running(rt, admission=admission) as ing:
         port = ing.ports["tcp"]
-        held = admission.admit()
-        held.add_items({"ed25519": 10_000})  # 10 s ahead of anything else
+        # 10 s of the same client's work ahead (ingest frames are client ""), with a deadline
+        # of its own that it meets.
+        held = asyncio.run(admission.enter("", 300.0))
+        held.add_items({"ed25519": 10_000})
         try:
             results = run(verify_all("tcp", port, frames[:1]))
             assert isinstance(results[0], RemoteError) and results[0].code == "OVERLOADED", results
-            assert admission.snapshot()["refused_by"]["wait"] >= 1
+            assert admission.snapshot()["refused_by"]["deadline"] >= 1
         finally:
             held.release()
         results = run(verify_all("tcp", port, frames[:1]))

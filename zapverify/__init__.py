@@ -17,6 +17,7 @@ from zapverify.http import (
     BatchRequest,
     BatchVerdicts,
     Client,
+    Retry,
     VerifyResult,
     VerifyStream,
     aggregate_body,
@@ -28,6 +29,7 @@ from zapverify.http import (
 )
 from zapverify.proofs import MalformedProof
 
-__all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream",
+__all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "Retry", "VerifyResult",
+           "VerifyStream",
            "aggregate_body", "aggregate_leaf", "aggregate_leaf_hash", "json_body", "leaf_hash", "verify_inclusion",
            "compact_to_der", "der_to_compact", "ConnectionFailed", "MalformedProof", "RemoteError", "ZapVerifyError"]

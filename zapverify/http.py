@@ -47,9 +47,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import email.utils
 import itertools
 import json
+import math
 import os
+import random
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -62,11 +66,13 @@ import numpy as np
 from app.core import commitment, schemes
 from app.core.batch import AGGREGATE_MODES, AGGREGATE_VARIANTS, AggregateItem, Item
 from app.core.commitment import aggregate_leaf, aggregate_leaf_hash
+from app.core.deadline import DEADLINE_HEADER
 from app.core.errors import ConnectionFailed, RemoteError, RequestError, WireError, by_wire_code
 from app.wire import zap
 from zapverify.proofs import verify_inclusion
 
-__all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "VerifyResult", "VerifyStream",
+__all__ = ["AggregateItem", "AsyncClient", "BatchRequest", "BatchVerdicts", "Client", "Retry", "VerifyResult",
+           "VerifyStream",
            "aggregate_body", "aggregate_leaf", "aggregate_leaf_hash", "leaf_hash", "verify_inclusion"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -340,11 +346,77 @@ def _json_result(response: httpx.Response) -> VerifyResult:
     try:
         body = response.json()
     except ValueError:
-        raise RemoteError(f"HTTP {response.status_code}: not JSON", code="HTTP_ERROR",
-                          status=response.status_code) from None
+        raise RemoteError(f"HTTP {response.status_code}: not JSON", code="HTTP_ERROR", status=response.status_code,
+                          retry_after=retry_after_of(response)) from None
     if response.status_code >= 400 or "error" in body:
-        raise _remote_from_json(body, response.status_code)
+        exc = _remote_from_json(body, response.status_code)
+        exc.retry_after = retry_after_of(response)
+        raise exc
     return VerifyResult.from_json(body)
+
+
+def _zap_answer(response: httpx.Response) -> BatchVerdicts:
+    try:
+        return _zap_result(response.content, response.status_code, response.headers.get("x-zapverify-batch-id"))
+    except RemoteError as exc:
+        exc.retry_after = retry_after_of(response)
+        raise
+
+
+def retry_after_of(response: httpx.Response) -> float | None:
+    """The seconds of a response's ``Retry-After`` header (RFC 9110 §10.2.3: delay-seconds or
+    an HTTP-date), None when it has none or it cannot be read."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How :class:`Client` and :class:`AsyncClient` retry a verify request the server refused
+    for load (503 with ``Retry-After``: ``OVERLOADED``, ``NOT_READY``) or lost to a
+    connection reset (docs/operations.md, "Load shedding").
+
+    The wait before retry ``n`` (0-based) is the server's ``Retry-After`` or, if longer, a
+    random fraction in [0.5, 1] of ``min(cap, base · 2ⁿ)`` (capped exponential backoff with
+    jitter, so refused clients do not come back together).  It retries at most ``attempts``
+    times, while the waits add up to at most ``budget`` seconds and the next try would start
+    before the request's deadline (``Client(deadline=...)``).  A retried verify request is
+    verified again (a second receipt when receipts are on).
+
+    Attributes:
+        attempts: retries after the first try; 0 turns retrying off (or pass ``retry=None``).
+        base / cap: seconds, the backoff's first step and its most.
+        budget: seconds, the most one call spends waiting between tries.
+    """
+
+    attempts: int = 4
+    base: float = 0.5
+    cap: float = 30.0
+    budget: float = 60.0
+
+    def wait(self, n: int, retry_after: float | None, waited: float, left: float) -> float | None:
+        """Seconds to wait before retry ``n`` (0-based), having waited ``waited`` seconds so
+        far with ``left`` seconds to the deadline; None: give up."""
+        if n >= self.attempts:
+            return None
+        pause = max(retry_after or 0.0, random.uniform(0.5, 1.0) * min(self.cap, self.base * 2 ** n))
+        if waited + pause > self.budget or pause >= left:
+            return None
+        return pause
+
+
+def _retryable(response: httpx.Response) -> bool:
+    return response.status_code == 503 and "retry-after" in response.headers
 
 
 class _Ids:
@@ -375,6 +447,43 @@ def _reply(message: bytes | str) -> tuple[Any, BatchVerdicts | VerifyResult | Re
     return body.get("request_id"), VerifyResult.from_json(body)
 
 
+def _with_deadline(headers: dict[str, str], deadline: float | None) -> dict[str, str]:
+    if deadline is not None:
+        if not deadline > 0:
+            raise ValueError(f"deadline must be a positive number of seconds, not {deadline!r}")
+        headers[DEADLINE_HEADER] = f"{deadline:g}"
+    return headers
+
+
+class _Tries:
+    """One call's retries under a :class:`Retry` (None: none) and its deadline (seconds)."""
+
+    #: Connection failures a resent request may cure (the server restarted or closed an idle
+    #: connection); a refused connection is not one (no server there).
+    RESETS = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+
+    def __init__(self, retry: Retry | None, deadline: float | None):
+        self.retry, self.n, self.waited = retry, 0, 0.0
+        self.end = None if deadline is None else time.monotonic() + deadline
+
+    def _next(self, retry_after: float | None) -> float | None:
+        if self.retry is None:
+            return None
+        left = math.inf if self.end is None else self.end - time.monotonic()
+        pause = self.retry.wait(self.n, retry_after, self.waited, left)
+        if pause is not None:
+            self.n += 1
+            self.waited += pause
+        return pause
+
+    def after(self, response: httpx.Response) -> float | None:
+        """Seconds to wait before resending after ``response``; None: it is the answer."""
+        return self._next(retry_after_of(response)) if _retryable(response) else None
+
+    def after_reset(self, exc: httpx.TransportError) -> float | None:
+        return self._next(None) if isinstance(exc, self.RESETS) else None
+
+
 # ------------------------------------------------------------------ blocking client
 class Client:
     """Blocking client (httpx for HTTP, websockets' sync client for the stream).
@@ -393,9 +502,10 @@ class Client:
 
     def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0,
                  headers: Mapping[str, str] | None = None, transport: httpx.BaseTransport | None = None,
-                 api_key: str | None = None):
+                 api_key: str | None = None, retry: Retry | None = Retry(), deadline: float | None = None):
         self.base_url = base_url
-        self.headers = auth_headers(headers, api_key)
+        self.headers = _with_deadline(auth_headers(headers, api_key), deadline)
+        self.retry, self.deadline = retry, deadline
         self._http = httpx.Client(base_url=base_url, timeout=timeout, headers=self.headers, transport=transport)
 
     def __enter__(self) -> Client:
@@ -408,10 +518,19 @@ class Client:
         self._http.close()
 
     def _post(self, path: str, **kw) -> httpx.Response:
-        try:
-            return self._http.post(path, **kw)
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(f"{self.base_url}{path}: {exc}") from exc
+        tries = _Tries(self.retry, self.deadline)
+        while True:
+            try:
+                response = self._http.post(path, **kw)
+            except httpx.TransportError as exc:
+                pause = tries.after_reset(exc)
+                if pause is None:
+                    raise ConnectionFailed(f"{self.base_url}{path}: {exc}") from exc
+            else:
+                pause = tries.after(response)
+                if pause is None:
+                    return response
+            time.sleep(pause)
 
     def verify(self, items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | None = None,
                allow_high_s: bool | None = None, low_s: bool | None = None,
@@ -443,8 +562,7 @@ class Client:
 
     def verify_frame(self, frame: bytes | bytearray | memoryview) -> BatchVerdicts:
         """Post an already encoded request frame."""
-        r = self._post("/v1/verify/zap", content=bytes(frame), headers=_ZAP_HEADERS)
-        return _zap_result(r.content, r.status_code, r.headers.get("x-zapverify-batch-id"))
+        return _zap_answer(self._post("/v1/verify/zap", content=bytes(frame), headers=_ZAP_HEADERS))
 
     def verify_stream(self, requests: Iterable[BatchRequest | bytes | bytearray], *,
                       max_in_flight: int = 32) -> Iterator[BatchVerdicts]:
@@ -553,9 +671,10 @@ class AsyncClient:
 
     def __init__(self, base_url: str = DEFAULT_URL, *, timeout: float = 60.0,
                  headers: Mapping[str, str] | None = None, transport: httpx.AsyncBaseTransport | None = None,
-                 api_key: str | None = None):
+                 api_key: str | None = None, retry: Retry | None = Retry(), deadline: float | None = None):
         self.base_url = base_url
-        self.headers = auth_headers(headers, api_key)
+        self.headers = _with_deadline(auth_headers(headers, api_key), deadline)
+        self.retry, self.deadline = retry, deadline
         self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=self.headers,
                                        transport=transport)
 
@@ -569,10 +688,19 @@ class AsyncClient:
         await self._http.aclose()
 
     async def _post(self, path: str, **kw) -> httpx.Response:
-        try:
-            return await self._http.post(path, **kw)
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(f"{self.base_url}{path}: {exc}") from exc
+        tries = _Tries(self.retry, self.deadline)
+        while True:
+            try:
+                response = await self._http.post(path, **kw)
+            except httpx.TransportError as exc:
+                pause = tries.after_reset(exc)
+                if pause is None:
+                    raise ConnectionFailed(f"{self.base_url}{path}: {exc}") from exc
+            else:
+                pause = tries.after(response)
+                if pause is None:
+                    return response
+            await asyncio.sleep(pause)
 
     async def verify(self, items: Sequence[Item | Mapping[str, Any]], *, prehashed: bool | None = None,
                      allow_high_s: bool | None = None, low_s: bool | None = None,
@@ -601,8 +729,7 @@ class AsyncClient:
 
     async def verify_frame(self, frame: bytes | bytearray | memoryview) -> BatchVerdicts:
         """Post an already encoded request frame."""
-        r = await self._post("/v1/verify/zap", content=bytes(frame), headers=_ZAP_HEADERS)
-        return _zap_result(r.content, r.status_code, r.headers.get("x-zapverify-batch-id"))
+        return _zap_answer(await self._post("/v1/verify/zap", content=bytes(frame), headers=_ZAP_HEADERS))
 
     @asynccontextmanager
     async def stream(self, *, max_in_flight: int = 32) -> AsyncIterator[VerifyStream]:

@@ -7,6 +7,12 @@ so the numbers measure the server and the wire, not the load generator's encodin
 
 ``concurrency`` requests are kept in flight: over HTTP by that many concurrent posts on
 a pooled :class:`httpx.AsyncClient`, over the WebSocket by pipelining on one connection.
+Over HTTP each request carries the deadline (``--deadline``, header ``X-Zapverify-Deadline``;
+none: the server's default), and a refusal (503 ``OVERLOADED``) is counted as an error and
+then honoured: that worker waits the answer's ``Retry-After`` before it sends again, as a
+client should (docs/operations.md, "Load shedding").  When ``duration`` runs out no new
+request is sent and the ones in flight are waited for (at most ``grace`` seconds more) and
+counted: a slow scheme's last requests are part of its rate, not dropped.
 The ingest transports ``tcp``, ``udp`` and ``quic`` pipeline ZAP frames on one connection
 (one socket for UDP) to the server's ingest port (docs/wire-format.md section 8), which
 ``GET /v1/status`` names unless ``port`` is given.  Every reply is checked: each item is
@@ -53,6 +59,10 @@ class BenchConfig:
     #: An API key with the verify scope (None: none): a bearer token over HTTP, the keyed
     #: handshake over TCP and QUIC (docs/wire-format.md section 8).  Never in the report.
     api_key: str | None = field(default=None, repr=False)
+    #: Seconds, sent as X-Zapverify-Deadline over HTTP (None: the server's default).
+    deadline: float | None = None
+    #: Seconds the requests in flight at the end of ``duration`` are waited for.
+    grace: float = 120.0
 
 
 @dataclass
@@ -62,10 +72,13 @@ class BenchReport:
     Attributes:
         requests / items: completed requests (frames) and the items in them.
         errors: requests answered with an error or lost; ``first_error`` says the first.
-        cut: requests still in flight when ``duration`` ran out, cancelled and not counted
-            (``duration`` bounds the whole run, the first request included).
+        refused: of ``errors``, those refused for load (503 with ``Retry-After``), each
+            followed by a wait of its ``Retry-After``.
+        in_flight_at_end: requests in flight when ``duration`` ran out, waited for and counted.
+        cut: requests still in flight ``grace`` seconds after that, cancelled and not counted
+            (``duration`` bounds the sending, the first request included).
         mismatches: replies whose count or verdicts were not "all valid".
-        seconds: wall time from the first send to the last reply, seconds.
+        seconds: wall time from the first send to the last reply counted, seconds.
         verifies_per_s / frames_per_s: ``items`` and ``requests`` per second.
         latency_ms: request latency percentiles (p50, p90, p99), mean and max, milliseconds.
     """
@@ -74,6 +87,8 @@ class BenchReport:
     requests: int = 0
     items: int = 0
     errors: int = 0
+    refused: int = 0
+    in_flight_at_end: int = 0
     cut: int = 0
     mismatches: int = 0
     first_error: str | None = None
@@ -124,6 +139,8 @@ class _Run:
 
     def error(self, exc: Exception) -> None:
         self.report.errors += 1
+        if getattr(exc, "retry_after", None) is not None and getattr(exc, "status", None) == 503:
+            self.report.refused += 1
         if self.report.first_error is None:
             self.report.first_error = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, ConnectionFailed):
@@ -144,8 +161,15 @@ class _Run:
                     result = await client.verify_json_body(self.json)
             except ZapVerifyError as exc:
                 self.fail(exc)
+                await self.back_off(exc)
                 continue
             self.record(t0, result)
+
+    async def back_off(self, exc: ZapVerifyError) -> None:
+        """Wait a refusal's ``Retry-After`` (never past the end of the window) before the next send."""
+        wait = getattr(exc, "retry_after", None)
+        if wait and self.running():
+            await asyncio.sleep(min(wait, max(0.0, self.stop_at - time.perf_counter())))
 
     async def ws_worker(self, stream) -> None:
         """Pipelined requests on one stream: the WebSocket, or an ingest connection."""
@@ -160,9 +184,15 @@ class _Run:
             self.record(t0, result)
 
     async def until_deadline(self, work: Awaitable[Any]) -> None:
-        """Run ``work`` until it ends or ``stop_at`` passes; what is in flight then is cut."""
+        """Run ``work`` (workers that stop sending at ``stop_at``) until it ends; what is in
+        flight at ``stop_at`` is waited for, up to ``grace`` seconds, and then cut."""
+        job = asyncio.ensure_future(work)
+        done, _ = await asyncio.wait({job}, timeout=max(0.0, self.stop_at - time.perf_counter()))
+        if done:
+            return job.result()
+        self.report.in_flight_at_end = self.in_flight
         try:
-            await asyncio.wait_for(work, timeout=max(0.0, self.stop_at - time.perf_counter()))
+            await asyncio.wait_for(job, timeout=self.cfg.grace)
         except TimeoutError:
             self.report.cut += self.in_flight
             self.in_flight = 0
@@ -232,7 +262,9 @@ async def run(cfg: BenchConfig, items: list[kat.Item] | None = None,
     if cfg.transport in INGEST_TRANSPORTS:
         return await _run_ingest(cfg, state, on_tick)
     headers = auth_headers(api_key=cfg.api_key or "")  # an empty key: none, and not the environment's
-    async with AsyncClient(cfg.url, timeout=max(60.0, cfg.duration), headers=headers) as client:
+    # Retrying is the bench's own (it counts refusals, then waits their Retry-After).
+    async with AsyncClient(cfg.url, timeout=max(60.0, cfg.duration, cfg.deadline or 0.0), headers=headers,
+                           retry=None, deadline=cfg.deadline) as client:
         state.stop_at = time.perf_counter() + cfg.duration
         if not await state.first(client.verify_frame(state.frame)):
             return state.finish(0.0)
@@ -311,6 +343,19 @@ def format_report(r: BenchReport) -> str:
     if lat:
         lines.append(f"latency ms: p50 {lat['p50']:.1f}  p90 {lat['p90']:.1f}  p99 {lat['p99']:.1f}  "
                      f"mean {lat['mean']:.1f}  max {lat['max']:.1f}")
-    lines.append(f"errors {r.errors}  cut at the deadline {r.cut}  mismatches {r.mismatches}"
+    lines.append(f"errors {r.errors} (refused for load {r.refused})  in flight at the end {r.in_flight_at_end}"
+                 f" (cut {r.cut})  mismatches {r.mismatches}"
                  + (f"  first error: {r.first_error}" if r.first_error else ""))
+    if r.refused:
+        lines.append(advice(r))
     return "\n".join(lines)
+
+
+def advice(r: BenchReport) -> str:
+    """What to change when the server refused requests for load (503 OVERLOADED)."""
+    c = r.config
+    deadline = f"--deadline {c['deadline']:g}" if c.get("deadline") else "the server's default deadline"
+    return (f"{r.refused} requests were refused 503 OVERLOADED: they could not finish within {deadline} behind the "
+            f"work queued. Give them a longer --deadline (up to the server's maximum), lower --concurrency "
+            f"({c['concurrency']}) or --batch ({c['batch']}), or add capacity; a client should wait the "
+            f"answer's Retry-After before resending (this bench does).")

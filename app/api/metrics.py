@@ -124,12 +124,22 @@ ADMISSION_IN_FLIGHT = Gauge("zapverify_admission_in_flight",
                             "Verify work admitted and not yet answered, by unit (requests|items|bytes).", ["unit"],
                             multiprocess_mode="livesum")
 ADMISSION_WAIT = Gauge("zapverify_admission_estimated_wait_seconds",
-                       "Seconds of verify work in flight (items x each scheme's measured seconds per item): the "
-                       "wait a new request is estimated to have; past ZAPVERIFY_ADMISSION_MAX_WAIT_SECONDS new "
-                       "requests are refused.", multiprocess_mode="livemax")
+                       "Seconds a new client's average request is estimated to take to finish under fair sharing "
+                       "(the work in flight and queued, from the measured cost model): the autoscaling signal; "
+                       "requests that cannot finish within their deadline are refused.", multiprocess_mode="livemax")
+ADMISSION_QUEUED = Gauge("zapverify_admission_queued",
+                         "Verify requests waiting in the admission queue, by unit (requests|work_seconds).", ["unit"],
+                         multiprocess_mode="livesum")
+ADMISSION_QUEUE_WAIT = Counter("zapverify_admission_queue_wait_seconds",
+                               "Seconds admitted verify requests waited in the admission queue (with "
+                               "zapverify_admission_queue_admitted_total: the mean wait).")
+ADMISSION_QUEUE_ADMITTED = Counter("zapverify_admission_queue_admitted",
+                                   "Verify requests admitted through the queue (waiting or not).")
+ADMISSION_DEADLINE_MISSES = Counter("zapverify_admission_deadline_misses",
+                                    "Admitted verify requests answered after their deadline.")
 ADMISSION_REFUSALS = Counter("zapverify_admission_refusals",
-                             "Verify requests refused 503 OVERLOADED by admission control, by the bound they hit "
-                             "(items|bytes|share|wait).", ["reason"])
+                             "Verify requests refused 503 OVERLOADED by admission control, by reason "
+                             "(items|bytes|share|deadline|queue|expired): the one overload count.", ["reason"])
 HTTP_REQUESTS = Counter("zapverify_http_requests", "HTTP requests answered, by method, route template and status.",
                         ["method", "route", "status"])
 HTTP_DURATION = Histogram("zapverify_http_request_duration_seconds",
@@ -319,7 +329,12 @@ def refresh_gauges(runtime: Any, admission: Any = None, ws: Any = None) -> None:
         for unit in ("requests", "items", "bytes"):
             ADMISSION_IN_FLIGHT.labels(unit).set(snap[f"{unit}_in_flight"])
         ADMISSION_WAIT.set(snap["estimated_wait_seconds"])
-        _TOTALS.add(admission, snap["refused_by"].items(), ADMISSION_REFUSALS.labels)
+        ADMISSION_QUEUED.labels("requests").set(snap["queued"])
+        ADMISSION_QUEUED.labels("work_seconds").set(snap["queued_work"])
+        _TOTALS.add(admission, [*snap["refused_by"].items(), (ADMISSION_QUEUE_WAIT, snap["wait_seconds_total"]),
+                                (ADMISSION_QUEUE_ADMITTED, snap["waited_total"]),
+                                (ADMISSION_DEADLINE_MISSES, snap["deadline_missed_total"])],
+                    lambda key: key if not isinstance(key, str) else ADMISSION_REFUSALS.labels(key))
     for scheme, route in runtime.engine.routes.items():
         for backend, ok in route.selftest.items():
             BACKEND_AVAILABLE.labels(backend, scheme).set(1 if ok else 0)

@@ -64,6 +64,9 @@ SUBPROTOCOL = "zapverify.v1"
 KEY_SUBPROTOCOL = "zapverify.key."
 #: Where :class:`AccessControl` leaves a WebSocket's per-message rate charge in ``scope["state"]``.
 RATE_STATE = "zapverify.rate"
+#: Where :class:`AccessControl` leaves the name of the key a request came with (admission's
+#: fair queue serves clients by it: app/api/admission.py).
+KEY_STATE = "zapverify.key"
 
 
 def required_scope(path: str) -> str | None:
@@ -248,6 +251,7 @@ class AccessControl:
                                else "unknown API key", field="authorization")
         if need not in key.scopes:
             raise Forbidden(f"this key lacks the {need!r} scope", field="authorization")
+        scope.setdefault("state", {})[KEY_STATE] = key.name
         if self.buckets is not None:
             wait = self.buckets.take(key.name)
             if wait > 0:

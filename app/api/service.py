@@ -8,6 +8,7 @@ import math
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,8 +19,9 @@ from app.api.bls_aggregate import BlsAggregateRequest, to_aggregate_items
 from app.api.deps import media_type
 from app.api.schemas import VerifyRequest, VerifyResponse, to_work
 from app.config import Settings
-from app.core.batch import AGGREGATE_LABELS
+from app.core.batch import AggregateItem
 from app.core.errors import ZapVerifyError
+from app.engine.admission import PAIRINGS
 from app.engine.pipeline import Recorded, verify_and_record
 from app.engine.receipts.store import ReceiptStore
 from app.engine.verify.engine import Engine
@@ -112,10 +114,20 @@ async def verify_bls_aggregate(engine: Engine, store: ReceiptStore | None, setti
     the limits those of :func:`app.api.bls_aggregate.to_aggregate_items`."""
     engine.require_ready()
     items = to_aggregate_items(req, settings)
+    units = aggregate_units(items)
     if ticket is not None:
-        ticket.add_items(Counter(AGGREGATE_LABELS[item.mode] for item in items))
+        ticket.add_items({PAIRINGS: units})
     rec = await run_in_threadpool(verify_and_record, engine, store, items, source=source, started=started)
+    if ticket is not None:  # the cost model learns aggregates per pairing, not per item
+        ticket.admission.rates.observe(PAIRINGS, units, rec.verify_seconds, marginal=False)
     return _answer(rec, started)
+
+
+def aggregate_units(items: Sequence[AggregateItem]) -> int:
+    """The cost of BLS aggregate items in admission's unit (:data:`app.engine.admission.PAIRINGS`):
+    Σ (keys + distinct messages + 1) — a key's share of the aggregate, a message's hash to G2
+    and pairing, and the signature's pairing."""
+    return sum(len(it.public_keys) + len(set(it.messages)) + 1 for it in items)
 
 
 def _answer(rec: Recorded, started: float) -> VerifyResponse:

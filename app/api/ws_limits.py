@@ -162,11 +162,11 @@ class LimitedWebSocketProtocol(WebSocketsSansIOProtocol):
             return self._refuse(TOO_BIG, f"text message over {self.max_text} bytes (settings.max_body_bytes)")
         if self._ticket is None and self.admission is not None:
             try:
-                # The memory bounds only: a message refused for the estimated wait would close
-                # the whole connection (every request in flight on it lost) where HTTP answers
-                # one request 503.  The route charges it again as a request and answers
-                # OVERLOADED naming its request_id, the connection kept (issue 53's soak close).
-                self._ticket = self.admission.admit(wait=False)
+                # The memory bounds only (admit applies no deadline): a message refused for
+                # its time would close the whole connection (every request in flight on it
+                # lost) where HTTP answers one request 503.  The route charges it again as a
+                # request and answers OVERLOADED naming its request_id, the connection kept.
+                self._ticket = self.admission.admit()
             except Overloaded as exc:
                 return self._refuse(TRY_AGAIN_LATER, exc.message[:100])
         self._final = self._fin

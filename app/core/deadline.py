@@ -1,4 +1,4 @@
-"""The read deadline of a body that arrives in pieces: an HTTP request body
+"""Deadlines.  The read deadline of a body that arrives in pieces: an HTTP request body
 (app/api/slowbody.py), a WebSocket message (app/api/ws_limits.py) and an ingest frame
 (app/engine/ingest/base.py) are all cut by the same rule (docs/operations.md, "Load shedding").
 """
@@ -15,3 +15,10 @@ def read_deadline(start: float, last: float, received: int, timeout: float, min_
     if min_rate > 0:
         deadline = min(deadline, start + timeout + received / min_rate)
     return deadline
+
+
+#: The request header a client sends its deadline in: seconds from now, a decimal number
+#: (docs/operations.md, "Load shedding").  The server waits to start a request while it can
+#: still finish by then, and answers 503 OVERLOADED when it cannot; the Python client and
+#: ``zapverify bench`` send it.
+DEADLINE_HEADER = "x-zapverify-deadline"

@@ -399,13 +399,15 @@ class MessageLimit(WireError, LimitExceeded):
 class RemoteError(ZapVerifyError):
     """The server answered with an error (JSON ``{"error": ...}`` or a ZAP error frame).
 
-    ``code``, ``status``, ``wire_code`` and ``field`` are the server's.
+    ``code``, ``status``, ``wire_code`` and ``field`` are the server's; ``retry_after`` the
+    seconds of its ``Retry-After`` header (an ``OVERLOADED`` 503 has one), None without.
     """
 
     def __init__(self, message: str, *, code: str, status: int, wire_code: int | None = None,
-                 field: str | None = None):
+                 field: str | None = None, retry_after: float | None = None):
         super().__init__(message, field=field, code=code)
         self.status = status
+        self.retry_after = retry_after
         if wire_code is not None:
             self.wire_code = wire_code
 

@@ -69,7 +69,11 @@ def zap_limits(settings: Settings) -> Limits:
 def admission(settings: Settings) -> Admission:
     """The process's admission control (docs/operations.md, "Load shedding")."""
     return Admission(settings.admission_max_items, settings.admission_max_bytes,
-                     settings.admission_retry_after_seconds, max_wait=settings.admission_max_wait_seconds,
+                     settings.admission_retry_after_seconds,
+                     default_deadline=settings.admission_default_deadline_seconds,
+                     max_deadline=settings.admission_max_deadline_seconds,
+                     pipeline=settings.admission_pipeline_seconds,
+                     max_queued=settings.admission_max_queued,
                      max_share=settings.admission_max_share)
 
 

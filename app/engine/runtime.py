@@ -198,6 +198,8 @@ class Runtime:
             stack.callback(self.close)
             self.store = await self._open_store_waiting() if settings.receipts else None
             if self.store is not None:
+                # Inclusion proofs keep their trees' levels, within this bound (proof_cache.py).
+                self.store.proofs.max_bytes = settings.receipt_proof_cache_bytes
                 stack.callback(self.store.close)
                 if observer is not None:
                     self.store.add_listener(observer)  # write latency (app/api/metrics.py)
@@ -207,7 +209,7 @@ class Runtime:
                 self.pruner.start()
                 stack.callback(self.pruner.stop)
             await self._start_engine()
-            # Admission's time bound learns each scheme's cost from the batches verified here.
+            # Admission's cost model learns each scheme's cost from the batches verified here.
             rates = cast(StatsListener, self.admission.rates)  # of batches only: Stats calls what it has
             self.stats.add_listener(rates)
             stack.callback(self.stats.remove_listener, rates)

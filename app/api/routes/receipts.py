@@ -16,14 +16,17 @@ functions, which FastAPI runs in its thread pool.
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
-from app.api.deps import StoreDep
+from app.api.admission import proof_ticket
+from app.api.deps import AdmissionDep, StoreDep
 from app.api.schemas import UUID_PATTERN, ErrorResponse
 from app.core.errors import ReceiptNotFound, ReceiptsDisabled
+from app.engine.admission import PROOFS
 from app.engine.receipts.store import MAX_PAGE, ReceiptStore, canonical_id
 
 _UUID_SCHEMA = {"format": "uuid"}
@@ -118,12 +121,21 @@ def get_receipt(store: StoreDep, receipt_id: ReceiptId) -> dict:
 
 @router.get("/{receipt_id}/proof/{index}", response_model=ProofOut,
             summary="Inclusion proof of one item (RFC 6962 §2.1.1)")
-def get_proof(store: StoreDep, receipt_id: ReceiptId,
+def get_proof(request: Request, store: StoreDep, admission: AdmissionDep, receipt_id: ReceiptId,
               index: Annotated[int, Path(description="the item's position in the batch; outside [0, count) "
                                                      "is a 404 LEAF_INDEX_OUT_OF_RANGE")]) -> dict:
     store = enabled(store)
     rid = canonical_id(receipt_id, "receipt_id")
-    receipt = store.get(rid)
-    if receipt is None:
-        raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
-    return receipt.proof(index).to_json()
+    # A proof read is charged like verify work (admitted at once; refused only at a bound).
+    ticket = proof_ticket(admission, request.scope)
+    t0 = time.perf_counter()
+    try:
+        ticket.add_items({PROOFS: 1})
+        # The tree's levels are kept (proof_cache.py): O(log n) per proof, not a rebuild.
+        proof = store.proofs.proof(rid, index, exists=lambda: store.exists(rid), load=lambda: store.get(rid))
+        if proof is None:
+            raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
+        admission.rates.observe(PROOFS, 1, time.perf_counter() - t0, marginal=False)
+        return proof.to_json()
+    finally:
+        ticket.release()

@@ -87,11 +87,17 @@ def root(leaves: Sequence[bytes] | np.ndarray, hasher: LeafHasher | None = None)
     if not level:
         return _sha256(b"").digest()
     while len(level) > 1:
-        nxt = [node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            nxt.append(level[-1])
-        level = nxt
+        level = next_level(level)
     return level[0]
+
+
+def next_level(level: Sequence[bytes]) -> list[bytes]:
+    """The level above ``level`` (nodes of 32 bytes): adjacent pairs hashed, an odd last node
+    carried up unchanged (RFC 6962 §2.1's tree, built bottom-up)."""
+    nxt = [node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+    if len(level) % 2:
+        nxt.append(level[-1])
+    return nxt
 
 
 def audit_path(leaves: Sequence[bytes] | np.ndarray, index: int) -> list[bytes]:
@@ -107,8 +113,5 @@ def audit_path(leaves: Sequence[bytes] | np.ndarray, index: int) -> list[bytes]:
         sibling = index ^ 1
         if sibling < len(level):
             path.append(level[sibling])
-        nxt = [node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            nxt.append(level[-1])
-        level, index = nxt, index // 2
+        level, index = next_level(level), index // 2
     return path

@@ -163,6 +163,9 @@ class PostgresStore(ReceiptStore):
     def schema_version(self) -> int:
         return int(self._one("SELECT max(version) FROM zapverify_schema_migrations")[0])
 
+    def exists(self, receipt_id: str) -> bool:
+        return self._one("SELECT 1 FROM receipts WHERE id = %s", (receipt_id,)) is not None
+
     # ------------------------------------------------------------------ health
     def _classify(self, exc: BaseException) -> Fault | None:
         pg = self._psycopg

@@ -277,6 +277,9 @@ class SqliteStore(ReceiptStore):
     def count(self) -> int:
         return int(self._read_one("SELECT count(*) FROM receipts"))
 
+    def exists(self, receipt_id: str) -> bool:
+        return self._read_one("SELECT 1 FROM receipts WHERE id = ?", (receipt_id,)) is not None
+
     def ping(self) -> None:
         self._read_one("SELECT 1")
 

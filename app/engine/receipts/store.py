@@ -42,6 +42,7 @@ from app.engine.commit.proofs import InclusionProof
 from app.engine.receipts.group_commit import GroupCommit
 from app.engine.receipts.health import Fault, StoreHealth
 from app.engine.receipts.ids import new_batch_id
+from app.engine.receipts.proof_cache import ProofCache
 
 log = logging.getLogger("zapverify.store")
 
@@ -173,12 +174,16 @@ class Receipt:
 
         Raises :class:`app.core.errors.LeafIndexOutOfRange` outside ``[0, count)``.
         """
-        if not 0 <= index < self.count:
-            raise LeafIndexOutOfRange(f"index {index} outside [0, {self.count}) of receipt {self.id}",
-                                      field="index")
+        self.check_index(index)
         path = merkle.audit_path(self.leaf_array(), index)
         return InclusionProof(self.id, index, self.count, self.leaf(index), path, self.merkle_root,
                               self.verdict(index))
+
+    def check_index(self, index: int) -> None:
+        """Raise :class:`app.core.errors.LeafIndexOutOfRange` outside ``[0, count)``."""
+        if not 0 <= index < self.count:
+            raise LeafIndexOutOfRange(f"index {index} outside [0, {self.count}) of receipt {self.id}",
+                                      field="index")
 
     def to_json(self) -> dict:
         """JSON form (without leaf hashes): root and bitmap as lowercase hex; with
@@ -290,6 +295,9 @@ class ReceiptStore(ABC):
         #: group asks the health gate first.
         self.group_commit = GroupCommit(self._insert, gate=self.health.gate)
         self._listeners: list[StoreListener] = []
+        #: The tree levels that make inclusion proofs O(log n) (proof_cache.py); its bound is
+        #: the settings' (app/main.py sets ``proofs.max_bytes``).
+        self.proofs = ProofCache()
 
     def add_listener(self, listener: StoreListener) -> None:
         """Tell ``listener`` of every write from now on (once, however often added)."""
@@ -340,6 +348,7 @@ class ReceiptStore(ABC):
         try:
             self.group_commit.write([receipt_row(r) for r in receipts])
             ok = True
+            self.proofs.written(receipts)
         finally:
             for listener in self._listeners:
                 try:
@@ -376,6 +385,11 @@ class ReceiptStore(ABC):
     def _insert_shadow(self, receipt_id: str, indices: list[int], found_us: int) -> None:
         """Insert rows (receipt_id, item_index, found_us) into :data:`SHADOW_TABLE` in one
         committed transaction, ignoring ones already there; raises :class:`StoreUnavailable`."""
+
+    @abstractmethod
+    def exists(self, receipt_id: str) -> bool:
+        """Whether the receipt with this canonical id is stored (an index lookup: none of its
+        row is read; the proof cache asks it before it proves a kept receipt)."""
 
     @abstractmethod
     def get(self, receipt_id: str, *, leaves: bool = True) -> Receipt | None:
