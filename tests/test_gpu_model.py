@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import runpy
+import shutil
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,16 @@ def test_bls_aggregate_counts_follow_the_shapes_launches():
     rlc, single = rows[-2]["counts"], rows[-1]["counts"]
     assert rlc[finals] == 1 / 8 and rlc[pairs] == 9 / 8 and single[finals] == 1 and single[pairs] == 2
     assert rlc[fp] < single[fp]
+
+
+@pytest.mark.skipif(hostbuild.compiler() is None or shutil.which("gprof") is None,
+                    reason="no C++ compiler or gprof")
+def test_bls_census_builds_and_counts_a_verify(tmp_path):
+    """The ``leaves`` method's own host build (g++ -pg, not hostbuild's) still compiles the
+    kernel source (it once lacked the fibers' headers, and scripts/gpu_model failed there)
+    and counts the Fp leaves of one verify."""
+    from app.engine.reference import kat
+
+    [item] = kat.sign_items("bls12-381", 1, seed=1, msg_len=32)
+    calls = bls12_381.census(tmp_path, "verify", item)
+    assert calls["fp_mul"] > 10_000 and calls["fp_sqr"] > 1000 and calls["sha256_block"] > 0
