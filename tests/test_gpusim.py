@@ -155,13 +155,69 @@ def test_the_run_passes_only_when_every_family_agrees_and_the_control_is_caught(
     assert not report.passed([check.Result("hash", "k", items=3, error="simulator failed")])
 
 
+def shipped_entries() -> set[str]:
+    """Every entry point scripts/ptxas's record lists, less the test-only bls12_381_parts.cu."""
+    lines = (ROOT / "bench" / "results" / "kernels_ptxas.txt").read_text().splitlines()
+    return {ln.split()[1] for ln in lines if ln.split() and ln.split()[0].endswith(".cu")
+            and ln.split()[0] != "bls12_381_parts.cu"}
+
+
+def sample_entries(sample: check.Sample) -> set[str]:
+    """The entry points a sample's families launch (by the registry, not by running them)."""
+    out: set[str] = set()
+    for fam in check.families(sample):
+        if fam == "hash":
+            out |= {e for e, _ in registry.HASH_KERNELS.values()}
+        elif fam == "merkle":
+            out |= {"zv_merkle_level", "zv_merkle_tail"}
+        elif fam == "bls12-381-aggregate":
+            out |= {*registry.BLS_AGGREGATE_ENTRIES, "zv_verify_bls12_381"}
+        else:
+            kernel = check.family_kernel(fam)[1]
+            assert kernel is not None, fam
+            out |= {kernel.entry, "zv_merkle_leaves"}  # a batch is committed on the device
+    return out
+
+
+def test_the_full_sample_runs_every_shipped_entry_point_and_ci_every_verify_family():
+    """The full sample launches every entry point the service ships (P-256 and the ML-DSA
+    block kernels included); CI's at least one of each verify family, both ML-DSA kernels, an
+    SHA-2 and a SHAKE SLH-DSA set, plus hash and Merkle."""
+    shipped = shipped_entries()
+    assert len(shipped) == 40 and "zv_verify_ml_dsa_block_65" in shipped and "zv_verify_p256" in shipped
+    assert sample_entries(check.FULL) == shipped
+    ci = check.families(check.CI)
+    for fam in ("hash", "merkle", "ed25519", "secp256k1", "p256", "bip340", "bls12-381"):
+        assert fam in ci
+    assert {f for f in ci if f.startswith("ml-dsa")} >= {"ml-dsa-44", "ml-dsa-44-block"}
+    assert any(f.startswith("slh-dsa-sha2") for f in ci) and any(f.startswith("slh-dsa-shake") for f in ci)
+    kas = check.scheme_sample("bls12-381", check.CI)
+    assert sorted(ka.expected for ka in kas) == [False, True]
+
+
+def test_a_variant_family_checks_its_own_kernel_on_its_schemes_items():
+    scheme, kernel = check.family_kernel("ml-dsa-65-block")
+    assert scheme == "ml-dsa-65" and kernel is not None and kernel.entry == "zv_verify_ml_dsa_block_65"
+    assert kernel.lanes == kernel.block
+    assert check.family_kernel("ml-dsa-65")[1] is registry.VERIFY_KERNELS["ml-dsa-65"]
+    assert "ml-dsa-65-block" in check.known_families()
+    assert check.family_kernel("nonsense") == ("nonsense", None)
+
+
+def test_the_record_names_the_entry_points_that_ran():
+    fams = [report.as_dict(check.Result("a", "k", items=1, entries=["zv_b", "zv_a"])),
+            report.as_dict(check.Result("control", "k", items=1, entries=["zv_control_only"])),
+            report.as_dict(check.Result("c", "k", items=1, entries=["zv_a", "zv_c"]))]
+    assert report.entries_run({"families": fams}) == ["zv_a", "zv_b", "zv_c"]
+
+
 def test_the_samples_reach_what_the_issue_asks():
-    """Ed25519, secp256k1 and BIP-340 of the full sample fill more than the two blocks' first
-    chunks (a second chunk) with a partial last warp; every ML-DSA and SLH-DSA set is in it."""
+    """Ed25519, secp256k1, P-256 and BIP-340 of the full sample fill more than the two blocks'
+    first chunks (a second chunk) with a partial last warp; every ML-DSA and SLH-DSA set is in it."""
     from app.engine.verify.grouping import group_items
 
     full = check.FULL
-    for scheme in ("ed25519", "secp256k1", "bip340"):
+    for scheme in ("ed25519", "secp256k1", "p256", "bip340"):
         kas = check.scheme_sample(scheme, full)
         largest = max(len(idx) for key, idx in group_items([ka.item for ka in kas]).items() if key is not None)
         # one batch, so it is one launch: past both blocks' first chunks, its last warp partial
