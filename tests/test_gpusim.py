@@ -271,3 +271,43 @@ def test_the_negative_control_is_caught_under_the_simulator(sim, tmp_path):
     assert not res.error, res.error
     assert report.control_ok(res)
     assert all(int(f.split()[1]) >= 32 for f in res.first)  # only past the first warp
+
+
+# ------------------------------------------------------------------ timing mode (no simulator needed)
+TIMING_LOG = """GPGPU-Sim uArch: CTA/core = 4, limited by: regs
+gpu_sim_cycle = 1000
+gpu_sim_insn = 64000
+gpu_tot_issued_cta = 4
+gpgpu_n_tot_w_icount = 2500
+Warp Occupancy Distribution:
+Stall:10\tW0_Idle:300\tW0_Scoreboard:1200\tW1:500\tW2:0\tW25:1000\tW32:1000
+"""
+
+
+def test_timing_statistics_are_read_from_the_simulators_log():
+    from scripts.lib.gpusim import timing
+
+    st = timing.parse_stats(TIMING_LOG)
+    assert (st["gpu_sim_cycle"], st["gpgpu_n_tot_w_icount"], st["cta_per_core"]) == (1000, 2500, 4)
+    assert st["issued_by_active_lanes"] == {1: 500, 2: 0, 25: 1000, 32: 1000}
+    t = timing.Timing("ml-dsa-65-block", "zv_verify_ml_dsa_block_65", items=4, blocks=4, block=128, registers=128,
+                      shared_bytes=21000, cycles=1000, warp_instructions=2500,
+                      issued_by_active_lanes=st["issued_by_active_lanes"], agreed=True)
+    assert t.single_lane_share() == 0.2
+    limits = timing.SmLimits(threads=1536, registers=65536, shared_bytes=102400, blocks=32, schedulers=4,
+                             clock_hz=1.132e9)
+    row = timing.row(t, limits, predicted_h200=132 * 1.98e9 / 500)  # the model: 500 cycles per verify per SM
+    assert row["cycles_per_verify"] == 250 and row["simulated_over_predicted"] == 2.0
+    assert row["issue_slot_use"] == 0.625 and row["simulated_carried_to_h200_verifies_per_s"] == round(132 * 1.98e9 / 250)
+    with pytest.raises(RuntimeError):
+        timing.parse_stats("GPGPU-Sim: functional mode only\n")
+
+
+def test_a_full_wave_is_the_sms_resident_blocks():
+    from scripts.lib.gpusim import timing
+
+    sm = timing.SmLimits(threads=1536, registers=65536, shared_bytes=102400, blocks=32, schedulers=4, clock_hz=1e9)
+    assert sm.resident_blocks(128, 168, 18560) == 3  # registers: 168 × 128 × 3 = 64,512
+    assert sm.resident_blocks(128, 128, 21000) == 4  # registers and shared memory both allow 4
+    assert sm.resident_blocks(32, 64, 0) == 32  # the block limit
+    assert sm.resident_blocks(128, 32, 0) == 12  # the thread limit
