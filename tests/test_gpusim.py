@@ -298,7 +298,8 @@ def test_timing_statistics_are_read_from_the_simulators_log():
                              clock_hz=1.132e9)
     row = timing.row(t, limits, predicted_h200=132 * 1.98e9 / 500)  # the model: 500 cycles per verify per SM
     assert row["cycles_per_verify"] == 250 and row["simulated_over_predicted"] == 2.0
-    assert row["issue_slot_use"] == 0.625 and row["simulated_carried_to_h200_verifies_per_s"] == round(132 * 1.98e9 / 250)
+    assert row["issue_slot_use"] == 0.625
+    assert row["simulated_carried_to_h200_verifies_per_s"] == round(132 * 1.98e9 / 250)
     with pytest.raises(RuntimeError):
         timing.parse_stats("GPGPU-Sim: functional mode only\n")
 
