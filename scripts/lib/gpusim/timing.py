@@ -277,7 +277,9 @@ def markdown(data: dict[str, Any]) -> str:
                   f"{r['simulated_verifies_per_s_per_sm']:,} | {pred} | {ratio} | "
                   f"{r['simulated_carried_to_h200_verifies_per_s']:,} | {h200} | "
                   f"{'all valid accepted' if r['agreed'] else 'WRONG'} |")
-    md += ["", "Scheduler cycles that issued nothing (summed over the SM's schedulers; GPGPU-Sim's \"Warp Occupancy "
+    md += ["", "Rows are kept across runs (`--timing FAMILIES` replaces those families' rows); each row's commit: "
+           + ", ".join(f"{r['family']} `{str(r.get('commit', '?'))[:12]}`" for r in data["rows"]) + ".",
+           "", "Scheduler cycles that issued nothing (summed over the SM's schedulers; GPGPU-Sim's \"Warp Occupancy "
            "Distribution\"): *stall* = the pipeline could not take an issued instruction, *idle* = no warp ready, "
            "*scoreboard* = every ready warp waiting on an operand.", "",
            "| kernel | cycles | stall | idle | scoreboard | resident blocks (simulator; limited by) | wall s |",
