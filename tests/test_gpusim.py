@@ -312,3 +312,61 @@ def test_a_full_wave_is_the_sms_resident_blocks():
     assert sm.resident_blocks(128, 128, 21000) == 4  # registers and shared memory both allow 4
     assert sm.resident_blocks(32, 64, 0) == 32  # the block limit
     assert sm.resident_blocks(128, 32, 0) == 12  # the thread limit
+
+
+# ------------------------------------------------------------------ failing fast
+@pytest.fixture()
+def cli(monkeypatch):
+    import runpy
+
+    # run_path returns a copy of the script's globals: patch the ones its functions read
+    ns = runpy.run_path(str(ROOT / "scripts" / "gpusim"), run_name="gpusim_cli")["setup"].__globals__
+    monkeypatch.setattr(build, "cuda_home", lambda: Path("/nonexistent-cuda"))
+    ns["warm_ptxinfo"] = lambda src, cuda, ptx: None
+    return ns
+
+
+def test_a_failed_simulator_build_ends_the_setup_without_waiting_for_the_module_builds(cli, monkeypatch):
+    import threading
+    import time
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow_ptx(source):  # a module build that would take the whole test's time
+        started.set()
+        release.wait(60)
+        return Path(f"{source.name}.ptx")
+
+    def failed_build(root):
+        started.wait(10)
+        raise build.SimBuildError("apt-get install failed")
+
+    cli["ptx_of"] = slow_ptx
+    monkeypatch.setattr(build, "ensure", failed_build)
+    t0 = time.perf_counter()
+    with pytest.raises(build.SimBuildError):
+        cli["setup"](["ed25519", "bls12-381"], False)
+    assert time.perf_counter() - t0 < 10
+    release.set()
+
+
+def test_a_family_waits_only_for_its_own_modules_and_a_failed_one_is_raised(cli):
+    import threading
+
+    from app.core.errors import KernelBuildError
+
+    release = threading.Event()
+
+    def ptx(source):
+        if source.name == "bls12_381":
+            release.wait(60)
+            raise KernelBuildError("NVRTC rejected bls12_381.cu")
+        return Path(f"{source.name}.ptx")
+
+    cli["ptx_of"] = ptx
+    modules = cli["ModuleBuilds"](["merkle", "ed25519", "bls12-381"]).start()
+    modules.wait(["ed25519"])  # ready while BLS12-381's build is still running
+    assert not modules.done["bls12_381"].is_set()
+    release.set()
+    with pytest.raises(KernelBuildError):
+        modules.wait(["bls12-381"])
