@@ -116,8 +116,8 @@ def second_opinion(text: str, results: Path = RESULTS) -> list[str]:
         ratio = "—" if r.get("simulated_over_predicted") is None else f"{r['simulated_over_predicted']:.2f}"
         lines.append(f"- `{r['entry']}`: SIMULATED {r['cycles_per_verify']:,.0f} cycles per verify per SM "
                      f"({r['simulated_verifies_per_s_per_sm']:,}/s per SM; carried to an H200 by SMs and clock "
-                     f"{r['simulated_carried_to_h200_verifies_per_s'] / 1e6:.2f} M/s), simulated ÷ predicted "
-                     f"{ratio}; single-lane share {r['single_lane_share']:.1%}, issue-slot use "
+                     f"{r['simulated_carried_to_h200_verifies_per_s'] / 1e6:.2f} M/s), simulated ÷ the prediction "
+                     f"of its run {ratio}; single-lane share {r['single_lane_share']:.1%}, issue-slot use "
                      f"{r['issue_slot_use']:.1%} (commit `{r.get('commit', '?')[:12]}`)")
     return lines
 
