@@ -37,8 +37,10 @@ HARNESS = HERE / "harness.cu"
 PTXAS_CACHED = HERE / "ptxas_cached"
 #: PTX target the modules are built for (what the service ships as PTX: prebuilt.targets()).
 PTX_TARGET = "compute_90"
-#: Seconds one simulator process may run before it counts as hung.
+#: Seconds one simulator process may run before it counts as hung (functional mode; a timing
+#: run of a full wave is one process of up to hours: TIMING_RUN_TIMEOUT).
 RUN_TIMEOUT = 1800.0
+TIMING_RUN_TIMEOUT = 4 * 3600.0
 
 _ENTRY = re.compile(rb"^\.visible \.entry (\w+)\(", re.M)
 
@@ -97,6 +99,7 @@ class SimDevice:
         self.modules = dict(modules or {})
         self.keep_logs = keep_logs
         self.timing = timing
+        self.run_timeout = RUN_TIMEOUT if timing is None else TIMING_RUN_TIMEOUT
         self.last_log = ""  # the last simulator process's stdout and stderr
         self.stats = RunStats()
         self._bufs: list[Buffer] = []
@@ -187,9 +190,9 @@ class SimDevice:
                 proc = subprocess.run(
                     ["bash", "-c", f'source "{self.sim.home}/env.sh" && export CUDA_INSTALL_PATH="{tk}"'
                      f' PTXAS_CUDA_INSTALL_PATH="{tk}" && exec "{harness}" program.bin output.bin'],
-                    cwd=work, env=run_env(self.sim, module), capture_output=True, text=True, timeout=RUN_TIMEOUT)
+                    cwd=work, env=run_env(self.sim, module), capture_output=True, text=True, timeout=self.run_timeout)
             except subprocess.TimeoutExpired as exc:
-                raise KernelLaunchError(f"the simulator ran past {RUN_TIMEOUT:.0f} s on {module.name}") from exc
+                raise KernelLaunchError(f"the simulator ran past {self.run_timeout:.0f} s on {module.name}") from exc
             wall = time.perf_counter() - t0
             log = proc.stdout + proc.stderr
             self.last_log = log
