@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import runpy
+import shutil
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,30 @@ def test_bls_aggregate_counts_follow_the_shapes_launches():
     rlc, single = rows[-2]["counts"], rows[-1]["counts"]
     assert rlc[finals] == 1 / 8 and rlc[pairs] == 9 / 8 and single[finals] == 1 and single[pairs] == 2
     assert rlc[fp] < single[fp]
+
+
+@pytest.mark.skipif(hostbuild.compiler() is None or shutil.which("gprof") is None,
+                    reason="no C++ compiler or gprof")
+def test_bls_census_builds_and_counts_a_verify(tmp_path):
+    """The ``leaves`` method's own host build (g++ -pg, not hostbuild's) still compiles the
+    kernel source (it once lacked the fibers' headers, and scripts/gpu_model failed there)
+    and counts the Fp leaves of one verify."""
+    from app.engine.reference import kat
+
+    [item] = kat.sign_items("bls12-381", 1, seed=1, msg_len=32)
+    calls = bls12_381.census(tmp_path, "verify", item)
+    assert calls["fp_mul"] > 10_000 and calls["fp_sqr"] > 1000 and calls["sha256_block"] > 0
+
+
+def test_a_prediction_carries_the_simulators_second_opinion_for_the_kernels_it_names(tmp_path):
+    rows = [{"family": "ml-dsa-65-block", "entry": "zv_verify_ml_dsa_block_65", "cycles_per_verify": 286653.0,
+             "simulated_verifies_per_s_per_sm": 3949, "simulated_carried_to_h200_verifies_per_s": 911765,
+             "simulated_over_predicted": 0.309, "single_lane_share": 0.079, "issue_slot_use": 0.14, "commit": "abc"},
+            {"family": "ed25519", "entry": "zv_verify_ed25519", "error": "not run"}]
+    (tmp_path / "gpusim_timing.json").write_text(json.dumps({"rows": rows}))
+    lines = gpu_model.second_opinion("| ml-dsa-65 | block | 2,948,751 |", tmp_path)
+    assert any("SIMULATED" in ln for ln in lines)
+    assert sum("zv_verify_ml_dsa_block_65" in ln and "0.31" in ln for ln in lines) == 1
+    assert not any("ed25519" in ln for ln in lines)  # a row with an error is not an opinion
+    assert gpu_model.second_opinion("| ed25519 |", tmp_path) == []
+    assert gpu_model.second_opinion("anything", tmp_path / "absent") == []

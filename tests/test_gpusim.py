@@ -155,13 +155,69 @@ def test_the_run_passes_only_when_every_family_agrees_and_the_control_is_caught(
     assert not report.passed([check.Result("hash", "k", items=3, error="simulator failed")])
 
 
+def shipped_entries() -> set[str]:
+    """Every entry point scripts/ptxas's record lists, less the test-only bls12_381_parts.cu."""
+    lines = (ROOT / "bench" / "results" / "kernels_ptxas.txt").read_text().splitlines()
+    return {ln.split()[1] for ln in lines if ln.split() and ln.split()[0].endswith(".cu")
+            and ln.split()[0] != "bls12_381_parts.cu"}
+
+
+def sample_entries(sample: check.Sample) -> set[str]:
+    """The entry points a sample's families launch (by the registry, not by running them)."""
+    out: set[str] = set()
+    for fam in check.families(sample):
+        if fam == "hash":
+            out |= {e for e, _ in registry.HASH_KERNELS.values()}
+        elif fam == "merkle":
+            out |= {"zv_merkle_level", "zv_merkle_tail"}
+        elif fam == "bls12-381-aggregate":
+            out |= {*registry.BLS_AGGREGATE_ENTRIES, "zv_verify_bls12_381"}
+        else:
+            kernel = check.family_kernel(fam)[1]
+            assert kernel is not None, fam
+            out |= {kernel.entry, "zv_merkle_leaves"}  # a batch is committed on the device
+    return out
+
+
+def test_the_full_sample_runs_every_shipped_entry_point_and_ci_every_verify_family():
+    """The full sample launches every entry point the service ships (P-256 and the ML-DSA
+    block kernels included); CI's at least one of each verify family, both ML-DSA kernels, an
+    SHA-2 and a SHAKE SLH-DSA set, plus hash and Merkle."""
+    shipped = shipped_entries()
+    assert len(shipped) == 40 and "zv_verify_ml_dsa_block_65" in shipped and "zv_verify_p256" in shipped
+    assert sample_entries(check.FULL) == shipped
+    ci = check.families(check.CI)
+    for fam in ("hash", "merkle", "ed25519", "secp256k1", "p256", "bip340", "bls12-381"):
+        assert fam in ci
+    assert {f for f in ci if f.startswith("ml-dsa")} >= {"ml-dsa-44", "ml-dsa-44-block"}
+    assert any(f.startswith("slh-dsa-sha2") for f in ci) and any(f.startswith("slh-dsa-shake") for f in ci)
+    kas = check.scheme_sample("bls12-381", check.CI)
+    assert sorted(ka.expected for ka in kas) == [False, True]
+
+
+def test_a_variant_family_checks_its_own_kernel_on_its_schemes_items():
+    scheme, kernel = check.family_kernel("ml-dsa-65-block")
+    assert scheme == "ml-dsa-65" and kernel is not None and kernel.entry == "zv_verify_ml_dsa_block_65"
+    assert kernel.lanes == kernel.block
+    assert check.family_kernel("ml-dsa-65")[1] is registry.VERIFY_KERNELS["ml-dsa-65"]
+    assert "ml-dsa-65-block" in check.known_families()
+    assert check.family_kernel("nonsense") == ("nonsense", None)
+
+
+def test_the_record_names_the_entry_points_that_ran():
+    fams = [report.as_dict(check.Result("a", "k", items=1, entries=["zv_b", "zv_a"])),
+            report.as_dict(check.Result("control", "k", items=1, entries=["zv_control_only"])),
+            report.as_dict(check.Result("c", "k", items=1, entries=["zv_a", "zv_c"]))]
+    assert report.entries_run({"families": fams}) == ["zv_a", "zv_b", "zv_c"]
+
+
 def test_the_samples_reach_what_the_issue_asks():
-    """Ed25519, secp256k1 and BIP-340 of the full sample fill more than the two blocks' first
-    chunks (a second chunk) with a partial last warp; every ML-DSA and SLH-DSA set is in it."""
+    """Ed25519, secp256k1, P-256 and BIP-340 of the full sample fill more than the two blocks'
+    first chunks (a second chunk) with a partial last warp; every ML-DSA and SLH-DSA set is in it."""
     from app.engine.verify.grouping import group_items
 
     full = check.FULL
-    for scheme in ("ed25519", "secp256k1", "bip340"):
+    for scheme in ("ed25519", "secp256k1", "p256", "bip340"):
         kas = check.scheme_sample(scheme, full)
         largest = max(len(idx) for key, idx in group_items([ka.item for ka in kas]).items() if key is not None)
         # one batch, so it is one launch: past both blocks' first chunks, its last warp partial
@@ -215,3 +271,102 @@ def test_the_negative_control_is_caught_under_the_simulator(sim, tmp_path):
     assert not res.error, res.error
     assert report.control_ok(res)
     assert all(int(f.split()[1]) >= 32 for f in res.first)  # only past the first warp
+
+
+# ------------------------------------------------------------------ timing mode (no simulator needed)
+TIMING_LOG = """GPGPU-Sim uArch: CTA/core = 4, limited by: regs
+gpu_sim_cycle = 1000
+gpu_sim_insn = 64000
+gpu_tot_issued_cta = 4
+gpgpu_n_tot_w_icount = 2500
+Warp Occupancy Distribution:
+Stall:10\tW0_Idle:300\tW0_Scoreboard:1200\tW1:500\tW2:0\tW25:1000\tW32:1000
+"""
+
+
+def test_timing_statistics_are_read_from_the_simulators_log():
+    from scripts.lib.gpusim import timing
+
+    st = timing.parse_stats(TIMING_LOG)
+    assert (st["gpu_sim_cycle"], st["gpgpu_n_tot_w_icount"], st["cta_per_core"]) == (1000, 2500, 4)
+    assert st["issued_by_active_lanes"] == {1: 500, 2: 0, 25: 1000, 32: 1000}
+    t = timing.Timing("ml-dsa-65-block", "zv_verify_ml_dsa_block_65", items=4, blocks=4, block=128, registers=128,
+                      shared_bytes=21000, cycles=1000, warp_instructions=2500,
+                      issued_by_active_lanes=st["issued_by_active_lanes"], agreed=True)
+    assert t.single_lane_share() == 0.2
+    limits = timing.SmLimits(threads=1536, registers=65536, shared_bytes=102400, blocks=32, schedulers=4,
+                             clock_hz=1.132e9)
+    row = timing.row(t, limits, predicted_h200=132 * 1.98e9 / 500)  # the model: 500 cycles per verify per SM
+    assert row["cycles_per_verify"] == 250 and row["simulated_over_predicted"] == 2.0
+    assert row["issue_slot_use"] == 0.625
+    assert row["simulated_carried_to_h200_verifies_per_s"] == round(132 * 1.98e9 / 250)
+    with pytest.raises(RuntimeError):
+        timing.parse_stats("GPGPU-Sim: functional mode only\n")
+
+
+def test_a_full_wave_is_the_sms_resident_blocks():
+    from scripts.lib.gpusim import timing
+
+    sm = timing.SmLimits(threads=1536, registers=65536, shared_bytes=102400, blocks=32, schedulers=4, clock_hz=1e9)
+    assert sm.resident_blocks(128, 168, 18560) == 3  # registers: 168 × 128 × 3 = 64,512
+    assert sm.resident_blocks(128, 128, 21000) == 4  # registers and shared memory both allow 4
+    assert sm.resident_blocks(32, 64, 0) == 32  # the block limit
+    assert sm.resident_blocks(128, 32, 0) == 12  # the thread limit
+
+
+# ------------------------------------------------------------------ failing fast
+@pytest.fixture()
+def cli(monkeypatch):
+    import runpy
+
+    # run_path returns a copy of the script's globals: patch the ones its functions read
+    ns = runpy.run_path(str(ROOT / "scripts" / "gpusim"), run_name="gpusim_cli")["setup"].__globals__
+    monkeypatch.setattr(build, "cuda_home", lambda: Path("/nonexistent-cuda"))
+    ns["warm_ptxinfo"] = lambda src, cuda, ptx: None
+    return ns
+
+
+def test_a_failed_simulator_build_ends_the_setup_without_waiting_for_the_module_builds(cli, monkeypatch):
+    import threading
+    import time
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow_ptx(source):  # a module build that would take the whole test's time
+        started.set()
+        release.wait(60)
+        return Path(f"{source.name}.ptx")
+
+    def failed_build(root):
+        started.wait(10)
+        raise build.SimBuildError("apt-get install failed")
+
+    cli["ptx_of"] = slow_ptx
+    monkeypatch.setattr(build, "ensure", failed_build)
+    t0 = time.perf_counter()
+    with pytest.raises(build.SimBuildError):
+        cli["setup"](["ed25519", "bls12-381"], False)
+    assert time.perf_counter() - t0 < 10
+    release.set()
+
+
+def test_a_family_waits_only_for_its_own_modules_and_a_failed_one_is_raised(cli):
+    import threading
+
+    from app.core.errors import KernelBuildError
+
+    release = threading.Event()
+
+    def ptx(source):
+        if source.name == "bls12_381":
+            release.wait(60)
+            raise KernelBuildError("NVRTC rejected bls12_381.cu")
+        return Path(f"{source.name}.ptx")
+
+    cli["ptx_of"] = ptx
+    modules = cli["ModuleBuilds"](["merkle", "ed25519", "bls12-381"]).start()
+    modules.wait(["ed25519"])  # ready while BLS12-381's build is still running
+    assert not modules.done["bls12_381"].is_set()
+    release.set()
+    with pytest.raises(KernelBuildError):
+        modules.wait(["bls12-381"])

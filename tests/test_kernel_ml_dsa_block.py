@@ -131,6 +131,26 @@ def test_a_deleted_barrier_gives_wrong_verdicts(tmp_path, items, before):
     assert kernel_verdicts(broken, items, "block") != want
 
 
+#: The block sponge's two barriers per round (keccak.cuh, "one sponge per block"), by the
+#: text just before them: after θ's D, after the χ lanes.
+SPONGE_BARRIERS = ("s->d[t] = cl ^ zv_rotl64(cr, 1);\n        }", "s->a[(round + 1) & 1][t] = out;\n        }")
+
+
+@pytest.mark.parametrize("before", SPONGE_BARRIERS, ids=("theta", "chi"))
+def test_a_deleted_barrier_of_the_block_sponge_gives_wrong_verdicts(tmp_path, items, before):
+    """tr, μ and c̃′ are hashed by 25 fibers together: a round step without its barrier
+    reads lanes the others have not written, and valid signatures fail."""
+    src = (hostbuild.KERNEL_DIR / "hashes" / "keccak.cuh").read_text()
+    at = src.index(before) + len(before)
+    assert src[at:].lstrip().startswith("ZV_SYNC();")
+    at = src.index("ZV_SYNC();", at)
+    (tmp_path / "hashes").mkdir()
+    (tmp_path / "hashes" / "keccak.cuh").write_text(src[:at] + "/* barrier deleted */" + src[at + len("ZV_SYNC();"):])
+    broken = hostbuild.load_code((SCHEMES_DIR / "ml_dsa.cu").read_text(), "ml_dsa_sponge_nosync", [tmp_path])
+    assert kernel_verdicts(broken, items, "block") != openssl_verdicts(items)
+    assert kernel_verdicts(broken, items, "thread") == openssl_verdicts(items)  # one thread needs no barrier
+
+
 # ------------------------------------------------------------------ choosing a kernel
 def test_the_registry_has_both_kernels_per_parameter_set():
     for level in (44, 65, 87):

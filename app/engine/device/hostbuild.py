@@ -36,9 +36,10 @@ KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 #: -U_FORTIFY_SOURCE: where the compiler fortifies by default (Ubuntu's gcc), glibc's checked
 #: _longjmp refuses a jump to another stack ("longjmp causes uninitialized stack frame"),
 #: and switching stacks is what the fibers do.
+#: Every host build of kernel sources needs them (scripts/gpu_model's census builds too).
+HOST_HEADERS = ["-U_FORTIFY_SOURCE", "-include", "ucontext.h", "-include", "setjmp.h", "-include", "stdlib.h"]
 CXXFLAGS = ["-x", "c++", "-std=c++17", "-O2", "-shared", "-fPIC", "-fno-strict-aliasing",
-            "-Wall", "-Wno-unused-function", "-U_FORTIFY_SOURCE", "-include", "ucontext.h",
-            "-include", "setjmp.h", "-include", "stdlib.h"]
+            "-Wall", "-Wno-unused-function", *HOST_HEADERS]
 
 _lock = threading.Lock()
 _loaded: dict[Path, ctypes.CDLL] = {}

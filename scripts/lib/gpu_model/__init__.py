@@ -96,6 +96,32 @@ def build_unit(work: Path, unit: str) -> tuple[Path, str, float]:
     return cached_build(work, unit, lambda cubin: kernels.compile_unit(kernels.source(unit), cubin=cubin))
 
 
+def second_opinion(text: str, results: Path = RESULTS) -> list[str]:
+    """Lines naming GPGPU-Sim's SIMULATED timing (bench/results/gpusim_timing.json, written by
+    ``scripts/gpusim --timing``) of every kernel whose entry point or scheme ``text`` names:
+    a prediction is shown beside what the simulator made of the same kernel."""
+    try:
+        rows = json.loads((results / "gpusim_timing.json").read_text())["rows"]
+    except (OSError, ValueError, KeyError):
+        return []
+    mine = [r for r in rows
+            if not r.get("error") and (r["entry"] in text or r["family"].removesuffix("-block") in text)]
+    if not mine:
+        return []
+    lines = ["", "## Second opinion: SIMULATED (GPGPU-Sim timing mode)", "",
+             "GPGPU-Sim's timing mode on one SM of its newest configuration (an Ampere SM at 1,132 MHz; it models "
+             "PTX, not SASS: a direction and the size of a gap, not a measurement), one full wave, from "
+             "`bench/results/gpusim_timing.md`; the prediction here scaled to that SM and clock:", ""]
+    for r in mine:
+        ratio = "—" if r.get("simulated_over_predicted") is None else f"{r['simulated_over_predicted']:.2f}"
+        lines.append(f"- `{r['entry']}`: SIMULATED {r['cycles_per_verify']:,.0f} cycles per verify per SM "
+                     f"({r['simulated_verifies_per_s_per_sm']:,}/s per SM; carried to an H200 by SMs and clock "
+                     f"{r['simulated_carried_to_h200_verifies_per_s'] / 1e6:.2f} M/s), simulated ÷ the prediction "
+                     f"of its run {ratio}; single-lane share {r['single_lane_share']:.1%}, issue-slot use "
+                     f"{r['issue_slot_use']:.1%} (commit `{r.get('commit', '?')[:12]}`)")
+    return lines
+
+
 def write(out: Path, name: str, markdown: list[str], data: dict | None, prov: dict, method: str) -> None:
     """``out/<name>.md`` (title, the PREDICTION provenance line naming ``method``, then
     ``markdown``'s remaining lines) and, when ``data`` is given, ``out/<name>.json`` with
@@ -105,7 +131,7 @@ def write(out: Path, name: str, markdown: list[str], data: dict | None, prov: di
         raise ValueError(f"a prediction's title must say so: {title!r}")
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.md").write_text("\n".join([title, "", provenance.markdown_line(prov, "PREDICTION", method),
-                                               *body]) + "\n")
+                                               *body, *second_opinion("\n".join(body))]) + "\n")
     if data is not None:
         (out / f"{name}.json").write_text(json.dumps({"provenance": prov, "kind": "PREDICTION", "method": method,
                                                       **data}, indent=1, default=str) + "\n")

@@ -34,7 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 from app.engine.device import ptxas
-from app.engine.device.hostbuild import sources_digest
+from app.engine.device.hostbuild import HOST_HEADERS, sources_digest
 from app.engine.reference import kat
 from scripts.lib import kernels
 from scripts.lib.gpu_model import H200, build_unit, cached_build, write
@@ -129,14 +129,22 @@ def leaf_costs(work: Path) -> dict[str, Counter]:
     return out
 
 
-def census(work: Path, mode: str, item) -> Counter:
-    """Calls of each leaf in one run of ``mode`` on the host (-pg -fno-inline build)."""
+def census_program(work: Path) -> Path:
+    """The census program (bls12_381.cuh and :data:`CENSUS_MAIN`, built for the host with
+    ``g++ -pg -fno-inline``), built into ``work`` unless there.  Raises CalledProcessError
+    (its ``stderr`` the compiler's) when the kernel source no longer builds for the host."""
     exe = work / "bls_census"
     if not exe.exists():
         (work / "bls_census.cu").write_text(kernels.includes("bls12_381.cuh") + CENSUS_MAIN)
         subprocess.run(["g++", "-x", "c++", "-std=c++17", "-O1", "-pg", "-fno-inline", "-fno-strict-aliasing",
-                        *(f"-I{d}" for d in kernels.include_dirs()), "-o", str(exe), str(work / "bls_census.cu")],
-                       check=True, capture_output=True)
+                        *HOST_HEADERS, *(f"-I{d}" for d in kernels.include_dirs()), "-o", str(exe),
+                        str(work / "bls_census.cu")], check=True, capture_output=True)
+    return exe
+
+
+def census(work: Path, mode: str, item) -> Counter:
+    """Calls of each leaf in one run of ``mode`` on the host (-pg -fno-inline build)."""
+    exe = census_program(work)
     subprocess.run([str(exe), mode, item.public_key.hex(), item.signature.hex(), item.message.hex()], cwd=work,
                    check=(mode != "verify"), capture_output=True)
     flat = subprocess.run(["gprof", "-b", "-p", str(exe), str(work / "gmon.out")], capture_output=True, text=True,

@@ -43,34 +43,58 @@ class Sample:
     max_grid: int = 2
     #: Families beyond the schemes' verify kernels (:data:`EXTRA_FAMILIES`).
     extra: tuple[str, ...] = ()
+    #: Schemes checked on one valid and one mutated known answer only (the slowest to simulate).
+    one_pair: tuple[str, ...] = ()
 
 
 _ALL_SLH = tuple(s for s in SCHEMES if s.startswith("slh-dsa-"))
 
-#: Every scheme with a device kernel, the issue's sizes: Ed25519, secp256k1 and BIP-340 past one
-#: block's chunk with the grid capped at two blocks (so both blocks run, one of them a
-#: second chunk, and the last warp is partial), every ML-DSA and SLH-DSA set.
+
+def variant_families() -> dict[str, tuple[str, registry.VerifyKernel]]:
+    """A family per verify kernel that is not its scheme's default (registry.VERIFY_VARIANTS):
+    ``<scheme>-<variant>`` (``ml-dsa-65-block``) -> (scheme id, kernel)."""
+    return {f"{sid}-{name}": (sid, k) for sid, variants in registry.VERIFY_VARIANTS.items()
+            for name, k in variants.items() if k is not registry.VERIFY_KERNELS.get(sid) and k.source.exists()}
+
+
+def family_kernel(family: str) -> tuple[str, registry.VerifyKernel | None]:
+    """The scheme id and verify kernel a scheme family checks: a scheme's default kernel, or
+    a variant's (:func:`variant_families`); (family, None) when it has none."""
+    if family in (variants := variant_families()):
+        return variants[family]
+    return family, registry.verify_kernel(SCHEMES[family]) if family in SCHEMES else None
+
+
+_ML_DSA = tuple(f"ml-dsa-{level}{kind}" for kind in ("", "-block") for level in (44, 65, 87))
+
+#: Every shipped entry point (scripts/ptxas's record less the test-only bls12_381_parts.cu):
+#: Ed25519, secp256k1, P-256 and BIP-340 past one block's chunk with the grid capped at two
+#: blocks (so both blocks run, one of them a second chunk, and the last warp is partial),
+#: every ML-DSA set under both kernels, every SLH-DSA set, BLS12-381 and its aggregate and
+#: RLC kernels.
 FULL = Sample(
     "full",
-    generated={"ed25519": (140, 140), "secp256k1": (140, 140), "bip340": (140, 140)},
-    schemes=("ed25519", "secp256k1", "bip340", "ml-dsa-44", "ml-dsa-65", "ml-dsa-87", *_ALL_SLH, "bls12-381"),
+    generated={"ed25519": (140, 140), "secp256k1": (140, 140), "p256": (140, 140), "bip340": (140, 140)},
+    schemes=("ed25519", "secp256k1", "p256", "bip340", *_ML_DSA, *_ALL_SLH, "bls12-381"),
     trees=((1, ops.TAIL_MAX), (2, ops.TAIL_MAX), (3, ops.TAIL_MAX), (1023, ops.TAIL_MAX), (1024, ops.TAIL_MAX),
            (1023, 64), (1024, 64)),
     hash_messages=300,
     extra=("bls12-381-aggregate",),
 )
-#: What CI runs (.ci/run, under ten minutes on two cores with a cold cache): the shipped
-#: known answers of one set per family but BLS12-381 plus two warps of Ed25519 (the last
-#: partial), trees that take the tail alone and the levels then the tail, hash messages over
-#: two blocks.  BLS12-381 and its aggregate shapes are left to the full sample: its PTX alone
-#: costs about three minutes of NVRTC and ptxas on a cold cache, and a verify 50 s under the
-#: simulator.
+#: What CI runs (.ci/run): an entry point of every verify family — the shipped known answers of
+#: Ed25519 (plus two warps of generated items, the last partial), secp256k1, P-256, BIP-340,
+#: ML-DSA-44 under both kernels and SLH-DSA-SHA2-128f; one valid and one mutated known answer
+#: of SLH-DSA-SHAKE-128f and BLS12-381 (a BLS verify takes ~50 s under the simulator, a
+#: SHAKE-128f one ~20 s) — plus trees that take the tail alone and the levels then the tail,
+#: and hash messages over two blocks.  The BLS aggregate shapes are left to the full sample.
 CI = Sample(
     "ci",
     generated={"ed25519": (30, 29)},
-    schemes=("ed25519", "secp256k1", "ml-dsa-44", "slh-dsa-sha2-128f"),
+    schemes=("ed25519", "secp256k1", "p256", "bip340", "ml-dsa-44", "ml-dsa-44-block", "slh-dsa-sha2-128f",
+             "slh-dsa-shake-128f", "bls12-381"),
     trees=((1, ops.TAIL_MAX), (3, ops.TAIL_MAX), (1024, ops.TAIL_MAX), (1023, 64)),
     hash_messages=260,
+    one_pair=("slh-dsa-shake-128f", "bls12-381"),
 )
 SAMPLES = {s.name: s for s in (CI, FULL)}
 
@@ -90,6 +114,8 @@ class Result:
     wall_s: float = 0.0
     kernel_s: float = 0.0
     error: str = ""
+    #: The entry points the simulator ran for it, in first-launch order.
+    entries: list[str] = field(default_factory=list)
 
     def disagree(self, what: str) -> None:
         self.disagreements += 1
@@ -103,6 +129,7 @@ class Result:
 
 def _measured(result: Result, dev: SimDevice, t0: float) -> Result:
     result.processes = dev.stats.processes
+    result.entries = list(dict.fromkeys(entry for _, entry, _ in dev.stats.launches))
     result.kernel_s = dev.stats.kernel_s
     result.wall_s = time.perf_counter() - t0
     return result
@@ -152,11 +179,14 @@ def check_merkle(make: Callable[[], SimDevice], sample: Sample) -> Result:
 
 
 def scheme_sample(scheme: str, sample: Sample) -> list[kat.KnownAnswer]:
-    """The shipped known answers of ``scheme`` and the sample's generated ones (seeded): valid
+    """The shipped known answers of ``scheme`` (the first valid and the first mutated one only
+    where the sample's ``one_pair`` names it) and the sample's generated ones (seeded): valid
     items under one key in one form (so they make one batch, which is what reaches a block's
     second chunk; the known answers carry the other key forms and options) and one-bit
     mutations of them (:func:`kat.mutate`)."""
     kas = list(kat.known_answers()[scheme])
+    if scheme in sample.one_pair:
+        kas = [next(ka for ka in kas if ka.expected), next(ka for ka in kas if not ka.expected)]
     valid, mutated = sample.generated.get(scheme, (0, 0))
     if valid:
         items = kat.sign_items(scheme, valid, seed=35)
@@ -167,13 +197,14 @@ def scheme_sample(scheme: str, sample: Sample) -> list[kat.KnownAnswer]:
     return kas
 
 
-def check_scheme(make: Callable[[], SimDevice], sample: Sample, scheme: str) -> Result:
-    """``scheme``'s sample through :func:`ops.verify_and_commit` (its verify kernel, then the
-    leaves and root on the device, as the CUDA backend commits a batch), one batch per group
-    of items that share a batch (grouping.py); verdicts against the CPU reference and the
-    known answers, leaves and root against merkle.py."""
-    kernel = registry.verify_kernel(SCHEMES[scheme])
-    res = Result(scheme, "—" if kernel is None else f"{kernel.source.name}.cu: {kernel.entry}")
+def check_scheme(make: Callable[[], SimDevice], sample: Sample, family: str) -> Result:
+    """A scheme family's sample (:func:`family_kernel`: a scheme's default kernel or a variant)
+    through :func:`ops.verify_and_commit` (its verify kernel, then the leaves and root on the
+    device, as the CUDA backend commits a batch), one batch per group of items that share a
+    batch (grouping.py); verdicts against the CPU reference and the known answers, leaves and
+    root against merkle.py."""
+    scheme, kernel = family_kernel(family)
+    res = Result(family, "—" if kernel is None else f"{kernel.source.name}.cu: {kernel.entry}")
     if kernel is None:
         res.error = "no device kernel"
         return res
@@ -286,7 +317,7 @@ def known_families() -> list[str]:
     """Every family ``scripts/gpusim --families`` takes: the hash and Merkle kernels, each
     scheme with a device kernel, the extra families and the negative control."""
     return ["hash", "merkle", *(s for s in SCHEMES if registry.verify_kernel(SCHEMES[s]) is not None),
-            *EXTRA_FAMILIES, "control"]
+            *variant_families(), *EXTRA_FAMILIES, "control"]
 
 
 def run_family(family: str, sample: Sample, make: Callable[[], SimDevice]) -> Result:

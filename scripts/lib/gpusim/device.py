@@ -37,8 +37,10 @@ HARNESS = HERE / "harness.cu"
 PTXAS_CACHED = HERE / "ptxas_cached"
 #: PTX target the modules are built for (what the service ships as PTX: prebuilt.targets()).
 PTX_TARGET = "compute_90"
-#: Seconds one simulator process may run before it counts as hung.
+#: Seconds one simulator process may run before it counts as hung (functional mode; a timing
+#: run of a full wave is one process of up to hours: TIMING_RUN_TIMEOUT).
 RUN_TIMEOUT = 1800.0
+TIMING_RUN_TIMEOUT = 4 * 3600.0
 
 _ENTRY = re.compile(rb"^\.visible \.entry (\w+)\(", re.M)
 
@@ -91,11 +93,14 @@ class SimDevice:
     name = "gpusim"
 
     def __init__(self, sim: Simulator, *, max_grid: int = 2, modules: dict[str, Path] | None = None,
-                 keep_logs: Path | None = None):
+                 keep_logs: Path | None = None, timing: TimingConfig | None = None):
         self.sim = sim
         self.max_grid = max_grid
         self.modules = dict(modules or {})
         self.keep_logs = keep_logs
+        self.timing = timing
+        self.run_timeout = RUN_TIMEOUT if timing is None else TIMING_RUN_TIMEOUT
+        self.last_log = ""  # the last simulator process's stdout and stderr
         self.stats = RunStats()
         self._bufs: list[Buffer] = []
         self._pending: list[Launch] = []
@@ -177,7 +182,7 @@ class SimDevice:
         program, used = self._program(entries, launches)
         with tempfile.TemporaryDirectory(prefix="zvsim-") as tmp:
             work = Path(tmp)
-            prepare_run_dir(self.sim, work)
+            prepare_run_dir(self.sim, work, self.timing)
             (work / "program.bin").write_bytes(program)
             t0 = time.perf_counter()
             try:
@@ -185,11 +190,12 @@ class SimDevice:
                 proc = subprocess.run(
                     ["bash", "-c", f'source "{self.sim.home}/env.sh" && export CUDA_INSTALL_PATH="{tk}"'
                      f' PTXAS_CUDA_INSTALL_PATH="{tk}" && exec "{harness}" program.bin output.bin'],
-                    cwd=work, env=run_env(self.sim, module), capture_output=True, text=True, timeout=RUN_TIMEOUT)
+                    cwd=work, env=run_env(self.sim, module), capture_output=True, text=True, timeout=self.run_timeout)
             except subprocess.TimeoutExpired as exc:
-                raise KernelLaunchError(f"the simulator ran past {RUN_TIMEOUT:.0f} s on {module.name}") from exc
+                raise KernelLaunchError(f"the simulator ran past {self.run_timeout:.0f} s on {module.name}") from exc
             wall = time.perf_counter() - t0
             log = proc.stdout + proc.stderr
+            self.last_log = log
             if self.keep_logs is not None:
                 self.keep_logs.mkdir(parents=True, exist_ok=True)
                 (self.keep_logs / f"run{self.stats.processes:03d}-{module.stem}.log").write_text(log)
@@ -248,14 +254,27 @@ def warm_ptxinfo(src: Path, cuda: Path, ptx: Path) -> None:
                    capture_output=True, check=True)
 
 
-def prepare_run_dir(sim: Simulator, work: Path) -> None:
-    """The simulator's configuration (:data:`build.CONFIG`) in ``work``, in functional mode
-    (``-gpgpu_ptx_sim_mode 1``: warps in lockstep, no timing model)."""
-    for p in sim.config_dir().iterdir():
+@dataclass(frozen=True)
+class TimingConfig:
+    """A run in GPGPU-Sim's timing mode: the snapshot's configuration ``config`` (a folder of
+    configs/tested-cfgs/) with ``options`` appended (a later option overrides the file's)."""
+
+    config: str
+    options: tuple[str, ...] = ()
+
+
+def prepare_run_dir(sim: Simulator, work: Path, timing: TimingConfig | None = None) -> None:
+    """The simulator's configuration in ``work``: :data:`build.CONFIG` in functional mode
+    (``-gpgpu_ptx_sim_mode 1``: warps in lockstep, no timing model), or ``timing``'s."""
+    folder = sim.config_dir() if timing is None else sim.config_dir().parent / timing.config
+    for p in folder.iterdir():
         if p.is_file():
             shutil.copy(p, work / p.name)
     with open(work / "gpgpusim.config", "a") as f:
-        f.write("\n# scripts/gpusim: functional simulation only\n-gpgpu_ptx_sim_mode 1\n")
+        if timing is None:
+            f.write("\n# scripts/gpusim: functional simulation only\n-gpgpu_ptx_sim_mode 1\n")
+        else:
+            f.write("\n# scripts/gpusim --timing\n-gpgpu_ptx_sim_mode 0\n" + "".join(f"{o}\n" for o in timing.options))
 
 
 def harness_for(sim: Simulator, entries: list[str]) -> Path:

@@ -51,6 +51,11 @@ def simulator_info(sim: build.Simulator) -> dict[str, Any]:
             "built_seconds": round(sim.seconds, 1), "toolkit": build.toolkit_release(sim.cuda)}
 
 
+def entries_run(data: dict[str, Any]) -> list[str]:
+    """Every entry point a run's families launched (sorted), the negative control's aside."""
+    return sorted({e for f in data["families"] if f["family"] != "control" for e in f.get("entries", [])})
+
+
 def markdown(data: dict[str, Any]) -> str:
     """The result page (written by scripts/gpusim, never by hand)."""
     sim = data["simulator"]
@@ -70,7 +75,10 @@ def markdown(data: dict[str, Any]) -> str:
         per = f"{f['kernel_s'] / f['items']:.3f}" if f["items"] else "—"
         md.append(f"| {f['family']} | {f['kernel']} | {f['items']} | {f['disagreements']} | {f['verdict']} | "
                   f"{f['processes']} | {f['wall_s']:.1f} | {per} |")
-    md += ["", "An item is a signature, a message hashed, or (merkle) a whole tree.", "",
+    ran = entries_run(data)
+    md += ["", f"Entry points run under the simulator ({len(ran)}, the negative control's not counted): "
+           + ", ".join(f"`{e}`" for e in ran) + ".",
+           "", "An item is a signature, a message hashed, or (merkle) a whole tree.", "",
            "Per family (samples, and anything odd):", ""]
     for f in data["families"]:
         notes = "; ".join(f["notes"]) or "—"

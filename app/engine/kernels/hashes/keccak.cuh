@@ -199,4 +199,113 @@ ZV_HD void zv_sha3_512(const zv_u8 *in, zv_u64 n, zv_u8 out[64]) {
     zv_keccak_squeeze(&c, out, 64);
 }
 
+/* ------------------------------------------------------------------ one sponge per block
+ * A block of threads that needs one long serial hash (ML-DSA's tr, μ and c̃) runs it
+ * together: the permutation by 25 threads, thread t = x + 5y computing lane (x, y) of each
+ * round, with the state in shared memory (zv_keccak_block_state, double-buffered: round r
+ * reads a[r & 1] and writes a[(r + 1) & 1], so after 24 rounds the state is back in a[0]).
+ * A round is two steps, each ended by a barrier (ZV_SYNC): threads 0..4 compute θ's D[x] =
+ * C[x − 1] ⊕ rot(C[x + 1], 1) from the column parities; then each of the 25 computes its
+ * output lane by χ from the three lanes B[x..x+2, y] of its row, each B = ρπ of a θ-ed
+ * input lane (B[y, 2x + 3y] = rot(A[x, y] ⊕ D[x], r[x, y]), FIPS 202 §3.2.1–3.2.4), and
+ * thread 0 adds ι.  Every thread of the block calls these functions (they hold barriers);
+ * threads past the 25th only meet the barriers.  Semantics are the sponge's above, bit for
+ * bit; the message is a list of byte strings (zv_bytes) read in place. */
+typedef struct {
+    zv_u64 a[2][25];
+    zv_u64 d[5];
+} zv_keccak_block_state;
+
+typedef struct {
+    const zv_u8 *p;
+    zv_u64 n;
+} zv_bytes;
+
+/* ρ's offset of lane (x, y) from its definition (§3.2.2): (t+1)(t+2)/2 mod 64 for the t-th
+ * lane of π's walk from (1, 0); 0 for (0, 0). */
+ZV_HD int zv_keccak_rho(int x, int y) {
+    int cx = 1, cy = 0;
+    for (int t = 0; t < 24; t++) {
+        if (cx == x && cy == y) return ((t + 1) * (t + 2) / 2) % 64;
+        int nx = cy, ny = (2 * cx + 3 * cy) % 5;
+        cx = nx;
+        cy = ny;
+    }
+    return 0;
+}
+
+ZV_HD void zv_keccak_block_permute(zv_keccak_block_state *s) {
+    const zv_u64 t = ZV_BLOCK_TID;
+    int src[3] = {0, 0, 0}, rot[3] = {0, 0, 0};
+    if (t < 25) {
+        if (t == 0) ZV_COUNT(ZV_OP_KECCAK_F1600);
+        int X = (int)(t % 5), Y = (int)(t / 5);
+        for (int k = 0; k < 3; k++) {
+            int bx = (X + k) % 5, x = (3 * (Y + 15 - 3 * bx)) % 5; /* B[bx, Y] comes from A[x, bx] */
+            src[k] = x + 5 * bx;
+            rot[k] = zv_keccak_rho(x, bx);
+        }
+    }
+    ZV_NO_UNROLL
+    for (int round = 0; round < 24; round++) {
+        const zv_u64 *a = s->a[round & 1];
+        if (t < 5) {
+            int l = (int)(t + 4) % 5, r = (int)(t + 1) % 5;
+            zv_u64 cl = a[l] ^ a[l + 5] ^ a[l + 10] ^ a[l + 15] ^ a[l + 20];
+            zv_u64 cr = a[r] ^ a[r + 5] ^ a[r + 10] ^ a[r + 15] ^ a[r + 20];
+            s->d[t] = cl ^ zv_rotl64(cr, 1);
+        }
+        ZV_SYNC();
+        if (t < 25) {
+            zv_u64 b0 = zv_rotl64(a[src[0]] ^ s->d[src[0] % 5], rot[0]);
+            zv_u64 b1 = zv_rotl64(a[src[1]] ^ s->d[src[1] % 5], rot[1]);
+            zv_u64 b2 = zv_rotl64(a[src[2]] ^ s->d[src[2] % 5], rot[2]);
+            zv_u64 out = b0 ^ (~b1 & b2);
+            if (t == 0) out ^= ZV_KECCAK_RC[round];
+            s->a[(round + 1) & 1][t] = out;
+        }
+        ZV_SYNC();
+    }
+}
+
+/* Byte `off` of the concatenation of parts[0..nparts) (0 past its end). */
+ZV_HD zv_u8 zv_bytes_at(const zv_bytes *parts, int nparts, zv_u64 off) {
+    for (int i = 0; i < nparts; i++) {
+        if (off < parts[i].n) return parts[i].p[off];
+        off -= parts[i].n;
+    }
+    return 0;
+}
+
+/* out[0 .. out_len) = the sponge of rate `rate` and domain byte `ds` over the concatenation of
+ * parts[0..nparts), out_len ≤ rate (one squeeze block), by the whole block (see above); out
+ * is written by threads 0 .. ⌈out_len/8⌉ − 1 and visible to every thread on return. */
+ZV_HD void zv_keccak_block_hash(zv_keccak_block_state *s, zv_u32 rate, zv_u8 ds, const zv_bytes *parts, int nparts,
+                                zv_u8 *out, zv_u32 out_len) {
+    const zv_u64 t = ZV_BLOCK_TID;
+    zv_u64 total = 0;
+    for (int i = 0; i < nparts; i++) total += parts[i].n;
+    const zv_u64 blocks = total / rate + 1; /* the last holds the padding */
+    for (zv_u64 blk = 0; blk < blocks; blk++) {
+        if (t < 25) {
+            zv_u64 w = 0;
+            if (t < rate / 8) {
+                for (int k = 0; k < 8; k++) {
+                    zv_u64 off = blk * rate + 8 * t + k;
+                    zv_u8 v = zv_bytes_at(parts, nparts, off);
+                    if (off == total) v ^= ds;                /* pad10*1 after the suffix bits */
+                    if (off == blocks * rate - 1) v ^= 0x80u;
+                    w |= (zv_u64)v << (8 * k);
+                }
+            }
+            s->a[0][t] = blk ? s->a[0][t] ^ w : w;
+        }
+        ZV_SYNC();
+        zv_keccak_block_permute(s);
+    }
+    if (t < (out_len + 7) / 8)
+        for (zv_u32 k = 0; k < 8 && 8 * t + k < out_len; k++) out[8 * t + k] = (zv_u8)(s->a[0][t] >> (8 * k));
+    ZV_SYNC();
+}
+
 #endif /* ZV_KECCAK_CUH */

@@ -336,6 +336,13 @@ ZV_HD void zv_mldsa_mu(zv_u8 mu[ZV_MLDSA_MU_BYTES], const zv_u8 *pk, const zv_u8
     zv_keccak_squeeze(&h, mu, ZV_MLDSA_MU_BYTES);
 }
 
+/* c̃′ == c̃ (Alg. 8 step 13), over λ/4 bytes; 1 when equal. */
+template <class P> ZV_HD int zv_mldsa_ct_equal(const zv_u8 *ct, const zv_u8 *ct2) {
+    zv_u8 diff = 0;
+    for (int i = 0; i < zv_mldsa_sizes<P>::CT_BYTES; i++) diff |= (zv_u8)(ct2[i] ^ ct[i]);
+    return diff == 0;
+}
+
 /* c̃′ = H(μ ‖ w1Encode(w1′), λ/4) == c̃ (Alg. 8 steps 12-13); 1 when equal. */
 template <class P>
 ZV_HD int zv_mldsa_challenge_matches(const zv_u8 *ct, const zv_u8 mu[ZV_MLDSA_MU_BYTES], const zv_u8 *w1) {
@@ -346,9 +353,7 @@ ZV_HD int zv_mldsa_challenge_matches(const zv_u8 *ct, const zv_u8 mu[ZV_MLDSA_MU
     zv_keccak_absorb(&h, w1, P::K * S::W1_POLY_BYTES);
     zv_u8 ct2[S::CT_BYTES];
     zv_keccak_squeeze(&h, ct2, S::CT_BYTES);
-    zv_u8 diff = 0;
-    for (int i = 0; i < S::CT_BYTES; i++) diff |= (zv_u8)(ct2[i] ^ ct[i]);
-    return diff == 0;
+    return zv_mldsa_ct_equal<P>(ct, ct2);
 }
 
 /* ------------------------------------------------------------------ hints and w1 */
@@ -460,22 +465,24 @@ ZV_HD int zv_mldsa_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u
  *      step; the last thread: c = SampleInBall(c̃);  then a failed check ends the item;
  *   3. all: NTT of the L + K + 1 polynomials (ẑ, t̂1, ĉ) together, one butterfly
  *      (zv_mldsa_ntt_butterfly) per thread and step, a barrier per layer (8);
- *   4. threads 0 .. K·L − 1: one matrix entry Â[r][s] each (zv_mldsa_expand_a_entry, its
- *      own SHAKE128 stream), multiplied into the row accumulator as it is sampled (shared
- *      atomic adds: integer sums, exact in any order); meanwhile the last thread computes
- *      μ (tr = H(pk) and the message: the longest serial hash) and the one before it the
- *      hint bitmap.  Keccak is spread one stream per thread: the 24 rounds of one
- *      permutation are serial, and spreading a permutation's 25 lanes over threads would
- *      add a barrier (or shuffle) per round step for K·L independent streams that
- *      already fill 16–56 threads;
+ *   4. all: μ = H(tr ‖ M′) with tr = H(pk) (the longest serial hash: 11–21 permutations),
+ *      by the block's sponge (keccak.cuh, "one sponge per block": 25 threads per
+ *      permutation, the state in shared memory, two barriers per round), so no thread
+ *      runs the permutations alone while the block waits;
+ *      then threads 0 .. K·L − 1: one matrix entry Â[r][s] each (zv_mldsa_expand_a_entry,
+ *      its own SHAKE128 stream), multiplied into the row accumulator as it is sampled
+ *      (shared atomic adds: integer sums, exact in any order); meanwhile the one before the
+ *      last thread builds the hint bitmap.  ExpandA's Keccak stays one stream per thread:
+ *      K·L independent streams already fill 16–56 threads;
  *   5. all: Σ Â∘ẑ − ĉ∘t̂1, reduced (zv_mldsa_reduce32);
  *   6. all: NTT^-1 of the K rows, one butterfly (zv_mldsa_invntt_butterfly) per thread and
  *      step, a barrier per layer (8);
  *   7. all: the factor F, UseHint (zv_mldsa_use_hint) and w1Encode, each thread a group of
  *      coefficients that fills whole bytes (2 of 4 bits, or 4 of 6 bits);
- *   8. thread 0: c̃′ = H(μ ‖ w1) == c̃ (zv_mldsa_challenge_matches).
+ *   8. all: c̃′ = H(μ ‖ w1) by the block's sponge; thread 0: c̃′ == c̃ (zv_mldsa_ct_equal).
  * Shared memory (zv_mldsa_block): (2K + L + 1) KiB of polynomials, K/4 KiB of hint bytes,
- * the packed w1 and μ: 15,172 / 20,804 / 27,716 bytes for ML-DSA-44 / 65 / 87 (ptxas),
+ * the packed w1, tr, μ, c̃′ and the sponge's 440 bytes: about 0.6 KiB over the 15,172 / 20,804 /
+ * 27,716 bytes ptxas gave ML-DSA-44 / 65 / 87 before the sponge (bench/results/kernels_ptxas_ml_dsa.txt),
  * under the 48 KiB of static shared memory a block may have.  The bounds of every intermediate are those of the
  * header, checked by the same ZV_CHECKs. */
 #define ZV_MLDSA_BLOCK 128
@@ -485,7 +492,10 @@ template <class P> struct zv_mldsa_block {
     zv_i32 acc[P::K][ZV_MLDSA_N];             /* Σ_s Â[r][s]∘ẑ_s, then w′ */
     zv_u8 hint[P::K][ZV_MLDSA_N];             /* h as one byte per coefficient */
     zv_u8 w1[P::K * zv_mldsa_sizes<P>::W1_POLY_BYTES];
+    zv_u8 tr[ZV_MLDSA_TR_BYTES];
     zv_u8 mu[ZV_MLDSA_MU_BYTES];
+    zv_u8 ct2[zv_mldsa_sizes<P>::CT_BYTES];   /* c̃′ */
+    zv_keccak_block_state keccak;             /* the block's sponge (keccak.cuh, "one sponge per block") */
     zv_u32 bad;                               /* a check of phases 1–2 failed */
 };
 
@@ -523,6 +533,13 @@ ZV_HD int zv_mldsa_verify_block(zv_mldsa_block<P> *b, const zv_u8 *pk, const zv_
         ZV_SYNC();
     }
 
+    /* μ = H(tr ‖ M′, 64), tr = H(pk, 64) (Alg. 8 steps 6-7, as zv_mldsa_mu), by the block's sponge. */
+    const zv_bytes pk_part = {pk, (zv_u64)S::PK_BYTES};
+    zv_keccak_block_hash(&b->keccak, ZV_SHAKE256_RATE, ZV_KECCAK_DS_SHAKE, &pk_part, 1, b->tr, ZV_MLDSA_TR_BYTES);
+    const zv_u8 prefix[2] = {0, (zv_u8)ctx_len};
+    const zv_bytes mu_parts[4] = {{b->tr, ZV_MLDSA_TR_BYTES}, {prefix, 2}, {ctx, ctx_len}, {msg, msg_len}};
+    zv_keccak_block_hash(&b->keccak, ZV_SHAKE256_RATE, ZV_KECCAK_DS_SHAKE, mu_parts, 4, b->mu, ZV_MLDSA_MU_BYTES);
+
     ZV_BLOCK_FOR(x, (L + K + 1) * N) ZV_CHECK(b->poly[x / N][x % N] < 9 * ZV_MLDSA_Q && b->poly[x / N][x % N] > -9 * ZV_MLDSA_Q);
     ZV_BLOCK_FOR(e, K * L) {
         zv_i32 *acc = b->acc[e / L];
@@ -530,7 +547,6 @@ ZV_HD int zv_mldsa_verify_block(zv_mldsa_block<P> *b, const zv_u8 *pk, const zv_
         zv_mldsa_expand_a_entry(rho, (int)(e / L), (int)(e % L),
                                 [&](int j, zv_i32 a) { zv_shared_add_i32(&acc[j], zv_mldsa_mont_mul(a, zhat[j])); });
     }
-    if (tid == last) zv_mldsa_mu<P>(b->mu, pk, msg, msg_len, ctx, ctx_len);
     if (tid == second) {
         int start = 0;
         for (int r = 0; r < K; r++) {
@@ -567,7 +583,10 @@ ZV_HD int zv_mldsa_verify_block(zv_mldsa_block<P> *b, const zv_u8 *pk, const zv_
         for (int k = 0; k < GB; k++) out[k] = (zv_u8)(bits >> (8 * k));
     }
     ZV_SYNC();
-    return tid == 0 ? zv_mldsa_challenge_matches<P>(ct, b->mu, b->w1) : 0;
+    /* c̃′ = H(μ ‖ w1Encode(w1′), λ/4) (zv_mldsa_challenge_matches), by the block's sponge. */
+    const zv_bytes ct_parts[2] = {{b->mu, ZV_MLDSA_MU_BYTES}, {b->w1, (zv_u64)K * S::W1_POLY_BYTES}};
+    zv_keccak_block_hash(&b->keccak, ZV_SHAKE256_RATE, ZV_KECCAK_DS_SHAKE, ct_parts, 2, b->ct2, S::CT_BYTES);
+    return tid == 0 ? zv_mldsa_ct_equal<P>(ct, b->ct2) : 0;
 }
 
 /* The batch loop of the block kernel (kernel contract, docs/kernels.md "Entry points"): one
