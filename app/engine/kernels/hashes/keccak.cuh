@@ -28,6 +28,11 @@
  *   zv_shake256(in, n, out, out_len)
  *   zv_sha3_256(in, n, out)
  *   zv_sha3_512(in, n, out)
+ *   zv_keccak_rho(x, y)                 ρ's offset of lane (x, y) (§3.2.2)
+ *   zv_keccak_block_permute(s)          Keccak-f[1600] by a whole block: 25 threads, state in shared memory
+ *   zv_bytes_at(parts, nparts, off)     Byte `off` of the concatenation of parts[0..nparts)
+ *   zv_keccak_block_hash(s, rate, ds, parts, nparts, out, out_len)
+ *                                       One-squeeze sponge over parts by the whole block
  */
 #ifndef ZV_KECCAK_CUH
 #define ZV_KECCAK_CUH
