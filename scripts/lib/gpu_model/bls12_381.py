@@ -55,9 +55,10 @@ LEAF_KERNELS = {
     "fp_neg": "zv_fp_neg(r, a);",
     "sha256_block": "zv_sha256_block(r->v, (const zv_u8 *)b);",
 }
-#: gprof name of each leaf's host function.
+#: gprof name of each leaf's host function (SHA-256's compression is the sha2.cuh template's
+#: instance, which zv_sha256_block wraps and zv_sha256_update/final call directly).
 LEAF_HOST = {"fp_mul": "zv_fp_mont_mul", "fp_sqr": "zv_fp_sqr", "fp_add": "zv_fp_add", "fp_sub": "zv_fp_sub",
-             "fp_neg": "zv_fp_neg", "sha256_block": "zv_sha256_block"}
+             "fp_neg": "zv_fp_neg", "sha256_block": "void zv_sha2_block<zv_sha256_params>"}
 
 CENSUS_MAIN = r"""#include <stdio.h>
 #include <string.h>
