@@ -206,6 +206,33 @@ def test_cpu_backend_aggregates_on_blst_equal_arkworks_with_leaves():
         slow.close()
 
 
+def test_heavy_aggregates_run_on_the_process_pool_even_on_blst(monkeypatch):
+    """A 2,048-key aggregate holds a pool thread for up to a second on blst: on the thread pool
+    the native loops' chunks of another client's small batches queued behind it (small Ed25519
+    requests' p99 7 s, bench/overload.py).  Heavy items go to processes, light ones stay on
+    threads, and both give blst's (the reference's) verdicts."""
+    if native.loops() is None or native.loops().bls is None:
+        pytest.skip("native loops unavailable")
+    from app.core.batch import AggregateBatch
+
+    signed = kat.sign_items("bls12-381", 2, seed=18, msg_len=16)
+    light = AggregateItem("aggregate", tuple(it.public_key for it in signed), tuple(it.message for it in signed),
+                          signed[0].signature)
+    heavy = AggregateItem("aggregate", (signed[0].public_key,) * CpuBackend.AGGREGATE_PROCESS_KEYS,
+                          (signed[0].message,) * CpuBackend.AGGREGATE_PROCESS_KEYS, signed[0].signature)
+    backend = CpuBackend(workers=2)
+    kinds: list[bool] = []
+    real = backend._executor
+    monkeypatch.setattr(backend, "_executor", lambda processes: kinds.append(processes) or real(processes))
+    try:
+        for batch, want_processes in (((light, light), False), ((light, heavy), True)):
+            got = backend.run(AggregateBatch(batch))
+            assert kinds.pop() is want_processes
+            assert got.verdicts.tolist() == [bls_aggregate.verify_item(it) for it in batch]
+    finally:
+        backend.close()
+
+
 def test_after_bad_batches_a_probe_decides_between_groups_and_single_checks(blst):
     valid = kat.sign_items("bls12-381", 40, seed=17)
     rng = random.Random(8)

@@ -307,22 +307,21 @@ class CpuBackend(Backend):
 
     def _aggregate(self, items: Sequence[AggregateItem]) -> tuple[np.ndarray, np.ndarray]:
         """(``bool[N]`` verdicts, ``uint8[N, 32]`` aggregate leaf hashes) of BLS aggregate items
-        on blst (:meth:`native_bls.BlsLoops.aggregate_item`: one C call per item, GIL released)
-        on the thread pool where the native loops load and are not turned off, else on arkworks
-        (app/engine/reference/bls_aggregate.py): on threads too, as arkworks releases the GIL in
-        its calls, except that items of :attr:`AGGREGATE_PROCESS_KEYS` keys or more go to the
-        process pool: arkworks' per-key Python loops (decompress, sum by message) hold the GIL
-        between those calls, and a 2,048-key request on threads made every other request of the
-        process wait on the GIL (issue 48)."""
+        on blst (:meth:`native_bls.BlsLoops.aggregate_item`) where the native loops load and are
+        not turned off, else on arkworks (app/engine/reference/bls_aggregate.py), on the thread
+        pool, except that items of :attr:`AGGREGATE_PROCESS_KEYS` keys or more go to the process
+        pool: on arkworks, its per-key Python loops (decompress, sum by message) hold the GIL
+        between its calls, and a 2,048-key request on threads made every other request of the
+        process wait on the GIL (issue 48); on blst, a heavy item holds a pool thread for up to a
+        second, and the native loops' chunks of other clients' small batches queued behind it
+        (small Ed25519 requests' p99 7 s beside a heavy aggregate client, bench/overload.py)."""
         n = len(items)
         if n == 0:
             return np.zeros(0, dtype=bool), np.zeros((0, 32), dtype=np.uint8)
         loops = native.loops() if self.use_native else None
-        if loops is not None and loops.bls is not None:
-            one, heavy = cpu_worker.aggregate_with_leaf, False
-        else:
-            one = bls_aggregate.verify_with_leaf
-            heavy = any(len(it.public_keys) >= self.AGGREGATE_PROCESS_KEYS for it in items)
+        one = cpu_worker.aggregate_with_leaf if loops is not None and loops.bls is not None \
+            else bls_aggregate.verify_with_leaf
+        heavy = any(len(it.public_keys) >= self.AGGREGATE_PROCESS_KEYS for it in items)
         if (n == 1 and not heavy) or self.workers == 1:
             parts = [one(it) for it in items]
         else:
