@@ -108,7 +108,7 @@ def test_wrong_key_length_is_false_with_leaf():
 
 
 def test_a_host_without_a_compiler_loads_the_prebuilt_library(tmp_path, monkeypatch):
-    from app.engine.backends import native_bls, native_build
+    from app.engine.backends import native_bls, native_build, native_ml_dsa
     from app.engine.device import hostbuild
 
     path = native.prebuild(tmp_path)
@@ -121,9 +121,35 @@ def test_a_host_without_a_compiler_loads_the_prebuilt_library(tmp_path, monkeypa
     own = native.prebuilt_path(tmp_path, ed25519_cpu.SOURCE)  # the Ed25519 verify is prebuilt beside it
     assert own.is_file() and ed25519_cpu.build() == own
     assert native_build.library(native_bls.SOURCE) == bls
+    ml_dsa = native.prebuilt_path(tmp_path, native_ml_dsa.SOURCE)  # keyed by its .inc too
+    assert native_ml_dsa.library() == native_build.prebuilt_path(tmp_path, native_ml_dsa.SOURCE, native_ml_dsa.EXTRA)
+    assert native_ml_dsa.library().is_file() and ml_dsa != native_ml_dsa.library()
     monkeypatch.setenv("ZAPVERIFY_NATIVE_DIR", str(tmp_path / "absent"))
     with pytest.raises(hostbuild.HostBuildError):
         native.library()
+
+
+def test_an_ml_dsa_library_that_does_not_load_costs_ml_dsa_alone(monkeypatch):
+    """ML-DSA's own library missing (once: a packaged copy without its .inc) falls back for
+    ML-DSA only; the other families keep their native loops."""
+    from app.core.errors import KernelBuildError
+    from app.engine.backends import native_ml_dsa
+
+    def fail():
+        raise KernelBuildError("no native_ml_dsa library")
+
+    monkeypatch.setattr(native_ml_dsa, "load", fail)
+    loops = native.NativeLoops(ctypes.CDLL(str(native.library())))
+    assert "ml-dsa" not in loops.families and {"ed25519", "secp256k1", "bip340"} <= loops.families
+    for scheme_id, native_loop in (("ed25519", True), ("ml-dsa-44", False)):
+        scheme, signed = SCHEMES[scheme_id], kat.sign_items(scheme_id, 4, seed=3)
+        b = Batch.from_items(scheme, [i.public_key for i in signed], [i.message for i in signed],
+                             [i.signature for i in signed])
+        if native_loop:
+            assert loops.run(scheme.family, scheme.code, b.pks, b.sigs, b.msgs, b.offsets)[0] == b"\1" * 4
+        else:
+            with pytest.raises(ValueError, match="ml-dsa"):
+                loops.run(scheme.family, scheme.code, b.pks, b.sigs, b.msgs, b.offsets)
 
 
 def test_offsets_outside_the_messages_are_clamped_like_a_python_slice():

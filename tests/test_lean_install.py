@@ -6,6 +6,7 @@ directly or through another package; the images install no test extra either."""
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -111,3 +112,15 @@ def test_images_install_no_test_extra():
         for line in lines:
             assert "[test" not in line and ",test" not in line and "playwright" not in line and "mypy" not in line, \
                 f"{name}: {line.strip()}"
+
+
+def test_the_package_carries_every_file_app_reads():
+    """Every tracked non-Python file under ``app/`` is package data, so an installed copy (the
+    images' ``pip install .``) has what a source checkout has: ``native_ml_dsa_simd.inc``, left
+    out once, made the images' native loops fall back to the Python loop."""
+    tracked = subprocess.run(["git", "ls-files", "app"], cwd=ROOT, capture_output=True, text=True, check=True)
+    wanted = {Path(p) for p in tracked.stdout.split() if not p.endswith(".py")}
+    assert wanted, "git ls-files found nothing under app/"
+    shipped = {path.relative_to(ROOT) for pattern in PYPROJECT["tool"]["setuptools"]["package-data"]["app"]
+               for path in (ROOT / "app").glob(pattern) if path.is_file()}
+    assert wanted <= shipped, sorted(map(str, wanted - shipped))

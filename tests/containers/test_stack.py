@@ -195,18 +195,21 @@ print(json.dumps(out))
 
 
 _NATIVE_LOOPS = """
-from app.engine.backends import native
+from app.engine.backends import native, native_ml_dsa
 from app.engine.device import hostbuild
-print(hostbuild.compiler(), native.loops() is not None)
+loops = native.loops()
+print(hostbuild.compiler(), loops is not None, loops and loops.ed25519, loops and loops.bls is not None,
+      native_ml_dsa.load().best_isa in native_ml_dsa.ISA_NAMES)
 """
 
 
 def test_both_images_run_the_prebuilt_native_loops_without_a_compiler(stack):
-    """Ed25519 and secp256k1 run in the native chunk loops (docs/architecture.md, "CPU
-    backend") from the library the build stage prebuilt: no compiler in the final stage."""
+    """Ed25519, secp256k1, BIP-340, BLS12-381 and ML-DSA run in the native chunk loops
+    (docs/architecture.md, "CPU backend") from the libraries the build stage prebuilt (our own
+    Ed25519 and ML-DSA verifies included): no compiler in the final stage."""
     for container in [*replicas(stack).values(), "zv-cuda-nogpu"]:
         out = stack.docker_run("exec", container, "python", "-c", _NATIVE_LOOPS).split()
-        assert out == ["None", "True"], (container, out)
+        assert out == ["None", "True", "own", "True", "True"], (container, out)
 
 
 def test_cuda_image_ships_compiled_kernels_for_every_gpu_generation(stack):

@@ -99,13 +99,20 @@ class NativeLoops:
         lib.zv_merkle_root.restype = None
         self._lib = lib
         # ML-DSA: our own verify (native_ml_dsa.cpp, a library of its own); leaves hashed here.
-        self._ml_dsa = native_ml_dsa.load()
+        # Where it does not load, ML-DSA alone falls back (to OpenSSL's, through the Python
+        # loop), not every family with it.
+        self._ml_dsa: native_ml_dsa.MlDsaVerifier | None = None
+        try:
+            self._ml_dsa = native_ml_dsa.load()
+        except (KernelBuildError, OSError, AttributeError) as exc:
+            log.warning("own ML-DSA CPU verify unavailable, using OpenSSL's: %s", exc)
         #: The blst loops for BLS12-381 chunks, or None (no blspy): then the Python loop.
         self.bls = native_bls.loops()
         #: The families :meth:`run` verifies here: ML-DSA only with a vector path (AVX2 or
         #: AVX-512), as our portable path is no faster than OpenSSL's (bench/results/ml_dsa_cpu.md);
         #: BLS12-381 where blst loaded.
-        self.families = FAMILIES - ({"ml-dsa"} if self._ml_dsa.best_isa == 0 else set()) \
+        vector_ml_dsa = self._ml_dsa is not None and self._ml_dsa.best_isa != 0
+        self.families = FAMILIES - ({"ml-dsa"} if not vector_ml_dsa else set()) \
             - ({"bls12-381"} if self.bls is None else set())
 
     def run(self, family: str, code: int, pks: np.ndarray, sigs: np.ndarray, msgs: np.ndarray,
@@ -138,7 +145,7 @@ class NativeLoops:
         elif family == "bip340":
             self._lib.zv_cpu_bip340(*self._bip340, self._k1_ctx, self._sha, code, *cols, verdicts.ctypes.data,
                                     leaves.ctypes.data)
-        elif family == "ml-dsa":
+        elif family == "ml-dsa" and self._ml_dsa is not None:
             level = native_ml_dsa.LEVELS[next(s.id for s in SCHEMES.values() if s.code == code)]
             pk_col, sig_col, msg_col, off_col = _alive
             verdicts = self._ml_dsa.verdicts(level, pk_col, sig_col, msg_col, off_col, ctx)
