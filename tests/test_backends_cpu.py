@@ -76,9 +76,33 @@ def test_a_chunk_is_its_pool_kinds_seconds_of_the_per_item_cost():
     assert auto.claim_items(ml, 4096) == 20  # 2 ms, the smallest claim of a shared batch
     assert cpu_policy.chunk_items(1e-9, "thread") == cpu_policy.MAX_CHUNK
     assert cpu_policy.chunk_items(10.0, "process") == 1  # an item costlier than a chunk: one a chunk
-    # The cost is each batch's wall time × cores per item, averaged with COST_WEIGHT of the newest.
-    assert cpu_policy.item_cost(None, 100, 0.5, 2) == pytest.approx(0.01)
-    assert cpu_policy.item_cost(0.01, 100, 1.0, 2) == pytest.approx(0.01 + cpu_policy.COST_WEIGHT * 0.01)
+    # The cost is each batch's worker CPU seconds per item, averaged with COST_WEIGHT of the newest.
+    assert cpu_policy.item_cost(None, 100, 1.0) == pytest.approx(0.01)
+    assert cpu_policy.item_cost(0.01, 100, 2.0) == pytest.approx(0.01 + cpu_policy.COST_WEIGHT * 0.01)
+
+
+def test_the_cost_is_the_workers_cpu_time_not_the_wait_behind_other_batches():
+    """A batch that queued behind other work learns the cost a quiet one does: learned from
+    wall time, the cost grew with concurrency and the chunks shrank until dispatch was the
+    work (Ed25519 ×4096 at 16 concurrent requests served 0.5× of one; issue 48)."""
+    import threading
+
+    items = kat.sign_items("ed25519", 64, seed=9)
+    backend = CpuBackend(workers=2, parallelism="thread")
+    try:
+        if not backend.native_family(SCHEMES["ed25519"]):
+            pytest.skip("no native loops here")
+        backend.run(_batch("ed25519", items))
+        quiet = backend.item_seconds.pop("ed25519")
+        release = threading.Event()
+        blockers = [backend._executor(False).submit(release.wait, 5) for _ in range(2)]  # both threads busy
+        threading.Timer(0.5, release.set).start()
+        t0 = time.perf_counter()
+        backend.run(_batch("ed25519", items))  # waits ~0.5 s for a thread: ~8 ms of wall per item
+        assert time.perf_counter() - t0 >= 0.45 and all(b.result() for b in blockers)
+        assert backend.item_seconds["ed25519"] < max(20 * quiet, 2e-3)
+    finally:
+        backend.close()
 
 
 def test_close_leaves_no_worker_process():

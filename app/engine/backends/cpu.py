@@ -30,7 +30,6 @@ import logging
 import multiprocessing
 import os
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -199,19 +198,20 @@ class CpuBackend(Backend):
         bounds = chunk_bounds(n, self.chunk_items(batch.scheme), self.workers)
         use_native = self.native_family(batch.scheme)
         parallel = 1 if self.workers == 1 else min(self.workers, len(bounds))
+        # Each part comes with the CPU seconds its worker spent on it (cpu_worker.timed).
+        timed: list[tuple[tuple[bytes, bytes], float]]
         if parallel == 1:
-            t0 = time.perf_counter()
-            parts = [cpu_worker.native_range(batch, lo, hi, self.bls_batch) if use_native
-                     else cpu_worker.verify_range(*cpu_worker.chunk_args(batch, lo, hi, False, self.bls_batch))
+            timed = [cpu_worker.timed(cpu_worker.native_range, batch, lo, hi, self.bls_batch) if use_native
+                     else cpu_worker.timed(cpu_worker.verify_range,
+                                           *cpu_worker.chunk_args(batch, lo, hi, False, self.bls_batch))
                      for lo, hi in bounds]
         else:
             processes = self.pool_kind(batch.scheme) == "process"
             ex = self._executor(processes)
-            t0 = time.perf_counter()  # after the pool's start-up, which is no per-item cost
             if processes:
                 for last in (False, True):  # a worker died (the OOM killer, a crash): a new pool, once
                     try:
-                        parts = self._on_processes(ex, batch, bounds, use_native)
+                        timed = self._on_processes(ex, batch, bounds, use_native)
                         break
                     except BrokenProcessPool as exc:
                         self._replace_broken(ex)
@@ -219,14 +219,15 @@ class CpuBackend(Backend):
                             raise BackendUnavailable("CPU worker processes died twice during this batch; "
                                                      "retry it") from exc
                     ex = self._executor(True)
-                    t0 = time.perf_counter()  # the failed try and the new pool's start are no per-item cost
             else:
-                parts = [f.result() for f in [ex.submit(cpu_worker.native_range, batch, lo, hi, self.bls_batch)
+                timed = [f.result() for f in [ex.submit(cpu_worker.timed, cpu_worker.native_range, batch, lo, hi,
+                                                        self.bls_batch)
                                               if use_native
                                               else self._through_pipe(ex, batch, lo, hi, False) for lo, hi in bounds]]
-        # Wall time over items, times the cores that shared the work: the single-core cost.
+        parts = [part for part, _ in timed]
+        # The workers' own CPU seconds over items: the single-core cost, whatever else ran.
         self.item_seconds[batch.scheme.id] = cpu_policy.item_cost(self.item_seconds.get(batch.scheme.id), n,
-                                                                  time.perf_counter() - t0, parallel)
+                                                                  sum(s for _, s in timed))
         verdicts = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.uint8).astype(bool)
         leaves = np.frombuffer(b"".join(p[1] for p in parts), dtype=np.uint8).reshape(n, 32)
         return verdicts, leaves
@@ -245,12 +246,15 @@ class CpuBackend(Backend):
         ex.shutdown(wait=False, cancel_futures=True)
 
     def _through_pipe(self, ex: Executor, batch: Batch, lo: int, hi: int, use_native: bool) -> Future:
-        """Items [lo, hi) sent to ``ex`` as bytes (to a process worker: through the pool's pipe)."""
-        return ex.submit(cpu_worker.verify_range, *cpu_worker.chunk_args(batch, lo, hi, use_native, self.bls_batch))
+        """Items [lo, hi) sent to ``ex`` as bytes (to a process worker: through the pool's pipe);
+        the future's result is :func:`cpu_worker.timed`'s."""
+        return ex.submit(cpu_worker.timed, cpu_worker.verify_range,
+                         *cpu_worker.chunk_args(batch, lo, hi, use_native, self.bls_batch))
 
     def _on_processes(self, ex: Executor, batch: Batch, bounds: list[tuple[int, int]],
-                      use_native: bool) -> list[tuple[bytes, bytes]]:
-        """(verdicts, leaves) of ``batch`` from the process pool ``ex``, in order.
+                      use_native: bool) -> list[tuple[tuple[bytes, bytes], float]]:
+        """(verdicts, leaves) of ``batch`` from the process pool ``ex``, in order, each with the
+        CPU seconds its workers spent on it (as :func:`cpu_worker.timed`).
 
         Where a shared-memory segment can be had (app/engine/backends/shared_columns.py),
         the batch is copied into it and each worker gets one task: to claim ranges of it
@@ -291,16 +295,19 @@ class CpuBackend(Backend):
             # A broken pool fails its futures before it terminates the workers still running:
             # one may yet claim from this segment, so it is not offered to another batch.
             self._segments.give(seg, reuse=not gone and not any(_broke(f) for f in futures))
-        done = [span for f in futures if not isinstance(f.exception(), SegmentGone) for span in f.result()]
+        results = [f.result() for f in futures if not isinstance(f.exception(), SegmentGone)]
+        done = [span for spans, _ in results for span in spans]
+        busy = sum(seconds for _, seconds in results)
         missing = _missing(done, len(batch))
         if not missing:
-            return [(verdicts, leaves)]
+            return [((verdicts, leaves), busy)]
         flags, hashes = bytearray(verdicts), bytearray(leaves)
         full = self.chunk_items(batch.scheme)
         pieces = [(lo + a, lo + z) for lo, hi in missing for a, z in chunk_bounds(hi - lo, full, self.workers)]
         for (lo, hi), f in zip(pieces, [self._through_pipe(ex, batch, lo, hi, use_native) for lo, hi in pieces]):
-            flags[lo:hi], hashes[32 * lo:32 * hi] = f.result()
-        return [(bytes(flags), bytes(hashes))]
+            (flags[lo:hi], hashes[32 * lo:32 * hi]), seconds = f.result()
+            busy += seconds
+        return [((bytes(flags), bytes(hashes)), busy)]
 
     #: Keys from which an aggregate item is verified on the process pool, not the threads.
     AGGREGATE_PROCESS_KEYS = 64

@@ -30,10 +30,10 @@ Ed25519, secp256k1 and BIP-340 chunks that run in the Python loop (no native loo
 ``use_native=False``) run on processes like every other Python-loop chunk.
 
 Chunk size.  Every batch the backend runs updates its scheme's single-core seconds per item
-(:func:`item_cost`), and a full chunk is ``CHUNK_SECONDS`` of that work for the pool kind
-(:func:`chunk_items`); :func:`chunk_bounds` cuts a batch into such chunks, its last round
-smaller; the smallest range a process worker claims of a batch in shared memory is
-``CLAIM_SECONDS`` of work (:func:`claim_items`).
+(:func:`item_cost`, from the CPU time its workers spent), and a full chunk is
+``CHUNK_SECONDS`` of that work for the pool kind (:func:`chunk_items`); :func:`chunk_bounds`
+cuts a batch into such chunks, its last round smaller; the smallest range a process worker
+claims of a batch in shared memory is ``CLAIM_SECONDS`` of work (:func:`claim_items`).
 """
 
 from __future__ import annotations
@@ -92,11 +92,14 @@ def pool_kind(family: Family, native_loop: bool) -> PoolKind:
     return kind if native_loop else "process"
 
 
-def item_cost(old: float | None, n: int, seconds: float, cores: int) -> float:
-    """A scheme's single-core seconds per item after a batch of ``n`` items (n ≥ 1) took
-    ``seconds`` of wall time on ``cores`` cores: that batch's wall time × cores / n alone at
-    first (``old`` None), then a running average with ``COST_WEIGHT`` of the newest."""
-    new = seconds * cores / n
+def item_cost(old: float | None, n: int, seconds: float) -> float:
+    """A scheme's single-core seconds per item after a batch of ``n`` items (n ≥ 1) took its
+    workers ``seconds`` of CPU time in all (:func:`app.engine.backends.cpu_worker.timed`):
+    ``seconds / n`` alone at first (``old`` None), then a running average with
+    ``COST_WEIGHT`` of the newest.  CPU time, not the batch's wall time: the wall time grows
+    with the other batches sharing the pools, and a cost that grew with concurrency shrank the
+    chunks until their dispatch was the work."""
+    new = seconds / n
     return new if old is None else (1 - COST_WEIGHT) * old + COST_WEIGHT * new
 
 
