@@ -183,7 +183,9 @@ def test_the_deadline_header():
     assert adm.deadline_seconds(None) == 30.0
     assert adm.deadline_seconds(b"12.5") == 12.5
     assert adm.deadline_seconds("9000") == 300.0  # capped
-    for bad in (b"soon", b"-1", b"0", b"nan", b"inf"):
+    assert adm.deadline_seconds("9" * 400) == 300.0  # too long to be finite, still a number: capped
+    assert adm.deadline_seconds(" 1e+06 ") == 300.0 and adm.deadline_seconds("2.5e-1") == 0.25  # as %g writes
+    for bad in (b"soon", b"-1", b"0", b"nan", b"inf", b"+3", b"1_0", b"", b"0x10", b"1e", b"."):
         with pytest.raises(RequestError) as exc:
             adm.deadline_seconds(bad)
         assert exc.value.field == DEADLINE_HEADER

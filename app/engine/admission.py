@@ -52,6 +52,7 @@ import asyncio
 import heapq
 import itertools
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -225,6 +226,10 @@ class _Waiter:
         return (self.tag, self.seq) < (other.tag, other.seq)
 
 
+#: What :meth:`Admission.deadline_seconds` takes: digits with an optional fraction and exponent.
+_DECIMAL = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", re.ASCII)
+
+
 class Admission:
     """The items, bytes and work in flight in this process, their bounds and the fair queue
     in front of them (module doc).
@@ -280,17 +285,15 @@ class Admission:
         """The deadline, in seconds from now, of a request that sent ``header`` (the
         :data:`DEADLINE_HEADER` value, or None): the server default when absent, at most
         ``max_deadline``.  Raises :class:`app.core.errors.RequestError` (4xx naming the header)
-        for a value that is not a positive decimal number."""
+        for a value that is not a positive decimal number (``30``, ``2.5``, ``1e+06`` as the
+        client's ``%g`` writes it; no sign, ``_``, ``nan`` or ``inf``)."""
         if header is None:
             return self.default_deadline
-        text = header.decode("latin-1") if isinstance(header, bytes) else header
-        try:
-            value = float(text.strip())
-        except ValueError:
-            value = math.nan
-        if not value > 0 or math.isinf(value):
-            raise RequestError(f"{DEADLINE_HEADER} must be a positive number of seconds, not {text[:40]!r}",
-                               field=DEADLINE_HEADER)
+        text = (header.decode("latin-1") if isinstance(header, bytes) else header).strip()
+        value = float(text) if _DECIMAL.fullmatch(text) else 0.0  # a number too long to be finite: inf
+        if not value > 0:
+            raise RequestError(f"{DEADLINE_HEADER} must be a positive decimal number of seconds (such as 30 or "
+                               f"2.5), not {text[:40]!r}", field=DEADLINE_HEADER)
         return min(value, self.max_deadline)
 
     # ------------------------------------------------------------------ the queue
