@@ -227,3 +227,34 @@ def test_proof_cache_builds_a_receipt_once_for_concurrent_proofs_and_keeps_withi
     assert warm.proof(r.id, 7, exists=lambda: False, load=lambda: r) is None and warm.stats()["trees"] == 0
     with pytest.raises(LeafIndexOutOfRange):
         warm.proof(r.id, r.count, exists=lambda: True, load=lambda: r)
+
+
+def test_a_kept_tree_proves_without_the_store_only_shortly_after_the_store_vouched(monkeypatch):
+    """recent_proof: no store call (the route answers on the event loop) within
+    CONFIRMED_SECONDS of the store saying it has the receipt; never for a tree nobody vouched
+    for (built when written), after that time, or once the store said no."""
+    import os
+
+    from app.engine.commit import merkle
+    from app.engine.receipts import proof_cache
+    from app.engine.receipts.proof_cache import ProofCache
+
+    n = 500
+    leaves = np.frombuffer(os.urandom(32 * n), np.uint8).reshape(n, 32)
+    r = Receipt.build(verdicts=np.ones(n, bool), leaves=leaves, merkle_root=merkle.root(leaves), schemes=["ed25519"],
+                      backends={"ed25519": "cpu"}, duration_seconds=0.0, source="http")
+    now = [1000.0]
+    monkeypatch.setattr(proof_cache.time, "monotonic", lambda: now[0])
+    cache = ProofCache(max_bytes=1 << 20, warm_items=100, hasher=lambda: None)
+    cache.written([r])
+    cache._warmer.shutdown(wait=True)
+    assert cache.stats()["trees"] == 1 and cache.recent_proof(r.id, 3) is None  # kept, but not vouched for
+    assert cache.proof(r.id, 3, exists=lambda: True, load=lambda: pytest.fail("kept")).verify()
+    fast = cache.recent_proof(r.id, 9)
+    assert fast is not None and fast.verify() and fast.audit_path == r.proof(9).audit_path
+    with pytest.raises(LeafIndexOutOfRange):
+        cache.recent_proof(r.id, n)
+    now[0] += proof_cache.CONFIRMED_SECONDS + 0.01
+    assert cache.recent_proof(r.id, 9) is None  # stale: the store is asked again
+    assert cache.proof(r.id, 9, exists=lambda: False, load=lambda: r) is None  # pruned meanwhile
+    assert cache.recent_proof(r.id, 9) is None and cache.stats()["trees"] == 0

@@ -11,7 +11,8 @@ The store is the runtime's (``StoreDep`` of :mod:`app.api.deps`, a
 :class:`app.engine.receipts.store.ReceiptStore`, or ``None`` when receipts are off).  Errors: 404 ``RECEIPT_NOT_FOUND``,
 ``LEAF_INDEX_OUT_OF_RANGE``, ``RECEIPTS_DISABLED``; 422 ``BAD_REQUEST`` for an id that is
 not a UUID; 503 ``STORE_UNAVAILABLE``.  Store calls block, so the handlers are plain
-functions, which FastAPI runs in its thread pool.
+functions, which FastAPI runs in its thread pool, except the proof's, which answers from a
+kept tree on the event loop and sends only its store calls to the thread pool.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
 from app.api.admission import proof_ticket
 from app.api.deps import AdmissionDep, StoreDep
@@ -121,9 +123,9 @@ def get_receipt(store: StoreDep, receipt_id: ReceiptId) -> dict:
 
 @router.get("/{receipt_id}/proof/{index}", response_model=ProofOut,
             summary="Inclusion proof of one item (RFC 6962 §2.1.1)")
-def get_proof(request: Request, store: StoreDep, admission: AdmissionDep, receipt_id: ReceiptId,
-              index: Annotated[int, Path(description="the item's position in the batch; outside [0, count) "
-                                                     "is a 404 LEAF_INDEX_OUT_OF_RANGE")]) -> dict:
+async def get_proof(request: Request, store: StoreDep, admission: AdmissionDep, receipt_id: ReceiptId,
+                    index: Annotated[int, Path(description="the item's position in the batch; outside [0, count) "
+                                                           "is a 404 LEAF_INDEX_OUT_OF_RANGE")]) -> dict:
     store = enabled(store)
     rid = canonical_id(receipt_id, "receipt_id")
     # A proof read is charged like verify work (admitted at once; refused only at a bound).
@@ -131,8 +133,13 @@ def get_proof(request: Request, store: StoreDep, admission: AdmissionDep, receip
     t0 = time.perf_counter()
     try:
         ticket.add_items({PROOFS: 1})
-        # The tree's levels are kept (proof_cache.py): O(log n) per proof, not a rebuild.
-        proof = store.proofs.proof(rid, index, exists=lambda: store.exists(rid), load=lambda: store.get(rid))
+        # The tree's levels are kept (proof_cache.py): O(log n) per proof, not a rebuild.  A
+        # tree the store vouched for a moment ago proves here, on the event loop; else the
+        # store is asked (it blocks) in the thread pool.
+        proof = store.proofs.recent_proof(rid, index)
+        if proof is None:
+            proof = await run_in_threadpool(store.proofs.proof, rid, index, exists=lambda: store.exists(rid),
+                                            load=lambda: store.get(rid))
         if proof is None:
             raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
         admission.rates.observe(PROOFS, 1, time.perf_counter() - t0, marginal=False)

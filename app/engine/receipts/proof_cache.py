@@ -16,13 +16,19 @@ the kept levels above: well under a millisecond of work.
   than the bound is built for its request and not kept.
 - A kept tree serves a proof only for a receipt the store still has (``exists``, an index
   lookup: reading the row of a large receipt from SQLite walks its leaves' overflow pages,
-  5 ms for 262,144 items): a pruned receipt is not proved from memory.
+  5 ms for 262,144 items): a pruned receipt is not proved from memory.  The answer is good
+  for :data:`CONFIRMED_SECONDS`: within it, :meth:`ProofCache.recent_proof` proves from the
+  kept tree without the store, so the route answers on the event loop without a thread-pool
+  hop (a hop cost a proof GET about as much CPU as the rest of it; bench/overload.py).  A
+  receipt pruned meanwhile may so be proved from memory for up to that long after.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +40,10 @@ from app.engine.commit import merkle
 from app.engine.commit.proofs import InclusionProof, ProofTree
 
 log = logging.getLogger(__name__)
+
+#: Seconds for which a store's answer that it has a receipt lets a kept tree prove it without
+#: asking again (:meth:`ProofCache.recent_proof`).
+CONFIRMED_SECONDS = 1.0
 
 
 class Receipt(Protocol):
@@ -84,6 +94,8 @@ class ProofCache:
         self._bytes = 0
         self._lock = threading.Lock()
         self._building: dict[str, threading.Lock] = {}
+        #: When the store last said it has a kept receipt (time.monotonic()), by id.
+        self._confirmed: dict[str, float] = {}
         self._warmer: ThreadPoolExecutor | None = None
         self.builds = self.hits = 0
 
@@ -101,6 +113,22 @@ class ProofCache:
             kept = self._built(rid, load)
             if kept is None:
                 return None
+        with self._lock:
+            self._confirmed[rid] = time.monotonic()
+        return self._proof(kept, index)
+
+    def recent_proof(self, rid: str, index: int) -> InclusionProof | None:
+        """The proof of item ``index`` of receipt ``rid`` from its kept tree, without the store,
+        where the store said within :data:`CONFIRMED_SECONDS` that it has the receipt; else
+        None (then :meth:`proof`).  Raises :class:`app.core.errors.LeafIndexOutOfRange`
+        outside ``[0, count)``."""
+        with self._lock:
+            fresh = time.monotonic() - self._confirmed.get(rid, -math.inf) <= CONFIRMED_SECONDS
+        kept = self._kept(rid) if fresh else None
+        return None if kept is None else self._proof(kept, index)
+
+    @staticmethod
+    def _proof(kept: tuple[Receipt, ProofTree], index: int) -> InclusionProof:
         receipt, tree = kept
         receipt.check_index(index)
         return InclusionProof(receipt.id, index, receipt.count, bytes(tree.leaves[index]), tree.audit_path(index),
@@ -150,8 +178,9 @@ class ProofCache:
             self._trees[rid] = kept
             self._bytes += size
             while self._bytes > self.max_bytes:
-                _, out = self._trees.popitem(last=False)
+                gone, out = self._trees.popitem(last=False)
                 self._bytes -= self._size(out)
+                self._confirmed.pop(gone, None)
 
     def written(self, receipts: Sequence[Receipt]) -> None:
         """Receipts just written: build the trees of the large ones in the background."""
@@ -173,6 +202,7 @@ class ProofCache:
 
     def forget(self, rid: str) -> None:
         with self._lock:
+            self._confirmed.pop(rid, None)
             kept = self._trees.pop(rid, None)
             if kept is not None:
                 self._bytes -= self._size(kept)
