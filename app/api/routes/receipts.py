@@ -17,6 +17,7 @@ kept tree on the event loop and sends only its store calls to the thread pool.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Annotated, Literal
 
@@ -135,9 +136,12 @@ async def get_proof(request: Request, store: StoreDep, admission: AdmissionDep, 
         ticket.add_items({PROOFS: 1})
         # The tree's levels are kept (proof_cache.py): O(log n) per proof, not a rebuild.  A
         # tree the store vouched for a moment ago proves here, on the event loop; else the
-        # store is asked (it blocks) in the thread pool.
+        # store is asked (it blocks) in the thread pool, once for all the GETs of the receipt
+        # that arrive meanwhile.
         proof = store.proofs.recent_proof(rid, index)
-        if proof is None:
+        if proof is None and await _vouched(store, rid):
+            proof = store.proofs.recent_proof(rid, index)
+        if proof is None:  # gone, or a tree too large for the cache: the whole way, in the pool
             proof = await run_in_threadpool(store.proofs.proof, rid, index, exists=lambda: store.exists(rid),
                                             load=lambda: store.get(rid))
         if proof is None:
@@ -146,3 +150,19 @@ async def get_proof(request: Request, store: StoreDep, admission: AdmissionDep, 
         return proof.to_json()
     finally:
         ticket.release()
+
+
+#: Receipt id -> the store question in flight for it (:func:`_vouched`), on this process's loop.
+_vouching: dict[str, asyncio.Future[bool]] = {}
+
+
+async def _vouched(store: ReceiptStore, rid: str) -> bool:
+    """Whether the store has receipt ``rid`` (:meth:`ProofCache.vouch`, in the thread pool):
+    GETs of one receipt that arrive together wait for one question instead of asking 40."""
+    pending = _vouching.get(rid)
+    if pending is None:
+        pending = asyncio.ensure_future(run_in_threadpool(store.proofs.vouch, rid, exists=lambda: store.exists(rid),
+                                                          load=lambda: store.get(rid)))
+        _vouching[rid] = pending
+        pending.add_done_callback(lambda _: _vouching.pop(rid, None))
+    return await asyncio.shield(pending)

@@ -105,6 +105,17 @@ class ProofCache:
         no such receipt.  ``exists`` asks the store whether it still has it (a kept tree);
         ``load`` reads it with its leaves (a tree not kept).  Raises
         :class:`app.core.errors.LeafIndexOutOfRange` outside ``[0, count)``."""
+        kept = self._vouched(rid, exists, load)
+        return None if kept is None else self._proof(kept, index)
+
+    def vouch(self, rid: str, *, exists: Callable[[], bool], load: Callable[[], Receipt | None]) -> bool:
+        """Ask the store whether it has receipt ``rid`` (``exists``, or ``load`` when its tree
+        is not kept, which builds and keeps it) and remember a yes for
+        :data:`CONFIRMED_SECONDS` (:meth:`recent_proof`); False when it has none."""
+        return self._vouched(rid, exists, load) is not None
+
+    def _vouched(self, rid: str, exists: Callable[[], bool],
+                 load: Callable[[], Receipt | None]) -> tuple[Receipt, ProofTree] | None:
         kept = self._kept(rid)
         if kept is not None and not exists():
             self.forget(rid)
@@ -115,7 +126,7 @@ class ProofCache:
                 return None
         with self._lock:
             self._confirmed[rid] = time.monotonic()
-        return self._proof(kept, index)
+        return kept
 
     def recent_proof(self, rid: str, index: int) -> InclusionProof | None:
         """The proof of item ``index`` of receipt ``rid`` from its kept tree, without the store,
