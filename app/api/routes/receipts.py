@@ -152,17 +152,18 @@ async def get_proof(request: Request, store: StoreDep, admission: AdmissionDep, 
         ticket.release()
 
 
-#: Receipt id -> the store question in flight for it (:func:`_vouched`), on this process's loop.
-_vouching: dict[str, asyncio.Future[bool]] = {}
+#: (event loop, receipt id) -> the store question in flight for it (:func:`_vouched`).
+_vouching: dict[tuple[int, str], asyncio.Future[bool]] = {}
 
 
 async def _vouched(store: ReceiptStore, rid: str) -> bool:
     """Whether the store has receipt ``rid`` (:meth:`ProofCache.vouch`, in the thread pool):
     GETs of one receipt that arrive together wait for one question instead of asking 40."""
-    pending = _vouching.get(rid)
+    key = (id(asyncio.get_running_loop()), rid)  # a future belongs to its loop (tests run several)
+    pending = _vouching.get(key)
     if pending is None:
         pending = asyncio.ensure_future(run_in_threadpool(store.proofs.vouch, rid, exists=lambda: store.exists(rid),
                                                           load=lambda: store.get(rid)))
-        _vouching[rid] = pending
-        pending.add_done_callback(lambda _: _vouching.pop(rid, None))
+        _vouching[key] = pending
+        pending.add_done_callback(lambda _: _vouching.pop(key, None))
     return await asyncio.shield(pending)
