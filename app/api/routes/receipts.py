@@ -30,6 +30,8 @@ from app.api.deps import AdmissionDep, StoreDep
 from app.api.schemas import UUID_PATTERN, ErrorResponse
 from app.core.errors import ReceiptNotFound, ReceiptsDisabled
 from app.engine.admission import PROOFS
+from app.engine.commit.proofs import ProofTree
+from app.engine.receipts import proof_cache
 from app.engine.receipts.store import MAX_PAGE, ReceiptStore, canonical_id
 
 _UUID_SCHEMA = {"format": "uuid"}
@@ -139,13 +141,11 @@ async def get_proof(request: Request, store: StoreDep, admission: AdmissionDep, 
         # store is asked (it blocks) in the thread pool, once for all the GETs of the receipt
         # that arrive meanwhile.
         proof = store.proofs.recent_proof(rid, index)
-        if proof is None and await _vouched(store, rid):
-            proof = store.proofs.recent_proof(rid, index)
-        if proof is None:  # gone, or a tree too large for the cache: the whole way, in the pool
-            proof = await run_in_threadpool(store.proofs.proof, rid, index, exists=lambda: store.exists(rid),
-                                            load=lambda: store.get(rid))
         if proof is None:
-            raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
+            vouched = await _vouched(store, rid)
+            if vouched is None:
+                raise ReceiptNotFound(f"no receipt {rid}", field="receipt_id")
+            proof = store.proofs.prove(vouched, index)
         admission.rates.observe(PROOFS, 1, time.perf_counter() - t0, marginal=False)
         return proof.to_json()
     finally:
@@ -153,12 +153,13 @@ async def get_proof(request: Request, store: StoreDep, admission: AdmissionDep, 
 
 
 #: (event loop, receipt id) -> the store question in flight for it (:func:`_vouched`).
-_vouching: dict[tuple[int, str], asyncio.Future[bool]] = {}
+_vouching: dict[tuple[int, str], asyncio.Future[tuple[proof_cache.Receipt, ProofTree] | None]] = {}
 
 
-async def _vouched(store: ReceiptStore, rid: str) -> bool:
-    """Whether the store has receipt ``rid`` (:meth:`ProofCache.vouch`, in the thread pool):
-    GETs of one receipt that arrive together wait for one question instead of asking 40."""
+async def _vouched(store: ReceiptStore, rid: str) -> tuple[proof_cache.Receipt, ProofTree] | None:
+    """Receipt ``rid`` and its tree where the store has it (:meth:`ProofCache.vouch`, in the
+    thread pool), else None: GETs of one receipt that arrive together wait for one question
+    (and one tree, kept or not) instead of asking 40."""
     key = (id(asyncio.get_running_loop()), rid)  # a future belongs to its loop (tests run several)
     pending = _vouching.get(key)
     if pending is None:

@@ -105,17 +105,15 @@ class ProofCache:
         no such receipt.  ``exists`` asks the store whether it still has it (a kept tree);
         ``load`` reads it with its leaves (a tree not kept).  Raises
         :class:`app.core.errors.LeafIndexOutOfRange` outside ``[0, count)``."""
-        kept = self._vouched(rid, exists, load)
-        return None if kept is None else self._proof(kept, index)
+        kept = self.vouch(rid, exists=exists, load=load)
+        return None if kept is None else self.prove(kept, index)
 
-    def vouch(self, rid: str, *, exists: Callable[[], bool], load: Callable[[], Receipt | None]) -> bool:
-        """Ask the store whether it has receipt ``rid`` (``exists``, or ``load`` when its tree
-        is not kept, which builds and keeps it) and remember a yes for
-        :data:`CONFIRMED_SECONDS` (:meth:`recent_proof`); False when it has none."""
-        return self._vouched(rid, exists, load) is not None
-
-    def _vouched(self, rid: str, exists: Callable[[], bool],
-                 load: Callable[[], Receipt | None]) -> tuple[Receipt, ProofTree] | None:
+    def vouch(self, rid: str, *, exists: Callable[[], bool],
+              load: Callable[[], Receipt | None]) -> tuple[Receipt, ProofTree] | None:
+        """Receipt ``rid`` and its tree (:meth:`prove` takes them), once the store said it has
+        the receipt (``exists``, or ``load`` when its tree is not kept, which builds it and
+        keeps it within the bound); the yes is remembered for :data:`CONFIRMED_SECONDS`
+        (:meth:`recent_proof`).  None when the store has no such receipt."""
         kept = self._kept(rid)
         if kept is not None and not exists():
             self.forget(rid)
@@ -136,10 +134,12 @@ class ProofCache:
         with self._lock:
             fresh = time.monotonic() - self._confirmed.get(rid, -math.inf) <= CONFIRMED_SECONDS
         kept = self._kept(rid) if fresh else None
-        return None if kept is None else self._proof(kept, index)
+        return None if kept is None else self.prove(kept, index)
 
     @staticmethod
-    def _proof(kept: tuple[Receipt, ProofTree], index: int) -> InclusionProof:
+    def prove(kept: tuple[Receipt, ProofTree], index: int) -> InclusionProof:
+        """The proof of item ``index`` from a receipt and its tree (:meth:`vouch`).  Raises
+        :class:`app.core.errors.LeafIndexOutOfRange` outside ``[0, count)``."""
         receipt, tree = kept
         receipt.check_index(index)
         return InclusionProof(receipt.id, index, receipt.count, bytes(tree.leaves[index]), tree.audit_path(index),
