@@ -54,6 +54,37 @@ ZV_KERNEL void zv_probe_block(zv_u32 lanes, int sync, zv_u32 *out) {
 ZV_KERNEL void zv_probe_divergent(zv_u32 lanes) {
     ZV_BLOCK_RUN(lanes, { if (ZV_BLOCK_TID == 0) ZV_SYNC(); });
 }
+/* Warp barriers: each thread of the first warp writes `steps` values in turn, each read by
+ * its warp neighbour after a warp barrier (or without one); the other warps go straight to
+ * the block barrier and then read what the first warp's thread 0 last wrote.  order[k] is
+ * the thread that ran k-th between barriers (the fibers' schedule). */
+ZV_KERNEL void zv_probe_warp(zv_u32 lanes, int steps, int sync, zv_u32 *out, zv_u32 *order) {
+    ZV_SHARED zv_u32 slot[ZV_WARP_SIZE];
+    ZV_SHARED zv_u32 ran;
+    for (int i = 0; i < ZV_WARP_SIZE; i++) slot[i] = 0;
+    ran = 0;
+    ZV_BLOCK_RUN(lanes, {
+        zv_u32 t = (zv_u32)ZV_BLOCK_TID;
+        zv_u32 got = 0;
+        if (t < ZV_WARP_SIZE) {
+            for (int k = 0; k < steps; k++) {
+                slot[t] = 100 * (k + 1) + t;
+                order[ran++] = t;
+                if (sync) ZV_SYNC_WARP();
+                got += slot[(t + 1) % ZV_WARP_SIZE];
+                if (sync) ZV_SYNC_WARP();
+            }
+        } else {
+            order[ran++] = t;
+        }
+        ZV_SYNC();
+        out[t] = t < ZV_WARP_SIZE ? got : slot[0];
+    });
+}
+/* Half the first warp reaches a warp barrier: divergent, which the emulation reports. */
+ZV_KERNEL void zv_probe_warp_divergent(zv_u32 lanes) {
+    ZV_BLOCK_RUN(lanes, { if (ZV_BLOCK_TID < ZV_WARP_SIZE / 2) ZV_SYNC_WARP(); });
+}
 """
 
 
@@ -79,12 +110,36 @@ def test_without_the_barrier_a_thread_reads_what_its_neighbour_has_not_written(p
     assert got == [1000 * 32] * 31 + [10 + 32000]
 
 
-def test_divergent_barriers_fail_a_bound_check(probe):
+@pytest.mark.parametrize("entry", ["zv_probe_divergent", "zv_probe_warp_divergent"])
+def test_divergent_barriers_fail_a_bound_check(probe, entry):
     if hostbuild.verify_failures(probe) is None:
         pytest.skip("built without ZV_CHECK")
     before = hostbuild.verify_failures(probe)
-    probe.zv_probe_divergent(ctypes.c_uint32(4))
+    getattr(probe, entry)(ctypes.c_uint32(64))
     assert hostbuild.verify_failures(probe) == before + 1
+
+
+def _run_warp_probe(lib, lanes: int, steps: int, sync: bool) -> tuple[list[int], list[int]]:
+    out, order = np.zeros(lanes, np.uint32), np.zeros(32 * steps + lanes - 32, np.uint32)
+    lib.zv_probe_warp(ctypes.c_uint32(lanes), ctypes.c_int(steps), ctypes.c_int(int(sync)),
+                      ctypes.c_void_p(out.ctypes.data), ctypes.c_void_p(order.ctypes.data))
+    return out.tolist(), order.tolist()
+
+
+def test_a_warp_barrier_orders_its_warp_and_leaves_the_other_warps_at_the_block_barrier(probe):
+    out, order = _run_warp_probe(probe, 128, 3, True)
+    # Every step's value from the neighbour, after the warp barrier.
+    assert out[:32] == [sum(100 * k + (t + 1) % 32 for k in (1, 2, 3)) for t in range(32)]
+    assert out[32:] == [300] * 96  # the first warp's last step, after the block barrier
+    # The first warp takes all its steps (its fibers in turn at each) before any other warp
+    # is resumed: a warp's step switches its 32 fibers, not the block's 128.
+    assert order == list(range(32)) * 3 + list(range(32, 128))
+
+
+def test_without_the_warp_barrier_a_thread_reads_what_its_neighbour_has_not_written(probe):
+    out, _ = _run_warp_probe(probe, 64, 1, False)
+    # Fibers run alone to the block barrier, in order: only the warp's last one reads a write.
+    assert out[:32] == [0] * 31 + [100]
 
 
 # ------------------------------------------------------------------ a barrier deleted
@@ -131,21 +186,23 @@ def test_a_deleted_barrier_gives_wrong_verdicts(tmp_path, items, before):
     assert kernel_verdicts(broken, items, "block") != want
 
 
-#: The block sponge's two barriers per round (keccak.cuh, "one sponge per block"), by the
-#: text just before them: after θ's D, after the χ lanes.
+#: The block sponge's two warp barriers per round (keccak.cuh, "one sponge per block"), by
+#: the text just before them: after θ's D, after the χ lanes.
 SPONGE_BARRIERS = ("s->d[t] = cl ^ zv_rotl64(cr, 1);\n        }", "s->a[(round + 1) & 1][t] = out;\n        }")
 
 
 @pytest.mark.parametrize("before", SPONGE_BARRIERS, ids=("theta", "chi"))
 def test_a_deleted_barrier_of_the_block_sponge_gives_wrong_verdicts(tmp_path, items, before):
-    """tr, μ and c̃′ are hashed by 25 fibers together: a round step without its barrier
-    reads lanes the others have not written, and valid signatures fail."""
+    """tr, μ and c̃′ are hashed by 25 fibers of the first warp together: a round step
+    without its warp barrier reads lanes the others have not written, and valid signatures
+    fail."""
     src = (hostbuild.KERNEL_DIR / "hashes" / "keccak.cuh").read_text()
     at = src.index(before) + len(before)
-    assert src[at:].lstrip().startswith("ZV_SYNC();")
-    at = src.index("ZV_SYNC();", at)
+    assert src[at:].lstrip().startswith("ZV_SYNC_WARP();")
+    at = src.index("ZV_SYNC_WARP();", at)
     (tmp_path / "hashes").mkdir()
-    (tmp_path / "hashes" / "keccak.cuh").write_text(src[:at] + "/* barrier deleted */" + src[at + len("ZV_SYNC();"):])
+    (tmp_path / "hashes" / "keccak.cuh").write_text(src[:at] + "/* barrier deleted */"
+                                                    + src[at + len("ZV_SYNC_WARP();"):])
     broken = hostbuild.load_code((SCHEMES_DIR / "ml_dsa.cu").read_text(), "ml_dsa_sponge_nosync", [tmp_path])
     assert kernel_verdicts(broken, items, "block") != openssl_verdicts(items)
     assert kernel_verdicts(broken, items, "thread") == openssl_verdicts(items)  # one thread needs no barrier

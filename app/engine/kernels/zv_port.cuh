@@ -85,6 +85,9 @@ typedef signed long long zv_i64;
 
 /* Block-cooperative work (one block shares a job, e.g. the top of a Merkle tree): the
  * block's threads split a loop with ZV_BLOCK_FOR and meet at ZV_SYNC between phases.
+ * ZV_SYNC_WARP is the barrier of one warp (ZV_WARP_SIZE threads: __syncwarp), called by
+ * every thread of that warp: for work one warp does alone while the others wait at the
+ * next ZV_SYNC (the ML-DSA block kernel's sponge), its steps need not stop the block.
  * On the host, outside ZV_BLOCK_RUN, the "block" is one thread, so the loop visits every
  * index and the barrier returns at once — the phases still run in order, which is all the
  * barrier guarantees; inside ZV_BLOCK_RUN each thread is a fiber and the barrier is real.
@@ -94,23 +97,27 @@ typedef signed long long zv_i64;
  * unroll spelling in kernel sources (no bare #pragma unroll), so both builds agree.
  * ZV_NOINLINE keeps a large routine out of line on the GPU, where inlining every call
  * site would multiply the code size (instruction-cache misses) for no register gain. */
+#define ZV_WARP_SIZE 32
 #if ZV_DEVICE_BUILD
 #define ZV_BLOCK_TID ((zv_u64)threadIdx.x)
 #define ZV_BLOCK_NTHREADS ((zv_u64)blockDim.x)
 #define ZV_SYNC() __syncthreads()
+#define ZV_SYNC_WARP() __syncwarp()
 #elif !ZV_CUDA_COMPILER
 /* The host build's block (ZV_BLOCK_RUN below): the fiber running and the block's size;
  * outside a ZV_BLOCK_RUN a kernel is one thread of a one-thread block. */
 static thread_local zv_u32 zv_host_tid = 0;
 static thread_local zv_u32 zv_host_nthreads = 1;
-static void zv_host_sync();
+static void zv_host_sync(int warp);
 #define ZV_BLOCK_TID ((zv_u64)zv_host_tid)
 #define ZV_BLOCK_NTHREADS ((zv_u64)zv_host_nthreads)
-#define ZV_SYNC() zv_host_sync()
+#define ZV_SYNC() zv_host_sync(0)
+#define ZV_SYNC_WARP() zv_host_sync(1)
 #else /* nvcc's host pass: host code of a harness, one thread */
 #define ZV_BLOCK_TID ((zv_u64)0)
 #define ZV_BLOCK_NTHREADS ((zv_u64)1)
 #define ZV_SYNC() ((void)0)
+#define ZV_SYNC_WARP() ((void)0)
 #endif
 #if ZV_CUDA_COMPILER  /* nvcc's front end reads `unroll` in both passes; g++ has its own spelling */
 #define ZV_UNROLL _Pragma("unroll")
@@ -184,13 +191,18 @@ static int zv_count_serial = 0;
  * fibers, each with its own stack and ZV_BLOCK_TID, all running stmt on one OS
  * thread; ZV_SYNC() is a real barrier — a fiber reaching it switches out, and the scheduler
  * resumes the fibers in order, round by round, so every fiber has reached the barrier (or
- * ended) before any passes it.  Variables declared before ZV_BLOCK_RUN in the entry point
+ * ended) before any passes it.  ZV_SYNC_WARP() is a real barrier of the fiber's warp: a
+ * round runs warp by warp, and within a warp the scheduler resumes its fibers in order
+ * until all of them have reached a ZV_SYNC (or ended), so the fibers of a warp pass each
+ * warp barrier together while the other warps' fibers are not resumed at all — which is
+ * what makes a warp's sponge cheap here: 32 switches per step, not the block's 128.  Variables declared before ZV_BLOCK_RUN in the entry point
  * (ZV_SHARED, captured by reference) are the block's shared memory: one copy per launch,
  * seen by every fiber.  Because a fiber runs alone from one barrier to the next, fiber 0
  * runs a whole phase before fiber 1 starts it: a missing barrier makes a fiber read what
  * the others have not yet written, deterministically, so it changes the result here as it
- * may on the GPU.  A barrier reached by some fibers of a round while others have ended
- * (divergent barriers, undefined on the GPU) fails a ZV_CHECK. */
+ * may on the GPU.  A barrier reached by some fibers of a round while others have ended,
+ * or a warp barrier reached by some fibers of a warp while the others are at a block
+ * barrier or ended (divergent barriers, undefined on the GPU), fails a ZV_CHECK. */
 #if ZV_CUDA_COMPILER
 #define ZV_BLOCK_RUN(lanes, stmt) do { stmt; } while (0)
 #else
@@ -209,15 +221,18 @@ struct zv_host_block {
     ucontext_t *start;       /* fiber i's first entry */
     zv_u8 *done;             /* fiber i has finished its body */
     zv_u8 *started;
+    zv_u8 *at_warp;          /* fiber i is suspended at a warp barrier (else at a block barrier) */
     void (*call)(void *);
     void *body;
 };
 static thread_local zv_host_block *zv_host_blk = 0;
 
 /* Out of line, so that only this function is compiled for _setjmp's second return. */
-__attribute__((noinline)) static void zv_host_sync() {
+__attribute__((noinline)) static void zv_host_sync(int warp) {
     zv_host_block *b = zv_host_blk;
-    if (b && !_setjmp(b->resume[zv_host_tid])) _longjmp(b->sched, 1);
+    if (!b) return;
+    b->at_warp[zv_host_tid] = (zv_u8)warp;
+    if (!_setjmp(b->resume[zv_host_tid])) _longjmp(b->sched, 1);
 }
 
 static void zv_host_fiber_main() {
@@ -245,8 +260,9 @@ template <class F> static void zv_host_block_run(zv_u32 lanes, F body) {
     b.start = (ucontext_t *)calloc(lanes, sizeof(ucontext_t));
     b.done = (zv_u8 *)calloc(lanes, 1);
     b.started = (zv_u8 *)calloc(lanes, 1);
+    b.at_warp = (zv_u8 *)calloc(lanes, 1);
     zv_u8 *stacks = (zv_u8 *)malloc((zv_u64)lanes * ZV_HOST_FIBER_STACK);
-    if (!b.resume || !b.start || !b.done || !b.started || !stacks) abort(); /* out of memory */
+    if (!b.resume || !b.start || !b.done || !b.started || !b.at_warp || !stacks) abort(); /* out of memory */
     for (zv_u32 i = 0; i < lanes; i++) {
         getcontext(&b.start[i]);
         b.start[i].uc_stack.ss_sp = stacks + (zv_u64)i * ZV_HOST_FIBER_STACK;
@@ -260,11 +276,23 @@ template <class F> static void zv_host_block_run(zv_u32 lanes, F body) {
     zv_host_nthreads = lanes;
     for (zv_u32 live = lanes; live > 0;) {
         zv_u32 ended = 0;
-        for (zv_u32 i = 0; i < lanes; i++) {
-            if (b.done[i]) continue;
-            zv_host_tid = i;
-            zv_host_resume(&b, i);
-            ended += b.done[i];
+        for (zv_u32 w = 0; w < lanes; w += ZV_WARP_SIZE) {
+            const zv_u32 end = w + ZV_WARP_SIZE < lanes ? w + ZV_WARP_SIZE : lanes;
+            /* The warp's fibers to the next block barrier: while any stops at a warp
+             * barrier, resume those (and only those) again. */
+            for (int first = 1;; first = 0) {
+                zv_u32 at_warp = 0, other = 0;
+                for (zv_u32 i = w; i < end; i++) {
+                    if (b.done[i] || (!first && !b.at_warp[i])) continue;
+                    zv_host_tid = i;
+                    zv_host_resume(&b, i);
+                    if (b.done[i]) ended++;
+                    if (!b.done[i] && b.at_warp[i]) at_warp++;
+                    else other++;
+                }
+                if (!at_warp) break;
+                ZV_CHECK(other == 0); /* a warp barrier that some of the warp's fibers skip */
+            }
         }
         ZV_CHECK(ended == 0 || ended == live); /* all fibers end in the same phase */
         live -= ended;
@@ -273,6 +301,7 @@ template <class F> static void zv_host_block_run(zv_u32 lanes, F body) {
     zv_host_tid = outer_tid;
     zv_host_nthreads = outer_n;
     free(stacks);
+    free(b.at_warp);
     free(b.started);
     free(b.done);
     free(b.start);

@@ -42,11 +42,14 @@ writes bench/results/ml_dsa_sass.md and .json.
      twice.  Bound: 128 bytes per clock per SM ÷ bytes (conflicts included).  Its local
      memory is a thread's Keccak state (L1), not charged.
   6. Block kernel, issue: warp instructions per verification.  The serial hashes (tr and μ,
-     SampleInBall, c̃′) run on one lane, so each permutation costs I_perm whole warp
-     instructions; ExpandA's K·L streams run one per thread, ⌈K·L/32⌉ warps each as long
-     as its longest stream (the mean of that maximum over random ρ, from hashlib); the
-     non-Keccak work is item 3's estimate divided by 32 (spread over all lanes).  Bound:
-     2 int32 warp instructions per clock per SM ÷ warp instructions.
+     SampleInBall, c̃′) are charged I_perm whole warp instructions per permutation, as if one
+     lane ran it: SampleInBall does, while tr, μ and c̃′ run on the first warp's block sponge
+     (25 lanes, two warp barriers per round, keccak.cuh), whose inlined rounds are not
+     counted apart — an approximation, checked by the SIMULATED second opinion; ExpandA's
+     K·L streams run one per thread, ⌈K·L/32⌉ warps each as long as its longest stream (the
+     mean of that maximum over random ρ, from hashlib); the non-Keccak work is item 3's
+     estimate divided by 32 (spread over all lanes).  Bound: 2 int32 warp instructions per
+     clock per SM ÷ warp instructions.
   7. Block kernel, latency: one block's critical path is at least SampleInBall's, then the
      longer of μ's chain (tr and μ) and the longest ExpandA stream, then c̃′'s permutations,
      at one instruction per clock for the warp that runs them (an optimistic issue rate for a

@@ -29,10 +29,14 @@
  *   zv_sha3_256(in, n, out)
  *   zv_sha3_512(in, n, out)
  *   zv_keccak_rho(x, y)                 ρ's offset of lane (x, y) (§3.2.2)
- *   zv_keccak_block_permute(s)          Keccak-f[1600] by a whole block: 25 threads, state in shared memory
+ *   zv_keccak_block_permute(s)          Keccak-f[1600] by a block's first warp: 25 threads, state in shared
+ *                                       memory
  *   zv_bytes_at(parts, nparts, off)     Byte `off` of the concatenation of parts[0..nparts)
+ *   zv_keccak_block_sponge(s, rate, ds, parts, nparts, out, out_len)
+ *                                       zv_keccak_block_hash's sponge, by the first warp
  *   zv_keccak_block_hash(s, rate, ds, parts, nparts, out, out_len)
- *                                       One-squeeze sponge over parts by the whole block
+ *                                       One-squeeze sponge over parts by the block's first warp, called by the
+ *                                       whole block
  */
 #ifndef ZV_KECCAK_CUH
 #define ZV_KECCAK_CUH
@@ -205,17 +209,22 @@ ZV_HD void zv_sha3_512(const zv_u8 *in, zv_u64 n, zv_u8 out[64]) {
 }
 
 /* ------------------------------------------------------------------ one sponge per block
- * A block of threads that needs one long serial hash (ML-DSA's tr, μ and c̃) runs it
- * together: the permutation by 25 threads, thread t = x + 5y computing lane (x, y) of each
- * round, with the state in shared memory (zv_keccak_block_state, double-buffered: round r
- * reads a[r & 1] and writes a[(r + 1) & 1], so after 24 rounds the state is back in a[0]).
- * A round is two steps, each ended by a barrier (ZV_SYNC): threads 0..4 compute θ's D[x] =
- * C[x − 1] ⊕ rot(C[x + 1], 1) from the column parities; then each of the 25 computes its
- * output lane by χ from the three lanes B[x..x+2, y] of its row, each B = ρπ of a θ-ed
- * input lane (B[y, 2x + 3y] = rot(A[x, y] ⊕ D[x], r[x, y]), FIPS 202 §3.2.1–3.2.4), and
- * thread 0 adds ι.  Every thread of the block calls these functions (they hold barriers);
- * threads past the 25th only meet the barriers.  Semantics are the sponge's above, bit for
- * bit; the message is a list of byte strings (zv_bytes) read in place. */
+ * A block of threads that needs one long serial hash (ML-DSA's tr, μ and c̃) runs it on
+ * its first warp: the permutation by 25 threads, thread t = x + 5y computing lane (x, y) of
+ * each round, with the state in shared memory (zv_keccak_block_state, double-buffered:
+ * round r reads a[r & 1] and writes a[(r + 1) & 1], so after 24 rounds the state is back in
+ * a[0]).  A round is two steps, each ended by a warp barrier (ZV_SYNC_WARP): threads 0..4
+ * compute θ's D[x] = C[x − 1] ⊕ rot(C[x + 1], 1) from the column parities; then each of the
+ * 25 computes its output lane by χ from the three lanes B[x..x+2, y] of its row, each B =
+ * ρπ of a θ-ed input lane (B[y, 2x + 3y] = rot(A[x, y] ⊕ D[x], r[x, y]), FIPS 202
+ * §3.2.1–3.2.4), and thread 0 adds ι.  Why a warp barrier: the 25 threads are one warp's,
+ * so the ~48 barriers of a permutation need not stop the block's other warps — they go
+ * straight to the one block barrier that ends zv_keccak_block_hash (on the GPU a
+ * __syncwarp instead of a __syncthreads per step; in the host build 32 fiber switches per
+ * step instead of 128).  Every thread of the block calls zv_keccak_block_hash (it ends with
+ * a block barrier); zv_keccak_block_permute is called by the first warp's threads only.
+ * Semantics are the sponge's above, bit for bit; the message is a list of byte strings
+ * (zv_bytes) read in place. */
 typedef struct {
     zv_u64 a[2][25];
     zv_u64 d[5];
@@ -239,6 +248,7 @@ ZV_HD int zv_keccak_rho(int x, int y) {
     return 0;
 }
 
+/* Called by the ZV_WARP_SIZE threads of the block's first warp (it holds warp barriers). */
 ZV_HD void zv_keccak_block_permute(zv_keccak_block_state *s) {
     const zv_u64 t = ZV_BLOCK_TID;
     int src[3] = {0, 0, 0}, rot[3] = {0, 0, 0};
@@ -260,7 +270,7 @@ ZV_HD void zv_keccak_block_permute(zv_keccak_block_state *s) {
             zv_u64 cr = a[r] ^ a[r + 5] ^ a[r + 10] ^ a[r + 15] ^ a[r + 20];
             s->d[t] = cl ^ zv_rotl64(cr, 1);
         }
-        ZV_SYNC();
+        ZV_SYNC_WARP();
         if (t < 25) {
             zv_u64 b0 = zv_rotl64(a[src[0]] ^ s->d[src[0] % 5], rot[0]);
             zv_u64 b1 = zv_rotl64(a[src[1]] ^ s->d[src[1] % 5], rot[1]);
@@ -269,7 +279,7 @@ ZV_HD void zv_keccak_block_permute(zv_keccak_block_state *s) {
             if (t == 0) out ^= ZV_KECCAK_RC[round];
             s->a[(round + 1) & 1][t] = out;
         }
-        ZV_SYNC();
+        ZV_SYNC_WARP();
     }
 }
 
@@ -282,11 +292,10 @@ ZV_HD zv_u8 zv_bytes_at(const zv_bytes *parts, int nparts, zv_u64 off) {
     return 0;
 }
 
-/* out[0 .. out_len) = the sponge of rate `rate` and domain byte `ds` over the concatenation of
- * parts[0..nparts), out_len ≤ rate (one squeeze block), by the whole block (see above); out
- * is written by threads 0 .. ⌈out_len/8⌉ − 1 and visible to every thread on return. */
-ZV_HD void zv_keccak_block_hash(zv_keccak_block_state *s, zv_u32 rate, zv_u8 ds, const zv_bytes *parts, int nparts,
-                                zv_u8 *out, zv_u32 out_len) {
+/* The sponge of zv_keccak_block_hash, by the ZV_WARP_SIZE threads of the block's first
+ * warp (it holds warp barriers); out is written when the last of them returns. */
+ZV_HD void zv_keccak_block_sponge(zv_keccak_block_state *s, zv_u32 rate, zv_u8 ds, const zv_bytes *parts, int nparts,
+                                  zv_u8 *out, zv_u32 out_len) {
     const zv_u64 t = ZV_BLOCK_TID;
     zv_u64 total = 0;
     for (int i = 0; i < nparts; i++) total += parts[i].n;
@@ -305,11 +314,21 @@ ZV_HD void zv_keccak_block_hash(zv_keccak_block_state *s, zv_u32 rate, zv_u8 ds,
             }
             s->a[0][t] = blk ? s->a[0][t] ^ w : w;
         }
-        ZV_SYNC();
+        ZV_SYNC_WARP();
         zv_keccak_block_permute(s);
     }
     if (t < (out_len + 7) / 8)
         for (zv_u32 k = 0; k < 8 && 8 * t + k < out_len; k++) out[8 * t + k] = (zv_u8)(s->a[0][t] >> (8 * k));
+}
+
+/* out[0 .. out_len) = the sponge of rate `rate` and domain byte `ds` over the concatenation of
+ * parts[0..nparts), out_len ≤ rate (one squeeze block), by the block's first warp (see
+ * above; the block needs at least ZV_WARP_SIZE threads); called by every thread of the
+ * block, with the same arguments; out is written by threads 0 .. ⌈out_len/8⌉ − 1 and
+ * visible to every thread on return (a block barrier ends it). */
+ZV_HD void zv_keccak_block_hash(zv_keccak_block_state *s, zv_u32 rate, zv_u8 ds, const zv_bytes *parts, int nparts,
+                                zv_u8 *out, zv_u32 out_len) {
+    if (ZV_BLOCK_TID < ZV_WARP_SIZE) zv_keccak_block_sponge(s, rate, ds, parts, nparts, out, out_len);
     ZV_SYNC();
 }
 

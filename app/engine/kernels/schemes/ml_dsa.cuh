@@ -466,9 +466,10 @@ ZV_HD int zv_mldsa_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u
  *   3. all: NTT of the L + K + 1 polynomials (ẑ, t̂1, ĉ) together, one butterfly
  *      (zv_mldsa_ntt_butterfly) per thread and step, a barrier per layer (8);
  *   4. all: μ = H(tr ‖ M′) with tr = H(pk) (the longest serial hash: 11–21 permutations),
- *      by the block's sponge (keccak.cuh, "one sponge per block": 25 threads per
- *      permutation, the state in shared memory, two barriers per round), so no thread
- *      runs the permutations alone while the block waits;
+ *      by the block's sponge (keccak.cuh, "one sponge per block": 25 threads of the first
+ *      warp per permutation, the state in shared memory, two warp barriers per round, the
+ *      other warps waiting at the hash's closing barrier), so no thread runs the
+ *      permutations alone;
  *      then threads 0 .. K·L − 1: one matrix entry Â[r][s] each (zv_mldsa_expand_a_entry,
  *      its own SHAKE128 stream), multiplied into the row accumulator as it is sampled
  *      (shared atomic adds: integer sums, exact in any order); meanwhile the one before the
