@@ -465,16 +465,17 @@ ZV_HD int zv_mldsa_verify(const zv_u8 *pk, zv_u32 pk_len, const zv_u8 *sig, zv_u
  *      step; the last thread: c = SampleInBall(c̃);  then a failed check ends the item;
  *   3. all: NTT of the L + K + 1 polynomials (ẑ, t̂1, ĉ) together, one butterfly
  *      (zv_mldsa_ntt_butterfly) per thread and step, a barrier per layer (8);
- *   4. all: μ = H(tr ‖ M′) with tr = H(pk) (the longest serial hash: 11–21 permutations),
- *      by the block's sponge (keccak.cuh, "one sponge per block": 25 threads of the first
- *      warp per permutation, the state in shared memory, two warp barriers per round, the
- *      other warps waiting at the hash's closing barrier), so no thread runs the
- *      permutations alone;
- *      then threads 0 .. K·L − 1: one matrix entry Â[r][s] each (zv_mldsa_expand_a_entry,
- *      its own SHAKE128 stream), multiplied into the row accumulator as it is sampled
- *      (shared atomic adds: integer sums, exact in any order); meanwhile the one before the
- *      last thread builds the hint bitmap.  ExpandA's Keccak stays one stream per thread:
- *      K·L independent streams already fill 16–56 threads;
+ *   4. two things at once, neither reading what the other writes: the first warp computes
+ *      μ = H(tr ‖ M′) with tr = H(pk) (the longest serial hash: 11–21 permutations) by the
+ *      block's sponge (keccak.cuh, "one sponge per block": 25 threads per permutation, the
+ *      state in shared memory, two warp barriers per round), while the other warps sample Â:
+ *      thread 32 + e one matrix entry Â[r][s] (zv_mldsa_expand_a_entry, its own SHAKE128
+ *      stream, e < K·L ≤ 56), multiplied into the row accumulator as it is sampled (shared
+ *      atomic adds: integer sums, exact in any order); then the one before the last thread
+ *      builds the hint bitmap.  Why: run one after the other, both on the first warp, they
+ *      were most of a block's time (GPGPU-Sim's timing mode: ~1.1 M cycles per item, the
+ *      first warp issuing alone at ~0.12 IPC); side by side they share it.  ExpandA's Keccak
+ *      stays one stream per thread: K·L independent streams already fill 16–56 threads;
  *   5. all: Σ Â∘ẑ − ĉ∘t̂1, reduced (zv_mldsa_reduce32);
  *   6. all: NTT^-1 of the K rows, one butterfly (zv_mldsa_invntt_butterfly) per thread and
  *      step, a barrier per layer (8);
@@ -534,19 +535,24 @@ ZV_HD int zv_mldsa_verify_block(zv_mldsa_block<P> *b, const zv_u8 *pk, const zv_
         ZV_SYNC();
     }
 
-    /* μ = H(tr ‖ M′, 64), tr = H(pk, 64) (Alg. 8 steps 6-7, as zv_mldsa_mu), by the block's sponge. */
-    const zv_bytes pk_part = {pk, (zv_u64)S::PK_BYTES};
-    zv_keccak_block_hash(&b->keccak, ZV_SHAKE256_RATE, ZV_KECCAK_DS_SHAKE, &pk_part, 1, b->tr, ZV_MLDSA_TR_BYTES);
-    const zv_u8 prefix[2] = {0, (zv_u8)ctx_len};
-    const zv_bytes mu_parts[4] = {{b->tr, ZV_MLDSA_TR_BYTES}, {prefix, 2}, {ctx, ctx_len}, {msg, msg_len}};
-    zv_keccak_block_hash(&b->keccak, ZV_SHAKE256_RATE, ZV_KECCAK_DS_SHAKE, mu_parts, 4, b->mu, ZV_MLDSA_MU_BYTES);
-
     ZV_BLOCK_FOR(x, (L + K + 1) * N) ZV_CHECK(b->poly[x / N][x % N] < 9 * ZV_MLDSA_Q && b->poly[x / N][x % N] > -9 * ZV_MLDSA_Q);
-    ZV_BLOCK_FOR(e, K * L) {
-        zv_i32 *acc = b->acc[e / L];
-        const zv_i32 *zhat = b->poly[e % L];
-        zv_mldsa_expand_a_entry(rho, (int)(e / L), (int)(e % L),
-                                [&](int j, zv_i32 a) { zv_shared_add_i32(&acc[j], zv_mldsa_mont_mul(a, zhat[j])); });
+    if (tid < ZV_WARP_SIZE) {
+        /* μ = H(tr ‖ M′, 64), tr = H(pk, 64) (Alg. 8 steps 6-7, as zv_mldsa_mu), by the block's
+         * sponge on the first warp (phase 4) ... */
+        const zv_bytes pk_part = {pk, (zv_u64)S::PK_BYTES};
+        zv_keccak_block_sponge(&b->keccak, ZV_SHAKE256_RATE, ZV_KECCAK_DS_SHAKE, &pk_part, 1, b->tr, ZV_MLDSA_TR_BYTES);
+        ZV_SYNC_WARP(); /* tr, written by threads 0..7, before μ's sponge reads it */
+        const zv_u8 prefix[2] = {0, (zv_u8)ctx_len};
+        const zv_bytes mu_parts[4] = {{b->tr, ZV_MLDSA_TR_BYTES}, {prefix, 2}, {ctx, ctx_len}, {msg, msg_len}};
+        zv_keccak_block_sponge(&b->keccak, ZV_SHAKE256_RATE, ZV_KECCAK_DS_SHAKE, mu_parts, 4, b->mu, ZV_MLDSA_MU_BYTES);
+    } else {
+        /* ... while the other warps sample Â: entry e on thread ZV_WARP_SIZE + e. */
+        for (zv_u64 e = tid - ZV_WARP_SIZE; e < (zv_u64)(K * L); e += ZV_BLOCK_NTHREADS - ZV_WARP_SIZE) {
+            zv_i32 *acc = b->acc[e / L];
+            const zv_i32 *zhat = b->poly[e % L];
+            zv_mldsa_expand_a_entry(rho, (int)(e / L), (int)(e % L),
+                                    [&](int j, zv_i32 a) { zv_shared_add_i32(&acc[j], zv_mldsa_mont_mul(a, zhat[j])); });
+        }
     }
     if (tid == second) {
         int start = 0;
