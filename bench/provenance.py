@@ -24,9 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 #: What a result file holds: numbers that ran ("measurement"), numbers computed from a model
-#: of a machine nobody ran on ("PREDICTION", in capitals wherever it is printed), or a page
-#: that records no number ("note": why something is not measured yet).
-KINDS = ("measurement", "PREDICTION", "note")
+#: of a machine nobody ran on ("PREDICTION", in capitals wherever it is printed), numbers a
+#: simulator of such a machine produced ("SIMULATION": GPGPU-Sim's timing mode, likewise in
+#: capitals), or a page that records no number ("note": why something is not measured yet).
+KINDS = ("measurement", "PREDICTION", "SIMULATION", "note")
 
 #: ``commit_source`` of a commit taken from ``git log`` after the fact (see scripts/results_index).
 FROM_GIT_LOG = "from git log: the last commit that wrote this file; its writer recorded no commit"
@@ -112,12 +113,12 @@ def describe_machine(m: dict) -> str:
 
 def markdown_line(prov: dict, kind: str = "measurement", method: str | None = None) -> str:
     """The provenance line a result's ``.md`` carries under its title.  ``kind`` is one of
-    :data:`KINDS`; a PREDICTION names its ``method`` (required for one)."""
+    :data:`KINDS`; a PREDICTION or a SIMULATION names its ``method`` (required for one)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
-    if kind == "PREDICTION" and not method:
-        raise ValueError("a PREDICTION must name its method")
-    what = f"PREDICTION (method: {method})" if kind == "PREDICTION" else kind
+    if kind in ("PREDICTION", "SIMULATION") and not method:
+        raise ValueError(f"a {kind} must name its method")
+    what = f"{kind} (method: {method})" if kind in ("PREDICTION", "SIMULATION") else kind
     source = "" if prov.get("commit_source", "git rev-parse HEAD") == "git rev-parse HEAD" \
         else f" ({prov['commit_source']})"
     where = f", on {describe_machine(prov['machine'])}" if prov.get("machine") else ""
@@ -141,7 +142,8 @@ def recorded_line(kind: str, sha: str, date: str) -> str:
     return f"Provenance: {what} recorded at commit `{sha}` ({FROM_GIT_LOG}), {date}."
 
 
-_LINE = re.compile(r"^(?:# )?Provenance: (?P<kind>measurement|PREDICTION|note)\b.*? at (?:the tree of )?commit "
+_LINE = re.compile(r"^(?:# )?Provenance: (?P<kind>measurement|PREDICTION|SIMULATION|note)\b.*? "
+                   r"at (?:the tree of )?commit "
                    r"`(?P<commit>[^`]+)`(?: \((?P<source>[^)]*)\))?, (?P<date>\d{4}-\d\d-\d\d[0-9T:Z]*)", re.M)
 
 

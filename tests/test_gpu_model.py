@@ -129,6 +129,11 @@ def test_every_family_has_one_method_and_every_report_is_labelled(tmp_path):
     assert json.loads((tmp_path / "x.json").read_text())["kind"] == "PREDICTION"
     with pytest.raises(ValueError):
         gpu_model.write(tmp_path, "y", ["# rates"], None, prov, "m")  # a title that hides it
+    # The command that wrote a record is printed under its provenance line.
+    gpu_model.write(tmp_path, "z", ["# PREDICTED rates", "", "| a |"], None,
+                    {**prov, "command": "scripts/gpu_model --scheme ed25519"}, "m")
+    assert (tmp_path / "z.md").read_text().splitlines()[3:6] == [
+        "", "Command: `scripts/gpu_model --scheme ed25519`.", ""]
 
 
 @pytest.mark.skipif(hostbuild.compiler() is None, reason="no C++ compiler")
@@ -177,5 +182,8 @@ def test_a_prediction_carries_the_simulators_second_opinion_for_the_kernels_it_n
     assert any("SIMULATED" in ln for ln in lines)
     assert sum("zv_verify_ml_dsa_block_65" in ln and "0.31" in ln for ln in lines) == 1
     assert not any("ed25519" in ln for ln in lines)  # a row with an error is not an opinion
-    assert gpu_model.second_opinion("| ed25519 |", tmp_path) == []
+    # A record none of whose kernels was simulated says so, and how far the simulated ones fell.
+    none = gpu_model.second_opinion("| ed25519 |", tmp_path)
+    assert "## Second opinion: none" in none and not any("SIMULATED" in ln for ln in none)
+    assert any("0.31–0.31 of their predictions" in ln for ln in none)
     assert gpu_model.second_opinion("anything", tmp_path / "absent") == []

@@ -56,12 +56,16 @@ def test_the_results_readme_is_what_results_index_writes():
         "bench/results/README.md is stale: run scripts/results_index"
 
 
-def test_predictions_are_labelled_in_the_results_readme():
+def test_predictions_and_simulations_are_labelled_in_the_results_readme():
     readme = (RESULTS / "README.md").read_text()
+    labels = {"PREDICTION": "**PREDICTED**", "SIMULATION": "**SIMULATED**"}
     for path in index["results"]():
-        if provenance.parse(path.read_text())["kind"] == "PREDICTION":
+        kind = provenance.parse(path.read_text())["kind"]
+        if kind in labels:
             [row] = [line for line in readme.splitlines() if line.startswith(f"| [{path.name}]")]
-            assert "**PREDICTED**" in row
+            assert labels[kind] in row
+    # The simulator's timing record is a SIMULATION, not a measurement of a GPU.
+    assert provenance.parse((RESULTS / "gpusim_timing.md").read_text())["kind"] == "SIMULATION"
 
 
 def test_provenance_lines_round_trip():
@@ -71,8 +75,10 @@ def test_provenance_lines_round_trip():
         back = provenance.parse(f"# Title\n\n{line}\n")
         assert (back["commit"], back["date"]) == (prov["commit"], prov["date"])
     assert provenance.parse(provenance.text_line(prov, "PREDICTION", "m"))["kind"] == "PREDICTION"
-    with pytest.raises(ValueError):
-        provenance.markdown_line(prov, "PREDICTION")  # a prediction must name its method
+    assert provenance.parse(provenance.markdown_line(prov, "SIMULATION", "a simulator"))["kind"] == "SIMULATION"
+    for kind in ("PREDICTION", "SIMULATION"):
+        with pytest.raises(ValueError):
+            provenance.markdown_line(prov, kind)  # a prediction or a simulation must name its method
     with pytest.raises(ValueError):
         provenance.markdown_line(prov, "estimate")
 
@@ -104,7 +110,8 @@ def test_results_index_stamps_old_results_from_git_and_writes_the_index(tmp_path
     assert old[4:] == ["Written by `bench/old.py`.", "", "| a |", "|---|", "| 1 |"]  # the numbers stay
     assert (res / "report.txt").read_text().splitlines()[2].startswith("# Provenance:")
     readme = (res / "README.md").read_text()
-    assert "4 results: 2 measured, 1 PREDICTED, 1 note." in readme and f"recorded at `{sha[:12]}`" in readme
+    assert "4 results: 2 measured, 1 PREDICTED, 0 SIMULATED, 1 note." in readme
+    assert f"recorded at `{sha[:12]}`" in readme
     assert "| [old.md](old.md) | Old benchmark | measured |" in readme and "| old.json |" in readme
     before = {p.name: p.read_text() for p in res.iterdir()}
     assert _run(script, "--results", str(res)).returncode == 0  # a second run changes nothing

@@ -99,15 +99,21 @@ def build_unit(work: Path, unit: str) -> tuple[Path, str, float]:
 def second_opinion(text: str, results: Path = RESULTS) -> list[str]:
     """Lines naming GPGPU-Sim's SIMULATED timing (bench/results/gpusim_timing.json, written by
     ``scripts/gpusim --timing``) of every kernel whose entry point or scheme ``text`` names:
-    a prediction is shown beside what the simulator made of the same kernel."""
+    a prediction is shown beside what the simulator made of the same kernel, or says that it
+    has no such opinion (and how far the simulated kernels fell from theirs). No lines where
+    there is no timing record at all."""
     try:
-        rows = json.loads((results / "gpusim_timing.json").read_text())["rows"]
+        rows = [r for r in json.loads((results / "gpusim_timing.json").read_text())["rows"] if not r.get("error")]
     except (OSError, ValueError, KeyError):
         return []
-    mine = [r for r in rows
-            if not r.get("error") and (r["entry"] in text or r["family"].removesuffix("-block") in text)]
+    mine = [r for r in rows if r["entry"] in text or r["family"].removesuffix("-block") in text]
     if not mine:
-        return []
+        ratios = sorted(r["simulated_over_predicted"] for r in rows if r.get("simulated_over_predicted"))
+        spread = (f": the kernels simulated so far ran at {ratios[0]:.2f}–{ratios[-1]:.2f} of their predictions, "
+                  "a direction this one has not been checked against" if ratios else "")
+        return ["", "## Second opinion: none", "",
+                "No kernel of this record has been run in GPGPU-Sim's timing mode (`scripts/gpusim --timing`; "
+                f"`bench/results/gpusim_timing.md` lists those that have), so this prediction stands alone{spread}."]
     lines = ["", "## Second opinion: SIMULATED (GPGPU-Sim timing mode)", "",
              "GPGPU-Sim's timing mode on one SM of its newest configuration (an Ampere SM at 1,132 MHz; it models "
              "PTX, not SASS: a direction and the size of a gap, not a measurement), one full wave, from "
@@ -123,15 +129,16 @@ def second_opinion(text: str, results: Path = RESULTS) -> list[str]:
 
 
 def write(out: Path, name: str, markdown: list[str], data: dict | None, prov: dict, method: str) -> None:
-    """``out/<name>.md`` (title, the PREDICTION provenance line naming ``method``, then
-    ``markdown``'s remaining lines) and, when ``data`` is given, ``out/<name>.json`` with
-    the provenance and method added."""
+    """``out/<name>.md`` (title, the PREDICTION provenance line naming ``method``, the command
+    when ``prov`` carries one, then ``markdown``'s remaining lines, then :func:`second_opinion`)
+    and, when ``data`` is given, ``out/<name>.json`` with the provenance and method added."""
     title, *body = markdown
     if "PREDICT" not in title:
         raise ValueError(f"a prediction's title must say so: {title!r}")
     out.mkdir(parents=True, exist_ok=True)
+    command = ["", f"Command: `{prov['command']}`."] if prov.get("command") else []
     (out / f"{name}.md").write_text("\n".join([title, "", provenance.markdown_line(prov, "PREDICTION", method),
-                                               *body, *second_opinion("\n".join(body))]) + "\n")
+                                               *command, *body, *second_opinion("\n".join(body))]) + "\n")
     if data is not None:
         (out / f"{name}.json").write_text(json.dumps({"provenance": prov, "kind": "PREDICTION", "method": method,
                                                       **data}, indent=1, default=str) + "\n")

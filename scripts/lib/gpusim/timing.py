@@ -251,8 +251,8 @@ def markdown(data: dict[str, Any]) -> str:
 
     md = ["# SIMULATED cycles per verify in GPGPU-Sim's timing mode, beside the PREDICTED rates "
           "(written by scripts/gpusim --timing)", "",
-          provenance.markdown_line(data["provenance"]) + "  What was measured is a simulator run: "
-          "every rate below is SIMULATED or PREDICTED, none measured on a GPU.", "",
+          provenance.markdown_line(data["provenance"], "SIMULATION", "GPGPU-Sim's timing mode, below") + "  Every "
+          "rate below is SIMULATED or PREDICTED, none measured on a GPU.", "",
           f"Command: `{data['command']}`.  Configuration {data['config']} with "
           + ", ".join(f"`{o}`" for o in data["options"]) + f" (one SM, {data['limits']['schedulers']} schedulers, "
           f"{data['limits']['clock_hz'] / 1e6:.0f} MHz); one full wave: the SM's resident blocks of valid items, one "
