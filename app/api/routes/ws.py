@@ -28,7 +28,8 @@ Each message, before anything else is done with it:
 Every error reply names the request it answers.  A text message's ``request_id`` is read
 from the parsed JSON; when the message is not parsed (too big, refused) or cannot be
 (not JSON, nested past the parser's depth), it is still read if ``"request_id"`` is the
-object's first key, or from a full parse of a message of at most :data:`PEEK_PARSE_CHARS`.
+object's first key, or from a full parse of a message of at most :data:`PEEK_PARSE_CHARS`
+(which finds it only in well-formed JSON: a refused message, never a broken one).
 A text message whose id cannot be read is not answered: the server stops reading, sends
 the replies of the requests still in flight, and closes the connection with code 1009
 (over the size limit), 1007 (not JSON), 1013 (rate limited or overloaded: try again later)
