@@ -305,6 +305,17 @@ def test_deeply_nested_json_without_a_readable_id_closes_with_1007(engine):
     assert closed["code"] == 1007 and closed["reason"].startswith("BAD_JSON")
 
 
+def test_small_broken_json_is_named_only_by_a_first_key_request_id(engine, signed):
+    a, b, _ = signed
+    # Well under the 64 KiB full parse, but broken: the parse finds no id, so the first key must.
+    first = '{"request_id": 7, "items": [1,}'
+    got, closed = asyncio.run(_converse(_app(engine), [first, _json([a, b], "after")], replies=2))
+    assert closed is None and {r["request_id"] for r in got} == {7, "after"}
+    last = '{"items": [1,], "request_id": 7}'
+    got, closed = asyncio.run(_converse(_app(engine), [last], replies=1))
+    assert got == [] and closed["code"] == 1007 and closed["reason"].startswith("BAD_JSON")
+
+
 def test_a_text_message_over_the_json_body_limit_is_refused_before_it_is_parsed(engine, signed, monkeypatch):
     a, b, _ = signed
     big = _json([a, b] * 4, "big")  # ~2.4 kB, over a 1 KiB limit
