@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: simulator of such a machine produced ("SIMULATION": GPGPU-Sim's timing mode, likewise in
 #: capitals), or a page that records no number ("note": why something is not measured yet).
 KINDS = ("measurement", "PREDICTION", "SIMULATION", "note")
+#: The kinds whose numbers come from a model or a simulator: each must name its method.
+MODELLED = ("PREDICTION", "SIMULATION")
 
 #: ``commit_source`` of a commit taken from ``git log`` after the fact (see scripts/results_index).
 FROM_GIT_LOG = "from git log: the last commit that wrote this file; its writer recorded no commit"
@@ -116,9 +118,9 @@ def markdown_line(prov: dict, kind: str = "measurement", method: str | None = No
     :data:`KINDS`; a PREDICTION or a SIMULATION names its ``method`` (required for one)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
-    if kind in ("PREDICTION", "SIMULATION") and not method:
+    if kind in MODELLED and not method:
         raise ValueError(f"a {kind} must name its method")
-    what = f"{kind} (method: {method})" if kind in ("PREDICTION", "SIMULATION") else kind
+    what = f"{kind} (method: {method})" if kind in MODELLED else kind
     source = "" if prov.get("commit_source", "git rev-parse HEAD") == "git rev-parse HEAD" \
         else f" ({prov['commit_source']})"
     where = f", on {describe_machine(prov['machine'])}" if prov.get("machine") else ""
@@ -142,7 +144,7 @@ def recorded_line(kind: str, sha: str, date: str) -> str:
     return f"Provenance: {what} recorded at commit `{sha}` ({FROM_GIT_LOG}), {date}."
 
 
-_LINE = re.compile(r"^(?:# )?Provenance: (?P<kind>measurement|PREDICTION|SIMULATION|note)\b.*? "
+_LINE = re.compile(r"^(?:# )?Provenance: (?P<kind>" + "|".join(KINDS) + r")\b.*? "
                    r"at (?:the tree of )?commit "
                    r"`(?P<commit>[^`]+)`(?: \((?P<source>[^)]*)\))?, (?P<date>\d{4}-\d\d-\d\d[0-9T:Z]*)", re.M)
 
