@@ -12,6 +12,14 @@ single-lane share (issued warp instructions with one active thread over all issu
 the cycles its schedulers issued nothing, by reason.  The verdicts are checked too (every
 item valid), so a timing run is also an agreement run.
 
+A wave too long to simulate whole (the ML-DSA thread kernel: ~2 M thread instructions per
+verify, 256 items, ~15 k simulated instructions per second here, about nine hours) is
+*sampled*: ``max_cycles`` stops the timing run after that many cycles (GPGPU-Sim's
+``-gpgpu_max_cycle``), every figure above is the window's, and the cycles per verify are
+extrapolated at the window's rate, using the wave's thread instructions counted by a
+functional run of the same items (which also checks the verdicts).  The window is the start
+of the kernel, so a later phase that runs faster or slower than the window is not seen.
+
 Its limits (said in the record): GPGPU-Sim models PTX, not the SASS the GPU runs (ptxas's
 scheduling, register allocation and instruction selection are not modelled; a PTX
 instruction may be several SASS ones or none), an Ampere SM rather than Hopper's, and its
@@ -31,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from app.core.errors import KernelLaunchError
 from app.engine.device import ops, ptxas
 from app.engine.device.registry import VerifyKernel
 from app.engine.reference import kat
@@ -104,6 +113,9 @@ def usage(sim: Simulator, ptx: Path, entry: str) -> ptxas.EntryUsage:
 _STAT = re.compile(r"^(gpu_sim_cycle|gpu_sim_insn|gpgpu_n_tot_w_icount|gpu_tot_issued_cta) = (\d+)\s*$", re.M)
 _DISTRO = re.compile(r"^Stall:(\d+)\tW0_Idle:(\d+)\tW0_Scoreboard:(\d+)((?:\tW\d+:\d+)+)", re.M)
 _CTA = re.compile(r"CTA/core = (\d+), limited by:(.*)$", re.M)
+_FUNCTIONAL_INSN = re.compile(r"Done functional simulation \((\d+) instructions simulated\)")
+#: What GPGPU-Sim prints when -gpgpu_max_cycle ends a kernel (and the process) early.
+_BREAK = "break due to reaching the maximum cycles"
 
 
 def parse_stats(log: str) -> dict[str, Any]:
@@ -118,6 +130,15 @@ def parse_stats(log: str) -> dict[str, Any]:
     return {**stats, "stall": int(stall), "w0_idle": int(idle), "w0_scoreboard": int(scoreboard),
             "issued_by_active_lanes": by_lanes,
             "cta_per_core": int(cta[-1][0]) if cta else None, "cta_limited_by": cta[-1][1].strip() if cta else ""}
+
+
+def functional_instructions(log: str) -> int:
+    """Thread instructions of the last kernel of a functional-mode log (raises RuntimeError
+    when absent)."""
+    hits = _FUNCTIONAL_INSN.findall(log)
+    if not hits:
+        raise RuntimeError("the simulator printed no functional instruction count")
+    return int(hits[-1])
 
 
 @dataclass
@@ -143,6 +164,21 @@ class Timing:
     agreed: bool = False
     wall_s: float = 0.0
     error: str = ""
+    #: Set when the run was sampled: the window's cycle limit, and the whole wave's thread
+    #: instructions (from a functional run of the same items).
+    max_cycles: int | None = None
+    wave_instructions: int = 0
+
+    @property
+    def sampled(self) -> bool:
+        return self.max_cycles is not None
+
+    def wave_cycles(self) -> float:
+        """The wave's cycles: simulated, or for a sampled run extrapolated at the window's
+        thread instructions per cycle."""
+        if not self.sampled:
+            return float(self.cycles)
+        return self.cycles * self.wave_instructions / self.thread_instructions if self.thread_instructions else 0.0
 
     @property
     def issued(self) -> int:
@@ -163,10 +199,11 @@ def wave_items(family: str, kernel: VerifyKernel, blocks: int) -> list:
 
 
 def run(sim: Simulator, family: str, kernel: VerifyKernel, *, blocks: int | None = None,
-        keep_logs: Path | None = None) -> Timing:
-    """One full wave of ``kernel`` (or ``blocks`` blocks) on one SM in timing mode."""
+        keep_logs: Path | None = None, max_cycles: int | None = None) -> Timing:
+    """One full wave of ``kernel`` (or ``blocks`` blocks) on one SM in timing mode; with
+    ``max_cycles``, sampled when the wave runs longer (see the module doc)."""
     t0 = time.perf_counter()
-    cfg = TimingConfig(CONFIG, OPTIONS)
+    options = OPTIONS if max_cycles is None else (*OPTIONS, f"-gpgpu_max_cycle {max_cycles}")
     limits = sm_limits(sim.config_dir().parent / CONFIG / "gpgpusim.config")
     ptx = ptx_of(kernel.source)
     u = usage(sim, ptx, kernel.entry)
@@ -174,13 +211,21 @@ def run(sim: Simulator, family: str, kernel: VerifyKernel, *, blocks: int | None
     nblocks = blocks or wave
     items = wave_items(family, kernel, nblocks)
     res = Timing(family, kernel.entry, len(items), nblocks, kernel.block, u.registers, u.shared_bytes)
-    dev = SimDevice(sim, max_grid=nblocks, keep_logs=keep_logs, timing=cfg)
-    groups = [idx for key, idx in group_items(items).items() if key is not None]
+    groups = [(key, idx) for key, idx in group_items(items).items() if key is not None]
     if len(groups) != 1:
         raise RuntimeError(f"{family}: the wave's items make {len(groups)} batches, not one")
-    key = next(k for k in group_items(items) if k is not None)
-    got = ops.verify_batch(dev, kernel, batch_of(key, items))
-    res.agreed = bool(np.all(got))
+    batch = batch_of(groups[0][0], items)
+    if max_cycles is not None:
+        fdev = SimDevice(sim, max_grid=nblocks, keep_logs=None if keep_logs is None else keep_logs / "functional")
+        res.agreed = bool(np.all(ops.verify_batch(fdev, kernel, batch)))
+        res.wave_instructions = functional_instructions(fdev.last_log)
+    dev = SimDevice(sim, max_grid=nblocks, keep_logs=keep_logs, timing=TimingConfig(CONFIG, options))
+    try:
+        res.agreed = bool(np.all(ops.verify_batch(dev, kernel, batch)))
+    except KernelLaunchError:
+        if max_cycles is None or _BREAK not in dev.last_log:
+            raise
+        res.max_cycles = max_cycles  # the window ended before the wave: sampled
     stats = parse_stats(dev.last_log)
     res.cycles, res.thread_instructions = stats["gpu_sim_cycle"], stats["gpu_sim_insn"]
     res.warp_instructions = stats.get("gpgpu_n_tot_w_icount", 0)
@@ -214,7 +259,7 @@ def predicted_h200_rate(results: Path, family: str) -> float | None:
 def row(t: Timing, limits: SmLimits, predicted_h200: float | None) -> dict[str, Any]:
     """The record's row: simulated figures, and the prediction scaled to the same SM and clock
     (per SM and per cycle: H200's rate / (132 SMs × 1.98 GHz) × the config's clock)."""
-    cyc_per_verify = t.cycles / t.items if t.items else 0.0
+    cyc_per_verify = t.wave_cycles() / t.items if t.items else 0.0
     sim_sm_rate = limits.clock_hz / cyc_per_verify if cyc_per_verify else 0.0
     pred_sm_rate = predicted_h200 / (H200_SMS * H200_CLOCK_HZ) * limits.clock_hz if predicted_h200 else None
     return {
@@ -233,6 +278,10 @@ def row(t: Timing, limits: SmLimits, predicted_h200: float | None) -> dict[str, 
         "predicted_h200_verifies_per_s": predicted_h200,
         "simulated_carried_to_h200_verifies_per_s": round(sim_sm_rate / limits.clock_hz * H200_SMS * H200_CLOCK_HZ),
         "wall_s": round(t.wall_s, 1), "error": t.error,
+        "sampled": None if not t.sampled else {
+            "max_cycles": t.max_cycles, "window_thread_instructions": t.thread_instructions,
+            "wave_thread_instructions": t.wave_instructions,
+            "window_share": round(t.thread_instructions / t.wave_instructions, 4) if t.wave_instructions else 0.0},
     }
 
 
@@ -272,11 +321,23 @@ def markdown(data: dict[str, Any]) -> str:
         ratio = "—" if r["simulated_over_predicted"] is None else f"{r['simulated_over_predicted']:.2f}"
         h200 = "—" if r["predicted_h200_verifies_per_s"] is None else f"{r['predicted_h200_verifies_per_s']:,.0f}"
         md.append(f"| {r['entry']} ({r['family']}) | {r['items']} ({r['blocks']} × {r['block']}) | {r['registers']} | "
-                  f"{r['cycles_per_verify']:,.0f} | {r['warp_ipc']:.2f} | {r['issue_slot_use']:.1%} | "
+                  f"{'≈' if r.get('sampled') else ''}{r['cycles_per_verify']:,.0f}{' (sampled)' if r.get('sampled') else ''} | "
+                  f"{r['warp_ipc']:.2f} | {r['issue_slot_use']:.1%} | "
                   f"{r['single_lane_share']:.1%} | {r['mean_active_lanes']:.1f} | "
                   f"{r['simulated_verifies_per_s_per_sm']:,} | {pred} | {ratio} | "
                   f"{r['simulated_carried_to_h200_verifies_per_s']:,} | {h200} | "
                   f"{'all valid accepted' if r['agreed'] else 'WRONG'} |")
+    sampled = [r for r in data["rows"] if r.get("sampled") and not r.get("error")]
+    if sampled:
+        md += ["", "**Sampled rows** (the wave ran past `--max-cycles`; GPGPU-Sim's `-gpgpu_max_cycle`): "
+               + "; ".join(f"{r['entry']}: its first {r['sampled']['max_cycles']:,} cycles ran "
+                           f"{r['sampled']['window_thread_instructions']:,} of the wave's "
+                           f"{r['sampled']['wave_thread_instructions']:,} thread instructions "
+                           f"({r['sampled']['window_share']:.1%})" for r in sampled)
+               + ".  The wave's instructions are counted by a functional run of the same items, which also checked "
+               "their verdicts; cycles per verify are extrapolated at the window's instructions per cycle, and every "
+               "other figure of the row is the window's.  The window is the kernel's start, so a later phase running "
+               "at another rate is not seen (docs/kernels.md says how far this moved the ML-DSA block kernel)."]
     md += ["", "Rows are kept across runs (`--timing FAMILIES` replaces those families' rows); each row's commit: "
            + ", ".join(f"{r['family']} `{str(r.get('commit', '?'))[:12]}`" for r in data["rows"]) + ".",
            "", "Scheduler cycles that issued nothing (summed over the SM's schedulers; GPGPU-Sim's \"Warp Occupancy "
