@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -302,6 +304,58 @@ def test_timing_statistics_are_read_from_the_simulators_log():
     assert row["simulated_carried_to_h200_verifies_per_s"] == round(132 * 1.98e9 / 250)
     with pytest.raises(RuntimeError):
         timing.parse_stats("GPGPU-Sim: functional mode only\n")
+
+
+def test_a_sampled_wave_extrapolates_its_cycles_at_the_windows_rate():
+    """A wave stopped by --max-cycles: cycles per verify = window cycles × wave instructions ÷
+    window instructions ÷ items; the record says the row is sampled and how much it saw."""
+    from scripts.lib.gpusim import timing
+
+    assert timing.functional_instructions("GPGPU-Sim: Done functional simulation (2721930 instructions simulated).\n"
+                                          "GPGPU-Sim: Done functional simulation (512 instructions simulated).") == 512
+    with pytest.raises(RuntimeError):
+        timing.functional_instructions(TIMING_LOG)
+    st = timing.parse_stats(TIMING_LOG)
+    t = timing.Timing("ml-dsa-65", "zv_verify_ml_dsa_65", items=256, blocks=2, block=128, registers=254,
+                      shared_bytes=0, cycles=1000, thread_instructions=64000, warp_instructions=2500,
+                      issued_by_active_lanes=st["issued_by_active_lanes"], agreed=True,
+                      max_cycles=1000, wave_instructions=640000)
+    assert t.sampled and t.wave_cycles() == 10000.0  # a tenth of the wave's instructions in 1,000 cycles
+    limits = timing.SmLimits(threads=1536, registers=65536, shared_bytes=102400, blocks=32, schedulers=4,
+                             clock_hz=1.132e9)
+    row = timing.row(t, limits, predicted_h200=None)
+    assert row["cycles_per_verify"] == round(10000 / 256, 1) and row["cycles"] == 1000
+    assert row["sampled"] == {"max_cycles": 1000, "window_thread_instructions": 64000,
+                              "wave_thread_instructions": 640000, "window_share": 0.1}
+    full = timing.row(timing.Timing("ed25519", "zv_verify_ed25519", 4, 1, 128, 168, 0, cycles=1000,
+                                    thread_instructions=64000, agreed=True), limits, None)
+    assert full["sampled"] is None and full["cycles_per_verify"] == 250
+    data = {"provenance": {"commit": "0" * 40, "date": "2026-12-06T00:00:00Z", "host": "h"}, "command": "c",
+            "config": timing.CONFIG, "options": list(timing.OPTIONS), "limits": vars(limits),
+            "rows": [full, row], "not_run": []}
+    md = timing.markdown(data)
+    assert "| ≈39 (sampled) |" in md and "| 250 |" in md
+    assert ("zv_verify_ml_dsa_65: its first 1,000 cycles ran 64,000 of the wave's 640,000 thread instructions "
+            "(10.0%)") in md
+
+
+def test_max_cycles_is_refused_without_timing_mode():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpusim"), "--max-cycles", "1000"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--max-cycles N needs --timing" in proc.stderr
+
+
+@sim_only
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_wave_past_max_cycles_is_sampled_under_the_simulator(sim):
+    """The ML-DSA-65 block kernel's wave (~800 k cycles) stopped at 100 k: sampled, its verdicts
+    checked by the functional run, the window a part of the wave."""
+    from scripts.lib.gpusim import timing
+
+    t = timing.run(sim, "ml-dsa-65-block", check.family_kernel("ml-dsa-65-block")[1], max_cycles=100_000)
+    assert t.sampled and t.agreed and t.cycles == 100_000
+    assert 0 < t.thread_instructions < t.wave_instructions and t.wave_cycles() > 100_000
 
 
 def test_a_full_wave_is_the_sms_resident_blocks():
