@@ -187,3 +187,14 @@ def test_a_prediction_carries_the_simulators_second_opinion_for_the_kernels_it_n
     assert "## Second opinion: none" in none and not any("SIMULATED" in ln for ln in none)
     assert any("0.31–0.31 of their predictions" in ln for ln in none)
     assert gpu_model.second_opinion("anything", tmp_path / "absent") == []
+    # A sampled row says so beside its figure, and its extrapolated ratio stays out of the spread.
+    rows.append({"family": "ml-dsa-65", "entry": "zv_verify_ml_dsa_65", "cycles_per_verify": 1_000_000.0,
+                 "simulated_verifies_per_s_per_sm": 1132, "simulated_carried_to_h200_verifies_per_s": 261360,
+                 "simulated_over_predicted": 0.03, "single_lane_share": 0.0, "issue_slot_use": 0.01, "commit": "def",
+                 "sampled": {"max_cycles": 10, "window_thread_instructions": 1, "wave_thread_instructions": 8,
+                             "window_share": 0.125}})
+    (tmp_path / "gpusim_timing.json").write_text(json.dumps({"rows": rows}))
+    opinion = gpu_model.second_opinion("| ml-dsa-65 | thread |", tmp_path)
+    [thread] = [ln for ln in opinion if "zv_verify_ml_dsa_65`" in ln]
+    assert "≈1,000,000 cycles per verify per SM, sampled (12.5% of the wave's instructions simulated" in thread
+    assert any("0.31–0.31 of their predictions" in ln for ln in gpu_model.second_opinion("| ed25519 |", tmp_path))

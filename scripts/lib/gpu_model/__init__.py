@@ -108,7 +108,9 @@ def second_opinion(text: str, results: Path = RESULTS) -> list[str]:
         return []
     mine = [r for r in rows if r["entry"] in text or r["family"].removesuffix("-block") in text]
     if not mine:
-        ratios = sorted(r["simulated_over_predicted"] for r in rows if r.get("simulated_over_predicted"))
+        # a sampled row's ratio is an extrapolation from its window (timing.py): not in the spread
+        ratios = sorted(r["simulated_over_predicted"] for r in rows
+                        if r.get("simulated_over_predicted") and not r.get("sampled"))
         spread = (f": the kernels simulated so far ran at {ratios[0]:.2f}–{ratios[-1]:.2f} of their predictions, "
                   "a direction this one has not been checked against" if ratios else "")
         return ["", "## Second opinion: none", "",
@@ -116,11 +118,16 @@ def second_opinion(text: str, results: Path = RESULTS) -> list[str]:
                 f"`bench/results/gpusim_timing.md` lists those that have), so this prediction stands alone{spread}."]
     lines = ["", "## Second opinion: SIMULATED (GPGPU-Sim timing mode)", "",
              "GPGPU-Sim's timing mode on one SM of its newest configuration (an Ampere SM at 1,132 MHz; it models "
-             "PTX, not SASS: a direction and the size of a gap, not a measurement), one full wave, from "
+             "PTX, not SASS: a direction and the size of a gap, not a measurement), one full wave (sampled where "
+             "said: its first cycles simulated, the rest extrapolated at their rate), from "
              "`bench/results/gpusim_timing.md`; the prediction here scaled to that SM and clock:", ""]
     for r in mine:
         ratio = "—" if r.get("simulated_over_predicted") is None else f"{r['simulated_over_predicted']:.2f}"
-        lines.append(f"- `{r['entry']}`: SIMULATED {r['cycles_per_verify']:,.0f} cycles per verify per SM "
+        smp = r.get("sampled")
+        how = (f"≈{r['cycles_per_verify']:,.0f} cycles per verify per SM, sampled ({smp['window_share']:.1%} of "
+               "the wave's instructions simulated, the rest extrapolated)" if smp else
+               f"{r['cycles_per_verify']:,.0f} cycles per verify per SM")
+        lines.append(f"- `{r['entry']}`: SIMULATED {how} "
                      f"({r['simulated_verifies_per_s_per_sm']:,}/s per SM; carried to an H200 by SMs and clock "
                      f"{r['simulated_carried_to_h200_verifies_per_s'] / 1e6:.2f} M/s), simulated ÷ the prediction "
                      f"of its run {ratio}; single-lane share {r['single_lane_share']:.1%}, issue-slot use "
