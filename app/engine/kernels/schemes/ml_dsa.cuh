@@ -230,17 +230,21 @@ ZV_HD zv_u32 zv_mldsa_unpack_bits(const zv_u8 *p, int j, int bits) {
 /* Alg. 21 HintBitUnpack's checks on y = the last ω + K bytes of sig; 1 when h decodes. */
 template <class P>
 ZV_HD int zv_mldsa_hint_is_valid(const zv_u8 *y) {
-    int index = 0;
+    /* No return inside the loops: the inner loop's length differs from item to item, and a
+     * return there leaves the thread kernel's warp converging again only where the whole
+     * verification ends (GPGPU-Sim's reconvergence at the immediate post-dominator ran the
+     * rest of the verification one lane at a time; docs/kernels.md, "Timing mode").  Indices
+     * stay below ω whatever the bytes say, and any failed check clears ok. */
+    int ok = 1, index = 0;
     for (int i = 0; i < P::K; i++) {
         int end = y[P::OMEGA + i];
-        if (end < index || end > P::OMEGA) return 0;
-        for (int p = index + 1; p < end; p++)
-            if (y[p - 1] >= y[p]) return 0;
-        index = end;
+        ok &= (end >= index) & (end <= P::OMEGA);
+        int stop = end <= P::OMEGA ? end : P::OMEGA;
+        for (int p = index + 1; p < stop; p++) ok &= y[p - 1] < y[p];
+        index = stop > index ? stop : index;
     }
-    for (int p = index; p < P::OMEGA; p++)
-        if (y[p] != 0) return 0;
-    return 1;
+    for (int p = index; p < P::OMEGA; p++) ok &= y[p] == 0;
+    return ok;
 }
 
 /* Coefficient j of z = BitUnpack(sig bytes, γ1 − 1, γ1) (Alg. 19), each in [−γ1 + 1, γ1],
