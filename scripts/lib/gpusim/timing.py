@@ -13,7 +13,7 @@ the cycles its schedulers issued nothing, by reason.  The verdicts are checked t
 item valid), so a timing run is also an agreement run.
 
 A wave too long to simulate whole (the ML-DSA thread kernel while its warps ran one lane at
-a time: ~15 k simulated thread instructions per second here for 564 M, about nine hours) is
+a time: ~15 k simulated thread instructions per second here for 564 M, about ten hours) is
 *sampled*: ``max_cycles`` stops the timing run after that many cycles (GPGPU-Sim's
 ``-gpgpu_max_cycle``), every figure above is the window's, and the cycles per verify are
 extrapolated at the window's rate, using the wave's thread instructions counted by a

@@ -234,8 +234,8 @@ ZV_HD int zv_mldsa_hint_is_valid(const zv_u8 *y) {
      * return there leaves the thread kernel's warp converging again only where the whole
      * verification ends (under GPGPU-Sim, which reconverges at the immediate post-dominator,
      * the rest of the verification ran one lane at a time; docs/kernels.md, "Timing mode: a
-     * simulated second opinion").  Indices stay below ω whatever the bytes say, and any
-     * failed check clears ok. */
+     * simulated second opinion").  Indices into the hint positions stay below ω whatever
+     * the bytes say, and any failed check clears ok. */
     int ok = 1, index = 0;
     for (int i = 0; i < P::K; i++) {
         int end = y[P::OMEGA + i];
