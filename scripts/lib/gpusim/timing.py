@@ -211,10 +211,10 @@ def run(sim: Simulator, family: str, kernel: VerifyKernel, *, blocks: int | None
     nblocks = blocks or wave
     items = wave_items(family, kernel, nblocks)
     res = Timing(family, kernel.entry, len(items), nblocks, kernel.block, u.registers, u.shared_bytes)
-    groups = [(key, idx) for key, idx in group_items(items).items() if key is not None]
-    if len(groups) != 1:
-        raise RuntimeError(f"{family}: the wave's items make {len(groups)} batches, not one")
-    batch = batch_of(groups[0][0], items)
+    keys = [key for key in group_items(items) if key is not None]
+    if len(keys) != 1:
+        raise RuntimeError(f"{family}: the wave's items make {len(keys)} batches, not one")
+    batch = batch_of(keys[0], items)
     if max_cycles is not None:
         fdev = SimDevice(sim, max_grid=nblocks, keep_logs=None if keep_logs is None else keep_logs / "functional")
         res.agreed = bool(np.all(ops.verify_batch(fdev, kernel, batch)))
